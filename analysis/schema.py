@@ -1,0 +1,229 @@
+"""The run-directory contract between the load side and the analysis side.
+
+A run directory holds three files, all written by the load side as things happen:
+
+* ``records.jsonl``: one JSON object per finished request (``RequestRecord``), flushed as it finishes;
+* ``steps.jsonl``: one JSON object per ladder step (``StepRecord``), written when the step ends;
+* ``meta.json``: settings, prompt set and server identity (``RunMeta``), written at start, updated at end.
+
+This module is the single definition of those shapes. The load side imports it to build lines; the analysis
+side imports it to read them. It imports nothing from Locust, so a run killed half-way can be read anywhere.
+Field meanings are documented in ``docs/records.md``; bump ``SCHEMA_VERSION`` on any incompatible change and
+keep ``read_*`` able to read every older version.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+SCHEMA_VERSION = 1
+
+RECORDS_FILE = "records.jsonl"
+STEPS_FILE = "steps.jsonl"
+META_FILE = "meta.json"
+
+Status = Literal["ok", "http_error", "stream_error", "timeout", "truncated", "connect_error"]
+STATUSES: tuple[str, ...] = ("ok", "http_error", "stream_error", "timeout", "truncated", "connect_error")
+Phase = Literal["warmup", "measured", "transition"]
+# Where output_tokens came from: a server-reported count, or (last resort) counted chunks.
+TOKEN_SOURCES: tuple[str, ...] = ("meta_info", "usage", "timings", "tokens_predicted", "chunks")
+# How the per-chunk cumulative counts were obtained.
+CHUNK_TOKEN_SOURCES: tuple[str, ...] = ("server", "one_per_chunk", "interpolated", "chunks")
+
+
+class SpecFields(TypedDict, total=False):
+    """Per-request speculative-decoding figures as the server reported them (normalised names)."""
+
+    verify_ct: int | None  # target verify passes (SGLang spec_verify_ct); None where not reported
+    accepted_drafts: int | None  # accepted draft tokens, bonus token excluded
+    proposed_drafts: int | None  # proposed draft tokens
+    accept_length: float | None  # tokens per verify pass, bonus included (SGLang's definition)
+    accept_rate: float | None  # accepted / proposed
+    source: str  # "meta_info", "sglext", "vllm_metrics", "timings"
+
+
+class RequestRecord(TypedDict):
+    """One line of records.jsonl: one streamed request, successful or not."""
+
+    schema: int
+    request_id: str  # suite-side id, unique within the run ("<worker>-<n>")
+    server_request_id: str | None  # id the server gave the response (meta_info.id, chunk id)
+    label: str  # run label, e.g. "baseline", "eagle3"
+    api: str  # "generate", "chat" or "completions"
+    prompt_id: str
+    category: str
+    prompt_seq: int  # position of the prompt in the shared prompt order
+    step: int | None  # ladder step index at request start; None outside a ladder
+    target_c: int | None  # ladder target concurrency at request start
+    phase: Phase | None  # as seen by the client when the request finished
+    worker: int  # Locust worker index (0 when local)
+    user: str  # the Locust user that sent it ("<worker>:<n>"), so warm-up can wait for every user
+    start_s: float  # wall clock (epoch seconds) when the request was sent
+    ttft_s: float | None  # seconds from send to the first chunk carrying output tokens
+    e2e_s: float  # seconds from send to the end of the stream (or the failure)
+    chunk_ms: list[float]  # arrival offsets (ms from start_s) of chunks that carried output tokens
+    chunk_tokens: list[int]  # cumulative output tokens after each chunk in chunk_ms
+    chunk_tokens_source: str  # one of CHUNK_TOKEN_SOURCES
+    output_tokens: int
+    output_tokens_source: str  # one of TOKEN_SOURCES
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    spec: SpecFields | None
+    status: Status
+    http_status: int | None
+    error: str | None  # short error text; never a secret
+    finish_reason: str | None  # "length", "stop", "abort", ... as the server said
+    max_tokens: int
+
+
+class StepRecord(TypedDict, total=False):
+    """One line of steps.jsonl: one ladder step, written when it ends."""
+
+    schema: int
+    index: int
+    target_c: int
+    start_s: float  # wall clock when the step's users were started
+    steady_start_s: float | None  # end of warm-up: start of the measured window (None: never reached)
+    end_s: float  # end of the measured window
+    min_requests: int  # requests the window had to measure
+    requests_measured: int  # requests that started and finished inside the window
+    achieved_c: float | None  # time-averaged requests in flight in the window (Little's law)
+    throughput_tok_s: float | None  # output tokens that arrived in the window / window length
+    ended_by: str  # "target", "max_time", "ci", "stopped"
+    flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window"
+
+
+@dataclass
+class RunMeta:
+    """meta.json: what was run, against what, with which settings (secrets already redacted)."""
+
+    schema: int = SCHEMA_VERSION
+    suite_version: str = ""
+    label: str = ""
+    command_line: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    api: str = ""
+    max_tokens: int = 0
+    ignore_eos: bool = True
+    temperature: float = 0.0
+    ladder: list[int] = field(default_factory=list)
+    prompts: dict[str, Any] = field(default_factory=dict)  # name, sha256, count, mode, seed
+    server: dict[str, Any] = field(default_factory=dict)  # url, kind, model, speculative, max_running_requests
+    started_s: float | None = None
+    ended_s: float | None = None
+    partial: bool = True  # true until the run ended on its own
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunMeta:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+class RunFormatError(ValueError):
+    """A run directory file does not follow the schema; the message names file, line and what was expected."""
+
+
+@dataclass
+class RunData:
+    """Everything read from one run directory."""
+
+    path: Path
+    meta: RunMeta
+    records: list[RequestRecord]
+    steps: list[StepRecord]
+    skipped_lines: int = 0  # torn last lines of a killed run
+
+
+def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    """Yield (line number, object); a line that does not parse yields None (a torn write)."""
+    with path.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                yield lineno, None
+                continue
+            yield lineno, obj
+
+
+def _check_version(path: Path, lineno: int | None, obj: dict[str, Any]) -> None:
+    where = f"{path.name} line {lineno}" if lineno else path.name
+    if not isinstance(obj, dict):
+        raise RunFormatError(f"{path}: {where}: expected a JSON object")
+    version = obj.get("schema")
+    if not isinstance(version, int):
+        raise RunFormatError(f"{path}: {where}: missing integer 'schema' version field")
+    if version > SCHEMA_VERSION:
+        raise RunFormatError(
+            f"{path}: {where}: schema version {version} is newer than this suite reads ({SCHEMA_VERSION})"
+        )
+
+
+_REQUIRED_RECORD_KEYS = ("request_id", "start_s", "e2e_s", "status", "output_tokens", "chunk_ms", "chunk_tokens")
+
+
+def read_records(path: Path) -> tuple[list[RequestRecord], int]:
+    """Read records.jsonl; a torn line (killed run) is skipped and counted, a malformed record is an error."""
+    records: list[RequestRecord] = []
+    torn = 0
+    for lineno, obj in _iter_jsonl(path):
+        if obj is None:
+            torn += 1
+            continue
+        _check_version(path, lineno, obj)
+        missing = [k for k in _REQUIRED_RECORD_KEYS if k not in obj]
+        if missing:
+            raise RunFormatError(f"{path}: line {lineno}: record lacks {', '.join(missing)}")
+        if obj["status"] not in STATUSES:
+            raise RunFormatError(f"{path}: line {lineno}: status {obj['status']!r} is not one of {STATUSES}")
+        if len(obj["chunk_ms"]) != len(obj["chunk_tokens"]):
+            raise RunFormatError(f"{path}: line {lineno}: chunk_ms and chunk_tokens differ in length")
+        records.append(obj)  # type: ignore[arg-type]
+    return records, torn
+
+
+def read_steps(path: Path) -> list[StepRecord]:
+    """Read steps.jsonl; when a step index appears twice the later line wins."""
+    by_index: dict[int, StepRecord] = {}
+    for lineno, obj in _iter_jsonl(path):
+        if obj is None:
+            continue
+        _check_version(path, lineno, obj)
+        if not isinstance(obj.get("index"), int) or not isinstance(obj.get("target_c"), int):
+            raise RunFormatError(f"{path}: line {lineno}: step lacks integer 'index' and 'target_c'")
+        by_index[obj["index"]] = obj  # type: ignore[assignment]
+    return [by_index[i] for i in sorted(by_index)]
+
+
+def read_meta(path: Path) -> RunMeta:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RunFormatError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    _check_version(path, None, data)
+    return RunMeta.from_json(data)
+
+
+def read_run(run_dir: str | Path) -> RunData:
+    """Read a run directory, finished or killed half-way. Missing steps/meta files give empty values."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise RunFormatError(f"{root}: not a run directory")
+    rec_path = root / RECORDS_FILE
+    if not rec_path.exists():
+        raise RunFormatError(f"{root}: no {RECORDS_FILE} (is this a run directory?)")
+    records, torn = read_records(rec_path)
+    steps_path = root / STEPS_FILE
+    steps = read_steps(steps_path) if steps_path.exists() else []
+    meta_path = root / META_FILE
+    meta = read_meta(meta_path) if meta_path.exists() else RunMeta()
+    return RunData(path=root, meta=meta, records=records, steps=steps, skipped_lines=torn)

@@ -1,0 +1,116 @@
+"""Figures defined on a time window: the one definition of step throughput and achieved concurrency.
+
+The ladder shape (live, at each step's end) and the analysis reports (afterwards) both call these, so the
+figure printed while a run goes and the figure in the report cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from analysis.schema import RequestRecord
+
+# Two-sided 97.5% Student-t quantiles for small batch counts (df = n - 1); larger df uses 1.96.
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+         18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+
+
+def t975(df: int) -> float:
+    """Student-t 97.5% quantile (for 95% two-sided intervals), from a table; conservative between rows."""
+    if df <= 0:
+        return math.inf
+    for key in sorted(_T975):
+        if df <= key:
+            return _T975[key]
+    return 1.96
+
+
+def token_arrivals(record: RequestRecord) -> tuple[np.ndarray, np.ndarray]:
+    """(absolute arrival times in s, tokens that arrived at each) for one record's output chunks."""
+    times = record["start_s"] + np.asarray(record["chunk_ms"], dtype=float) / 1000.0
+    cum = np.asarray(record["chunk_tokens"], dtype=float)
+    new = np.diff(cum, prepend=0.0)
+    return times, new
+
+
+def window_tokens(records: Iterable[RequestRecord], t0: float, t1: float) -> float:
+    """Output tokens of successful requests that arrived in [t0, t1).
+
+    Requests that straddle a window edge count exactly their in-window tokens. Failed requests count none:
+    a partial answer is not output the user could use.
+    """
+    total = 0.0
+    for rec in records:
+        if rec["status"] != "ok" or not rec["chunk_ms"]:
+            continue
+        start = rec["start_s"]
+        if start >= t1 or start + rec["e2e_s"] < t0:
+            continue
+        times, new = token_arrivals(rec)
+        mask = (times >= t0) & (times < t1)
+        total += float(new[mask].sum())
+    return total
+
+
+def window_throughput(records: Iterable[RequestRecord], t0: float, t1: float) -> float:
+    """Output tokens per second over the window [t0, t1)."""
+    if t1 <= t0:
+        return 0.0
+    return window_tokens(records, t0, t1) / (t1 - t0)
+
+
+def achieved_concurrency(records: Iterable[RequestRecord], t0: float, t1: float) -> float:
+    """Time-averaged number of requests in flight during [t0, t1) (Little's law over the window).
+
+    Every request counts, failed or not: it occupied a user for that time.
+    """
+    if t1 <= t0:
+        return 0.0
+    busy = 0.0
+    for rec in records:
+        start = rec["start_s"]
+        end = start + rec["e2e_s"]
+        busy += max(0.0, min(end, t1) - max(start, t0))
+    return busy / (t1 - t0)
+
+
+def measured_in_window(records: Iterable[RequestRecord], t0: float, t1: float) -> list[RequestRecord]:
+    """Requests that started and finished inside [t0, t1]: the ones per-request statistics use."""
+    return [r for r in records if r["start_s"] >= t0 and r["start_s"] + r["e2e_s"] <= t1]
+
+
+def batch_throughputs(records: Sequence[RequestRecord], t0: float, t1: float, n_batches: int) -> np.ndarray:
+    """Throughput in each of n_batches equal time slices of [t0, t1) (batch means over time)."""
+    if t1 <= t0 or n_batches < 1:
+        return np.zeros(0)
+    edges = np.linspace(t0, t1, n_batches + 1)
+    sums = np.zeros(n_batches)
+    for rec in records:
+        if rec["status"] != "ok" or not rec["chunk_ms"]:
+            continue
+        times, new = token_arrivals(rec)
+        idx = np.searchsorted(edges, times, side="right") - 1
+        ok = (idx >= 0) & (idx < n_batches)
+        np.add.at(sums, idx[ok], new[ok])
+    return sums / np.diff(edges)
+
+
+def throughput_relative_halfwidth(
+    records: Sequence[RequestRecord], t0: float, t1: float, n_batches: int = 10
+) -> float:
+    """95% confidence half-width of the window throughput, relative to it (batch means, Student t).
+
+    Returns inf when there are too few batches or no throughput, so a caller waiting for precision waits.
+    """
+    batches = batch_throughputs(records, t0, t1, n_batches)
+    if len(batches) < 2:
+        return math.inf
+    mean = float(batches.mean())
+    if mean <= 0:
+        return math.inf
+    sd = float(batches.std(ddof=1))
+    return t975(len(batches) - 1) * sd / math.sqrt(len(batches)) / mean
