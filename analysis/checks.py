@@ -1,0 +1,101 @@
+"""Validity checks on one run: each problem becomes a warning with a stable code and a sentence.
+
+The codes are part of the output contract (JSON, CSV flags, report); the sentences name the run and level
+so a reader knows which number to distrust. Pairwise checks (two runs' settings) live in ``pair_checks``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from analysis.schema import RunData
+
+if TYPE_CHECKING:
+    from analysis.summary import StepRow
+
+MIN_ACHIEVED_FRACTION = 0.95  # achieved concurrency below this share of the target: the level was not held
+MAX_ERROR_RATE = 0.01  # more failures than this share of the window's requests
+
+# Stable warning codes (documented in analysis/README.md).
+LOW_CONCURRENCY = "low_concurrency"
+FEW_REQUESTS = "few_requests"
+SINGLE_PROMPT = "single_prompt"
+CHUNK_COUNTED_TOKENS = "chunk_counted_tokens"
+ERROR_RATE = "error_rate"
+PARTIAL_RUN = "partial_run"
+NO_WINDOW = "no_window"
+MISSING_META = "missing_meta"
+SETTINGS_MISMATCH = "settings_mismatch"
+SPEC_NOT_SPECULATIVE = "spec_not_speculative"
+BASELINE_SPECULATIVE = "baseline_speculative"
+SPEC_MAX_RUNNING_LOWER = "spec_max_running_lower"
+UNMATCHED_LEVEL = "unmatched_level"
+NO_INTERVAL = "no_interval"
+WARNING_CODES: tuple[str, ...] = (
+    LOW_CONCURRENCY, FEW_REQUESTS, SINGLE_PROMPT, CHUNK_COUNTED_TOKENS, ERROR_RATE, PARTIAL_RUN, NO_WINDOW,
+    MISSING_META, SETTINGS_MISMATCH, SPEC_NOT_SPECULATIVE, BASELINE_SPECULATIVE, SPEC_MAX_RUNNING_LOWER,
+    UNMATCHED_LEVEL, NO_INTERVAL,
+)
+
+
+@dataclass(frozen=True)
+class ValidityWarning:
+    """A reason to distrust part of a result. ``run``/``target_c`` are None when the warning is broader."""
+
+    code: str
+    message: str
+    run: str | None = None
+    target_c: int | None = None
+
+
+def step_warnings(run_name: str, row: StepRow) -> list[ValidityWarning]:
+    """Warnings about one step's window: held concurrency, enough requests, errors, partial data."""
+    where = f"{run_name}, C={row.target_c}"
+    found: list[ValidityWarning] = []
+
+    def warn(code: str, text: str) -> None:
+        found.append(ValidityWarning(code, f"{where}: {text}", run_name, row.target_c))
+
+    if row.partial:
+        rebuilt = "its window was rebuilt from its measured records" if row.window_s else "nothing was measured"
+        warn(PARTIAL_RUN, f"the run was killed during this step (no steps.jsonl line); {rebuilt}")
+    if row.window_s is None:
+        warn(NO_WINDOW, "no measured window (the step never reached steady state); no figures")
+        return found
+    if row.achieved_c is not None and row.achieved_c < MIN_ACHIEVED_FRACTION * row.target_c:
+        warn(LOW_CONCURRENCY, f"achieved concurrency {row.achieved_c:.1f} is "
+             f"{row.achieved_c / row.target_c:.0%} of the target {row.target_c} (below 95%)")
+    if row.requests_ok < row.min_requests:
+        warn(FEW_REQUESTS, f"{row.requests_ok} successful requests measured, {row.min_requests} needed")
+    if row.error_rate is not None and row.error_rate > MAX_ERROR_RATE:
+        kinds = ", ".join(f"{n} {status}" for status, n in row.failures.items())
+        warn(ERROR_RATE, f"error rate {row.error_rate:.1%} ({kinds} of {row.requests_total} requests)")
+    return found
+
+
+def run_warnings(run_name: str, run: RunData, *, has_meta: bool, rows: list[StepRow]) -> list[ValidityWarning]:
+    """Warnings about a whole run: missing or partial files, prompt diversity, token counting."""
+    found: list[ValidityWarning] = []
+    if not has_meta:
+        found.append(ValidityWarning(MISSING_META, f"{run_name}: no meta.json; settings and server identity "
+                                     "are unknown and cannot be checked", run_name))
+    elif run.meta.partial and not any(r.partial for r in rows):
+        found.append(ValidityWarning(PARTIAL_RUN, f"{run_name}: meta.json says the run did not end on its own",
+                                     run_name))
+    if run.skipped_lines:
+        found.append(ValidityWarning(PARTIAL_RUN, f"{run_name}: {run.skipped_lines} torn line(s) in records.jsonl "
+                                     "skipped (killed mid-write)", run_name))
+    prompts = {r.get("prompt_id") for r in run.records if r.get("prompt_id") is not None}
+    if len(prompts) == 1:
+        found.append(ValidityWarning(SINGLE_PROMPT, f"{run_name}: every request used the same prompt "
+                                     f"({next(iter(prompts))!r}); one prompt's acceptance rate is not the "
+                                     "workload's", run_name))
+    counted = [r for r in rows if r.chunk_counted_requests]
+    if counted:
+        total = sum(r.chunk_counted_requests for r in counted)
+        levels = ", ".join(f"C={r.target_c}" for r in counted)
+        found.append(ValidityWarning(CHUNK_COUNTED_TOKENS, f"{run_name}: {total} measured request(s) at {levels} "
+                                     "counted output tokens from stream chunks (no server count); multi-token "
+                                     "chunks make tok/s too low", run_name))
+    return found

@@ -1,0 +1,65 @@
+"""The columns of every printed table, defined once for the terminal and report.md alike."""
+
+from __future__ import annotations
+
+from analysis.categories import CategoryRow
+from analysis.compare import LevelComparison
+from analysis.recommend import SwitchLevel
+from analysis.summary import StepRow
+from analysis.table import Column, fmt_interval, fmt_ms, fmt_num, fmt_ratio, fmt_s, joined
+
+STEP_COLUMNS: list[Column[StepRow]] = [
+    Column("step", lambda r: str(r.step)),
+    Column("C", lambda r: str(r.target_c)),
+    Column("achieved C", lambda r: fmt_num(r.achieved_c)),
+    Column("ok/total", lambda r: f"{r.requests_ok}/{r.requests_total}"),
+    Column("tok/s", lambda r: fmt_num(r.throughput_tok_s)),
+    Column("per-req tok/s", lambda r: fmt_num(r.per_request_tok_s)),
+    Column("TTFT p50/p99 ms", lambda r: joined(fmt_ms(r.ttft_p50_s), fmt_ms(r.ttft_p99_s))),
+    Column("ITL p50/p99 ms", lambda r: joined(fmt_ms(r.itl_p50_s), fmt_ms(r.itl_p99_s))),
+    Column("TPOT p50/p99 ms", lambda r: joined(fmt_ms(r.tpot_p50_s), fmt_ms(r.tpot_p99_s))),
+    Column("latency avg/p50/p99 s", lambda r: joined(fmt_s(r.e2e_avg_s), fmt_s(r.e2e_p50_s), fmt_s(r.e2e_p99_s))),
+    Column("accept len", lambda r: fmt_num(r.accept_length, 2)),
+    Column("flags", lambda r: ",".join(r.flags), left=True),
+]
+
+LEVEL_COLUMNS: list[Column[LevelComparison]] = [
+    Column("C", lambda lv: str(lv.target_c)),
+    Column("spec tok/s", lambda lv: fmt_num(lv.spec.throughput_tok_s)),
+    Column("base tok/s", lambda lv: fmt_num(lv.baseline.throughput_tok_s)),
+    Column("ratio", lambda lv: fmt_ratio(lv.ratio)),
+    Column("95% CI", lambda lv: fmt_interval(lv.ratio_low, lv.ratio_high)),
+    Column("per-req ratio", lambda lv: fmt_ratio(lv.per_request_ratio)),
+    Column("TTFT p50 ratio", lambda lv: fmt_ratio(lv.ttft_p50_ratio)),
+    Column("latency p50 ratio", lambda lv: fmt_ratio(lv.e2e_p50_ratio)),
+    Column("latency p99 ratio", lambda lv: fmt_ratio(lv.e2e_p99_ratio)),
+    Column("spec accept len", lambda lv: fmt_num(lv.spec.accept_length, 2)),
+    Column("winner", lambda lv: lv.winner or "-", left=True),
+]
+
+SWITCH_COLUMNS: list[Column[SwitchLevel]] = [
+    Column("C", lambda s: str(s.target_c)),
+    Column("runs", lambda s: s.uses, left=True),
+    Column("policy tok/s", lambda s: fmt_num(s.switch_tok_s)),
+    Column("always-on tok/s", lambda s: fmt_num(s.always_on_tok_s)),
+    Column("always-off tok/s", lambda s: fmt_num(s.always_off_tok_s)),
+    Column("vs always-on", lambda s: fmt_ratio(s.vs_always_on)),
+    Column("vs always-off", lambda s: fmt_ratio(s.vs_always_off)),
+]
+
+
+def _prompt_cell(pid: str | None, value: float | None) -> str:
+    return "-" if pid is None else f"{pid} {fmt_ratio(value)}"
+
+
+CATEGORY_COLUMNS: list[Column[CategoryRow]] = [
+    Column("category", lambda r: r.category, left=True),
+    Column("prompts", lambda r: str(r.prompts)),
+    Column("spec/base reqs", lambda r: f"{r.spec_requests}/{r.baseline_requests}"),
+    Column("spec accept len", lambda r: fmt_num(r.accept_length, 2)),
+    Column("spec per-req tok/s", lambda r: fmt_num(r.spec_per_request_tok_s)),
+    Column("base per-req tok/s", lambda r: fmt_num(r.baseline_per_request_tok_s)),
+    Column("speed-up", lambda r: fmt_ratio(r.speedup)),
+    Column("best prompt", lambda r: _prompt_cell(r.best_prompt_id, r.best_prompt_speedup), left=True),
+    Column("worst prompt", lambda r: _prompt_cell(r.worst_prompt_id, r.worst_prompt_speedup), left=True),
+]

@@ -1,0 +1,153 @@
+"""Baseline against speculative: per-level ratios with intervals, the verdict, the policy, the spread.
+
+``compare_runs`` pairs steps by target concurrency and builds every figure ``compare`` prints from the two
+runs' step rows (``summary``), so the comparison can never disagree with either run's own table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.bootstrap import MIN_BATCHES, batch_count, ratio_interval, window_batches
+from analysis.categories import CategorySpread, LevelRequests, category_spread
+from analysis.checks import NO_INTERVAL, ValidityWarning
+from analysis.crossover import RatioPoint, Verdict, judge
+from analysis.pair_checks import pair_warnings
+from analysis.recommend import LevelThroughput, Recommendation, recommend
+from analysis.schema import RunData
+from analysis.steps import StepWindow, measured_ok, overlapping, step_windows
+from analysis.summary import RunSummary, StepRow, summarize_run
+
+DEFAULT_SEED = 0
+DEFAULT_N_BOOT = 2000
+
+
+@dataclass(frozen=True)
+class LevelComparison:
+    """Spec against baseline at one target concurrency. Ratios are spec / baseline."""
+
+    target_c: int
+    baseline: StepRow
+    spec: StepRow
+    ratio: float | None  # window throughput ratio
+    ratio_low: float | None  # 95% bootstrap interval; None when a window has too few batches
+    ratio_high: float | None
+    batches_baseline: int
+    batches_spec: int
+    per_request_ratio: float | None  # mean per-request tok/s ratio (>1: spec requests are faster)
+    ttft_p50_ratio: float | None  # latency ratios: >1 means spec is slower
+    ttft_p99_ratio: float | None
+    e2e_p50_ratio: float | None
+    e2e_p99_ratio: float | None
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Warning codes that concern this level in either run, plus ``no_interval``."""
+        codes = [*self.baseline.flags, *self.spec.flags]
+        if self.ratio is not None and self.ratio_low is None:
+            codes.append(NO_INTERVAL)
+        return tuple(dict.fromkeys(codes))
+
+    @property
+    def winner(self) -> str | None:
+        """'spec', 'baseline', or 'unclear' when the interval contains 1.0; None without a ratio."""
+        if self.ratio is None:
+            return None
+        if self.ratio_low is not None and self.ratio_high is not None and self.ratio_low <= 1 <= self.ratio_high:
+            return "unclear"
+        return "spec" if self.ratio > 1 else "baseline"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything ``compare`` reports; renderers and writers only format it."""
+
+    baseline: RunSummary
+    spec: RunSummary
+    levels: tuple[LevelComparison, ...]
+    verdict: Verdict
+    recommendation: Recommendation
+    categories: CategorySpread
+    warnings: tuple[ValidityWarning, ...]  # both runs' warnings, then the pair's
+    seed: int
+    n_boot: int
+
+
+def compare_runs(
+    base: RunData, spec: RunData, *, seed: int = DEFAULT_SEED, n_boot: int = DEFAULT_N_BOOT
+) -> Comparison:
+    """Compare a baseline run with a speculative run level by level (bootstrap seeded for repeatability)."""
+    base_sum = summarize_run(base, name=_role_name("baseline", base))
+    spec_sum = summarize_run(spec, name=_role_name("spec", spec))
+    base_windows = {w.index: w for w in step_windows(base)}
+    spec_windows = {w.index: w for w in step_windows(spec)}
+    levels: list[LevelComparison] = []
+    requests: list[LevelRequests] = []
+    notes: list[ValidityWarning] = []
+    common = sorted({r.target_c for r in base_sum.rows} & {r.target_c for r in spec_sum.rows})
+    for c in common:
+        b_row, s_row = base_sum.row_at(c), spec_sum.row_at(c)
+        if b_row is None or s_row is None:
+            continue
+        b_win, s_win = base_windows[b_row.step], spec_windows[s_row.step]
+        b_batches = _batches(base, b_win, b_row)
+        s_batches = _batches(spec, s_win, s_row)
+        rng = np.random.default_rng([seed, c])
+        interval = ratio_interval(b_batches, s_batches, rng=rng, n_boot=n_boot)
+        if interval is None:
+            notes.append(_no_interval(c, (base_sum, b_row, len(b_batches)), (spec_sum, s_row, len(s_batches))))
+        levels.append(LevelComparison(
+            target_c=c, baseline=b_row, spec=s_row,
+            ratio=_ratio(s_row.throughput_tok_s, b_row.throughput_tok_s),
+            ratio_low=interval[0] if interval else None,
+            ratio_high=interval[1] if interval else None,
+            batches_baseline=len(b_batches), batches_spec=len(s_batches),
+            per_request_ratio=_ratio(s_row.per_request_tok_s, b_row.per_request_tok_s),
+            ttft_p50_ratio=_ratio(s_row.ttft_p50_s, b_row.ttft_p50_s),
+            ttft_p99_ratio=_ratio(s_row.ttft_p99_s, b_row.ttft_p99_s),
+            e2e_p50_ratio=_ratio(s_row.e2e_p50_s, b_row.e2e_p50_s),
+            e2e_p99_ratio=_ratio(s_row.e2e_p99_s, b_row.e2e_p99_s),
+        ))
+        requests.append(LevelRequests(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win)))
+    points = [RatioPoint(lv.target_c, lv.ratio, lv.ratio_low, lv.ratio_high) for lv in levels
+              if lv.ratio is not None]
+    verdict = judge(points)
+    priced = [LevelThroughput(lv.target_c, lv.spec.throughput_tok_s, lv.baseline.throughput_tok_s)
+              for lv in levels if lv.spec.throughput_tok_s is not None and lv.baseline.throughput_tok_s is not None]
+    warnings = (*base_sum.warnings, *spec_sum.warnings, *pair_warnings(base_sum, spec_sum), *notes)
+    return Comparison(
+        baseline=base_sum, spec=spec_sum, levels=tuple(levels), verdict=verdict,
+        recommendation=recommend(verdict, priced), categories=category_spread(requests),
+        warnings=warnings, seed=seed, n_boot=n_boot,
+    )
+
+
+def _role_name(role: str, run: RunData) -> str:
+    label = run.meta.label or run.path.name
+    return role if label == role else f"{role} ({label})"
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def _batches(run: RunData, window: StepWindow, row: StepRow) -> np.ndarray:
+    if window.bounds is None:
+        return np.zeros(0)
+    t0, t1 = window.bounds
+    return window_batches(overlapping(run.records, t0, t1), t0, t1, row.e2e_p50_s)
+
+
+def _no_interval(c: int, *sides: tuple[RunSummary, StepRow, int]) -> ValidityWarning:
+    short = []
+    for summary, row, n in sides:
+        if n < MIN_BATCHES:
+            held = batch_count(row.window_s or 0.0, row.e2e_p50_s)
+            median = f"{row.e2e_p50_s:.1f} s" if row.e2e_p50_s is not None else "unknown"
+            short.append(f"{summary.name}'s {row.window_s or 0:.3g} s window holds {held} batch(es) of one "
+                         f"median request ({median})")
+    reason = "; ".join(short) or "no throughput in a window"
+    return ValidityWarning(NO_INTERVAL, f"C={c}: no 95% interval for the ratio: {reason}, {MIN_BATCHES} "
+                           "needed; run the step longer", None, c)

@@ -1,0 +1,79 @@
+"""Validity checks on a baseline/spec pair: are the two runs comparable, and is each what it claims?"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.checks import (
+    BASELINE_SPECULATIVE,
+    SETTINGS_MISMATCH,
+    SPEC_MAX_RUNNING_LOWER,
+    SPEC_NOT_SPECULATIVE,
+    UNMATCHED_LEVEL,
+    ValidityWarning,
+)
+from analysis.schema import RunMeta
+from analysis.summary import RunSummary
+
+
+def _settings(meta: RunMeta) -> dict[str, Any]:
+    """The settings two compared runs must share (None = not recorded, not compared)."""
+    return {
+        "max_tokens": meta.max_tokens or None,
+        "prompt set (sha256)": meta.prompts.get("sha256") or None,
+        "prompt order (mode)": meta.prompts.get("mode") or None,
+        "API": meta.api or None,
+        "ignore_eos": meta.ignore_eos,
+        "temperature": meta.temperature,
+        "ladder": list(meta.ladder) or None,
+        "model": meta.server.get("model") or None,
+    }
+
+
+def pair_warnings(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:
+    """Settings that differ, servers that are not what their role says, and levels measured in one run only."""
+    found: list[ValidityWarning] = []
+    if base.has_meta and spec.has_meta:
+        found.extend(_settings_mismatches(base, spec))
+    if spec.has_meta and not spec.meta.server.get("speculative"):
+        found.append(ValidityWarning(
+            SPEC_NOT_SPECULATIVE, f"{spec.name}: the server reports no speculative algorithm; this may not be "
+            "a speculative run at all", spec.name))
+    if base.has_meta and base.meta.server.get("speculative"):
+        found.append(ValidityWarning(
+            BASELINE_SPECULATIVE, f"{base.name}: the server reports speculative decoding "
+            f"({base.meta.server['speculative']!r}); the baseline should run without it", base.name))
+    base_cap = base.meta.server.get("max_running_requests")
+    spec_cap = spec.meta.server.get("max_running_requests")
+    if isinstance(base_cap, int) and isinstance(spec_cap, int) and spec_cap < base_cap:
+        found.append(ValidityWarning(
+            SPEC_MAX_RUNNING_LOWER, f"{spec.name}: the server runs at most {spec_cap} requests at once, the "
+            f"baseline {base_cap} (max_running_requests); SGLang silently caps speculative servers at 48 "
+            "unless --max-running-requests is given, so levels above the cap queue on the spec side",
+            spec.name))
+    found.extend(_unmatched_levels(base, spec))
+    return found
+
+
+def _settings_mismatches(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:
+    found = []
+    theirs = _settings(spec.meta)
+    for name, mine in _settings(base.meta).items():
+        other = theirs[name]
+        if mine is not None and other is not None and mine != other:
+            found.append(ValidityWarning(
+                SETTINGS_MISMATCH, f"{name} differs: {base.name} {mine!r}, {spec.name} {other!r}; the runs "
+                "are not like for like"))
+    return found
+
+
+def _unmatched_levels(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:
+    have_base = {r.target_c for r in base.rows if r.window_s}
+    have_spec = {r.target_c for r in spec.rows if r.window_s}
+    found = []
+    for c in sorted(have_base ^ have_spec):
+        only, missing = (base, spec) if c in have_base else (spec, base)
+        found.append(ValidityWarning(
+            UNMATCHED_LEVEL, f"C={c} was measured in {only.name} only (no window in {missing.name}); not "
+            "compared", only.name, c))
+    return found

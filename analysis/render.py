@@ -1,0 +1,85 @@
+"""Terminal text for ``summarize`` and ``compare``: aligned tables, the verdict and every warning."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from analysis.categories import ALL
+from analysis.checks import ValidityWarning
+from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, STEP_COLUMNS, SWITCH_COLUMNS
+from analysis.compare import Comparison
+from analysis.summary import RunSummary
+from analysis.table import text_table
+
+
+def describe_run(summary: RunSummary) -> str:
+    """One line naming the run, its server and the settings that make runs comparable."""
+    meta, server = summary.meta, summary.meta.server
+    parts = [f"{summary.name}: {summary.path}"]
+    if summary.has_meta:
+        spec = server.get("speculative") or "none"
+        parts.append(f"server {server.get('kind') or '?'} {server.get('model') or '?'}, speculative {spec}, "
+                     f"max_running {server.get('max_running_requests') or '?'}")
+        prompts = meta.prompts
+        parts.append(f"api {meta.api or '?'}, max_tokens {meta.max_tokens}, ignore_eos {meta.ignore_eos}, "
+                     f"prompts {prompts.get('name') or '?'} ({prompts.get('count') or '?'}, "
+                     f"{prompts.get('mode') or '?'})")
+    else:
+        parts.append("no meta.json")
+    return " | ".join(parts)
+
+
+def render_warnings(warnings: Sequence[ValidityWarning]) -> str:
+    if not warnings:
+        return "Warnings: none"
+    lines = [f"Warnings ({len(warnings)}):"]
+    lines.extend(f"  [{w.code}] {w.message}" for w in warnings)
+    return "\n".join(lines)
+
+
+def render_summary_table(summary: RunSummary) -> str:
+    """The seed-style per-step table of one run, then its warnings."""
+    return "\n".join([
+        describe_run(summary),
+        "",
+        text_table(STEP_COLUMNS, summary.rows) if summary.rows else "(no ladder steps in this run)",
+        "",
+        render_warnings(summary.warnings),
+    ])
+
+
+def render_comparison(comparison: Comparison) -> str:
+    """Per-level ratios, verdict, recommendation with its price, per-category spread and warnings."""
+    c = comparison
+    out = [
+        f"Baseline  {describe_run(c.baseline)}",
+        f"Spec      {describe_run(c.spec)}",
+        "",
+        "Per level: ratios are spec / baseline (>1x: spec higher); throughput 95% CI by bootstrap over time "
+        f"batches (seed {c.seed}, {c.n_boot} resamples)",
+        text_table(LEVEL_COLUMNS, c.levels) if c.levels else "(no level measured in both runs)",
+        "",
+        f"Verdict: {c.verdict.text}",
+        f"Recommendation: {c.recommendation.text}",
+    ]
+    if c.recommendation.levels:
+        out += ["", text_table(SWITCH_COLUMNS, c.recommendation.levels)]
+    out += ["", *category_section(c)]
+    out += ["", render_warnings(c.warnings)]
+    return "\n".join(out)
+
+
+def category_section(comparison: Comparison) -> list[str]:
+    """The per-category table at the lowest compared level, where a single prompt misleads most."""
+    rows = comparison.categories.rows
+    if not rows:
+        return ["Per category: no level to compare"]
+    level = min(r.target_c for r in rows)
+    at_level = [r for r in rows if r.target_c == level]
+    lines = [f"Per category at C={level} (speed-up = spec per-request tok/s / baseline per-request tok/s; "
+             "best/worst prompt matched by prompt_id; every level in comparison.json)",
+             text_table(CATEGORY_COLUMNS, at_level)]
+    if not any(r.category != ALL for r in at_level):
+        lines.append("(no categories)")
+    lines.extend(f"Note: {t}" for t in comparison.categories.traps)
+    return lines

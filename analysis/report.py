@@ -1,0 +1,78 @@
+"""report.md for a comparison: the terminal's content as Markdown, plus both runs' step tables and plots."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from analysis.categories import ALL
+from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, STEP_COLUMNS, SWITCH_COLUMNS
+from analysis.compare import Comparison
+from analysis.render import describe_run
+from analysis.table import fmt_num, markdown_table
+
+PLOT_CAPTIONS = {
+    "throughput_vs_c.png": "Throughput against concurrency",
+    "ratio_vs_c.png": "Spec / baseline throughput ratio with 95% intervals and the crossover band",
+    "latency_vs_c.png": "TTFT and end-to-end latency percentiles",
+    "categories.png": "Acceptance length and per-request speed-up by category",
+}
+
+
+def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
+    """The whole comparison as one Markdown document; ``plots`` are embedded by file name."""
+    c = comparison
+    md = [
+        "# Speculative decoding against baseline",
+        "",
+        f"- **Baseline**: {describe_run(c.baseline)}",
+        f"- **Spec**: {describe_run(c.spec)}",
+        "",
+        "## Verdict",
+        "",
+        c.verdict.text[0].upper() + c.verdict.text[1:] + ".",
+        "",
+        "## Recommendation",
+        "",
+        c.recommendation.text[0].upper() + c.recommendation.text[1:] + ".",
+        "",
+    ]
+    if c.recommendation.levels:
+        md += [markdown_table(SWITCH_COLUMNS, c.recommendation.levels), ""]
+    md += [
+        "## Per level",
+        "",
+        f"Ratios are spec / baseline. Throughput intervals: 95% bootstrap over each window's time batches "
+        f"(seed {c.seed}, {c.n_boot} resamples).",
+        "",
+        markdown_table(LEVEL_COLUMNS, c.levels) if c.levels else "No level was measured in both runs.",
+        "",
+    ]
+    md += _categories(c)
+    md += ["## Warnings", ""]
+    md += [f"- `{w.code}`: {w.message}" for w in c.warnings] or ["None."]
+    md += [""]
+    for summary in (c.baseline, c.spec):
+        md += [f"## Steps: {summary.name}", "", markdown_table(STEP_COLUMNS, summary.rows), ""]
+    if plots:
+        md += ["## Plots", ""]
+        md += [f"![{PLOT_CAPTIONS.get(p.name, p.stem)}]({p.name})\n" for p in plots]
+    md += ["Figures are defined in `analysis/README.md` (throughput in the measured window, per-token ITL, "
+           "TPOT, acceptance length, bootstrap interval).", ""]
+    return "\n".join(md)
+
+
+def _categories(c: Comparison) -> list[str]:
+    rows = c.categories.rows
+    if not rows:
+        return []
+    md = ["## Per category", ""]
+    for level in sorted({r.target_c for r in rows}):
+        at_level = [r for r in rows if r.target_c == level]
+        if level != min(r.target_c for r in rows) and not any(r.category != ALL for r in at_level):
+            continue
+        md += [f"### C={level}", "", markdown_table(CATEGORY_COLUMNS, at_level), ""]
+    md += [f"- {t}" for t in c.categories.traps]
+    accept = ", ".join(f"{cat} {fmt_num(v, 2)}" for cat, v in c.categories.accept_by_category)
+    md += ["", f"Acceptance length by category (spec run, all compared levels): {accept or '-'}.", ""]
+    return md

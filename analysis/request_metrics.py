@@ -1,0 +1,92 @@
+"""Per-request figures: the one definition of ITL, TPOT, per-request speed and acceptance length.
+
+Each function reads one record (or a set of records) as the schema defines it, so the summary table, the
+per-category spread, the reports and the plots all compute these figures the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from analysis.schema import RequestRecord
+
+
+def ttft_s(record: RequestRecord) -> float | None:
+    """Time to first token: the record's ``ttft_s``, else the first output chunk's arrival offset."""
+    value = record.get("ttft_s")
+    if value is not None:
+        return float(value)
+    return record["chunk_ms"][0] / 1000.0 if record["chunk_ms"] else None
+
+
+def itl_samples_s(record: RequestRecord) -> np.ndarray:
+    """Per-token inter-token latencies: each chunk gap split evenly over the tokens that chunk brought.
+
+    A gap of 30 ms that brought 3 tokens gives three samples of 10 ms, so multi-token chunks (speculative
+    decoding) neither inflate ITL nor hide tokens. The first chunk's gap is TTFT, not ITL.
+    """
+    ms = np.asarray(record["chunk_ms"], dtype=float)
+    cum = np.asarray(record["chunk_tokens"], dtype=float)
+    if len(ms) < 2:
+        return np.zeros(0)
+    gaps_s = np.diff(ms) / 1000.0
+    new = np.diff(cum).astype(int)
+    keep = new > 0
+    return np.repeat(gaps_s[keep] / new[keep], new[keep])
+
+
+def tpot_s(record: RequestRecord) -> float | None:
+    """Time per output token after the first: (e2e - ttft) / (output_tokens - 1)."""
+    first = ttft_s(record)
+    n = record["output_tokens"]
+    if first is None or n < 2:
+        return None
+    return (record["e2e_s"] - first) / (n - 1)
+
+
+def per_request_tok_s(record: RequestRecord) -> float | None:
+    """A request's own speed as its user saw it: output tokens / end-to-end latency (TTFT included)."""
+    if record["e2e_s"] <= 0:
+        return None
+    return record["output_tokens"] / record["e2e_s"]
+
+
+def verify_passes(record: RequestRecord) -> float | None:
+    """Target-model verify passes of a speculative request: ``spec.verify_ct``, else tokens / accept_length."""
+    spec = record.get("spec") or {}
+    count = spec.get("verify_ct")
+    if count:
+        return float(count)
+    length = spec.get("accept_length")
+    if length and record["output_tokens"] > 0:
+        return record["output_tokens"] / float(length)
+    return None
+
+
+def acceptance_length(records: Iterable[RequestRecord]) -> float | None:
+    """Mean acceptance length of a set of requests: total output tokens / total verify passes.
+
+    Token-weighted, bonus token included: the figure SGLang reports server-wide, but limited to these
+    requests. Records without speculative figures are left out; None when no record has any.
+    """
+    tokens = 0.0
+    passes = 0.0
+    for rec in records:
+        n = verify_passes(rec)
+        if n is None:
+            continue
+        tokens += rec["output_tokens"]
+        passes += n
+    return tokens / passes if passes > 0 else None
+
+
+def mean_or_none(values: Sequence[float] | np.ndarray) -> float | None:
+    """Arithmetic mean, None for no values (never NaN, so JSON stays valid)."""
+    return float(np.mean(values)) if len(values) else None
+
+
+def percentile_or_none(values: Sequence[float] | np.ndarray, q: float) -> float | None:
+    """Exact percentile from the samples (numpy, linear interpolation), None for no values."""
+    return float(np.percentile(values, q)) if len(values) else None

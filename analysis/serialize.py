@@ -1,0 +1,168 @@
+"""JSON and CSV shapes of a run summary and a comparison: stable, versioned, documented in README.md.
+
+Field names follow the dataclasses (seconds in ``*_s``, speeds in ``*_tok_s``); non-finite numbers become
+null so every file is strict JSON. Bump the schema constants on any incompatible change.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+from analysis.bootstrap import CONFIDENCE, MAX_BATCHES, MIN_BATCHES
+from analysis.checks import ValidityWarning
+from analysis.compare import Comparison, LevelComparison
+from analysis.summary import RunSummary, StepRow
+
+SUMMARY_SCHEMA = 1
+COMPARISON_SCHEMA = 1
+STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StepRow))
+LEVEL_FIELDS: tuple[str, ...] = (
+    "target_c", "spec_tok_s", "baseline_tok_s", "ratio", "ratio_low", "ratio_high", "winner", "batches_spec",
+    "batches_baseline", "spec_per_request_tok_s", "baseline_per_request_tok_s", "per_request_ratio",
+    "ttft_p50_ratio", "ttft_p99_ratio", "e2e_p50_ratio", "e2e_p99_ratio", "spec_accept_length",
+    "spec_achieved_c", "baseline_achieved_c", "policy_uses", "policy_tok_s", "flags",
+)
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe copy: tuples to lists, paths to strings, NaN/inf to None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def warning_json(warning: ValidityWarning) -> dict[str, Any]:
+    return {"code": warning.code, "run": warning.run, "target_c": warning.target_c, "message": warning.message}
+
+
+def run_json(summary: RunSummary) -> dict[str, Any]:
+    """The run's identity and settings, its per-step rows and its warnings."""
+    meta = summary.meta
+    return clean({
+        "name": summary.name,
+        "path": summary.path,
+        "label": meta.label,
+        "has_meta": summary.has_meta,
+        "partial": meta.partial,
+        "skipped_lines": summary.skipped_lines,
+        "api": meta.api,
+        "max_tokens": meta.max_tokens,
+        "ignore_eos": meta.ignore_eos,
+        "temperature": meta.temperature,
+        "ladder": meta.ladder,
+        "prompts": meta.prompts,
+        "server": meta.server,
+        "steps": [asdict(row) for row in summary.rows],
+        "warnings": [warning_json(w) for w in summary.warnings],
+    })
+
+
+def summary_json(summary: RunSummary) -> dict[str, Any]:
+    """What ``summarize --json`` prints."""
+    return {"schema": SUMMARY_SCHEMA, "kind": "run_summary", **run_json(summary)}
+
+
+def level_json(level: LevelComparison, comparison: Comparison) -> dict[str, Any]:
+    """One compared level: the flat row that is also a line of comparison.csv."""
+    policy = {s.target_c: s for s in comparison.recommendation.levels}.get(level.target_c)
+    return clean({
+        "target_c": level.target_c,
+        "spec_tok_s": level.spec.throughput_tok_s,
+        "baseline_tok_s": level.baseline.throughput_tok_s,
+        "ratio": level.ratio,
+        "ratio_low": level.ratio_low,
+        "ratio_high": level.ratio_high,
+        "winner": level.winner,
+        "batches_spec": level.batches_spec,
+        "batches_baseline": level.batches_baseline,
+        "spec_per_request_tok_s": level.spec.per_request_tok_s,
+        "baseline_per_request_tok_s": level.baseline.per_request_tok_s,
+        "per_request_ratio": level.per_request_ratio,
+        "ttft_p50_ratio": level.ttft_p50_ratio,
+        "ttft_p99_ratio": level.ttft_p99_ratio,
+        "e2e_p50_ratio": level.e2e_p50_ratio,
+        "e2e_p99_ratio": level.e2e_p99_ratio,
+        "spec_accept_length": level.spec.accept_length,
+        "spec_achieved_c": level.spec.achieved_c,
+        "baseline_achieved_c": level.baseline.achieved_c,
+        "policy_uses": policy.uses if policy else None,
+        "policy_tok_s": policy.switch_tok_s if policy else None,
+        "flags": list(level.flags),
+    })
+
+
+def comparison_json(comparison: Comparison) -> dict[str, Any]:
+    """What comparison.json holds and ``compare --json`` prints."""
+    c = comparison
+    rec = c.recommendation
+    return clean({
+        "schema": COMPARISON_SCHEMA,
+        "kind": "comparison",
+        "method": {
+            "ratio": "spec / baseline",
+            "confidence": CONFIDENCE,
+            "interval": "bootstrap over time batches, per run, ratio of means, small-sample widened",
+            "seed": c.seed,
+            "n_boot": c.n_boot,
+            "min_batches": MIN_BATCHES,
+            "max_batches": MAX_BATCHES,
+        },
+        "baseline": run_json(c.baseline),
+        "spec": run_json(c.spec),
+        "levels": [level_json(lv, c) for lv in c.levels],
+        "verdict": {
+            "kind": c.verdict.kind,
+            "text": c.verdict.text,
+            "crossovers": [asdict(x) for x in c.verdict.crossovers],
+            "unclear_levels": list(c.verdict.unclear_levels),
+        },
+        "recommendation": {
+            "kind": rec.kind,
+            "threshold_c": rec.threshold_c,
+            "text": rec.text,
+            "levels": [{**asdict(s), "vs_always_on": s.vs_always_on, "vs_always_off": s.vs_always_off}
+                       for s in rec.levels],
+        },
+        "categories": {
+            "rows": [asdict(r) for r in c.categories.rows],
+            "accept_by_category": [{"category": k, "accept_length": v} for k, v in c.categories.accept_by_category],
+            "traps": list(c.categories.traps),
+        },
+        "warnings": [warning_json(w) for w in c.warnings],
+    })
+
+
+def csv_text(fieldnames: Sequence[str], rows: list[dict[str, Any]]) -> str:
+    """CSV with a header row (even when empty); lists joined with ';', None as empty."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(fieldnames), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ";".join(map(str, v)) if isinstance(v, list) else v for k, v in row.items()})
+    return buf.getvalue()
+
+
+def steps_csv(summary: RunSummary) -> str:
+    """summary.csv: one row per step; ``failures`` as status=count pairs."""
+    rows = []
+    for step in run_json(summary)["steps"]:
+        step["failures"] = [f"{k}={v}" for k, v in step["failures"].items()]
+        rows.append(step)
+    return csv_text(STEP_FIELDS, rows)
+
+
+def comparison_csv(comparison: Comparison) -> str:
+    """comparison.csv: one row per compared level, same fields as comparison.json's ``levels``."""
+    return csv_text(LEVEL_FIELDS, [level_json(lv, comparison) for lv in comparison.levels])

@@ -1,0 +1,153 @@
+"""One run's per-step table: the figures ``summarize`` prints, the reports reuse and ``compare`` pairs up.
+
+Every figure comes from the records through one definition (``analysis.window`` for window figures,
+``analysis.request_metrics`` for per-request ones); nothing is taken from the live ladder's own numbers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from analysis.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
+from analysis.request_metrics import (
+    acceptance_length,
+    itl_samples_s,
+    mean_or_none,
+    per_request_tok_s,
+    percentile_or_none,
+    tpot_s,
+    ttft_s,
+)
+from analysis.schema import META_FILE, RunData, RunMeta
+from analysis.steps import StepWindow, overlapping, step_windows
+from analysis.window import achieved_concurrency, measured_in_window, window_throughput
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One ladder step's figures. Times in seconds, speeds in output tokens per second; None = no data."""
+
+    step: int
+    target_c: int
+    achieved_c: float | None  # time-averaged requests in flight in the window, all statuses
+    window_start_s: float | None
+    window_end_s: float | None
+    window_s: float | None
+    partial: bool  # window rebuilt from records of a killed run
+    requests_ok: int  # ok requests that started and finished in the window
+    requests_total: int  # all requests that started and finished in the window
+    failures: dict[str, int]  # status -> count among requests_total
+    error_rate: float | None  # failures / requests_total
+    min_requests: int  # requests the step needed: the ladder's min_requests, else max(30, 3*C)
+    throughput_tok_s: float | None  # ok-request tokens that arrived in the window / window length
+    per_request_tok_s: float | None  # mean over ok requests of output_tokens / e2e_s
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    itl_p50_s: float | None  # per-token ITL pooled over the step's ok requests
+    itl_p99_s: float | None
+    tpot_p50_s: float | None  # (e2e - ttft) / (output_tokens - 1) per request
+    tpot_p99_s: float | None
+    e2e_avg_s: float | None
+    e2e_p50_s: float | None
+    e2e_p99_s: float | None
+    accept_length: float | None  # total output tokens / total verify passes (speculative runs)
+    chunk_counted_requests: int  # ok requests whose output_tokens were counted from chunks
+    flags: tuple[str, ...] = ()  # warning codes that concern this step
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run's identity, its per-step rows and every validity warning about it."""
+
+    name: str  # how outputs refer to the run: meta label, else the directory name
+    path: Path
+    meta: RunMeta
+    has_meta: bool
+    rows: list[StepRow]
+    warnings: list[ValidityWarning] = field(default_factory=list)
+    skipped_lines: int = 0
+
+    def row_at(self, target_c: int) -> StepRow | None:
+        """The last step with this target concurrency that has a window (a re-run step wins)."""
+        rows = [r for r in self.rows if r.target_c == target_c and r.window_s]
+        return rows[-1] if rows else None
+
+
+def default_min_requests(target_c: int) -> int:
+    """Requests a step needs when the ladder did not say: enough for a p99 and for every user to recycle."""
+    return max(30, 3 * target_c)
+
+
+def summarize_run(run: RunData, *, name: str | None = None) -> RunSummary:
+    """Per-step rows and validity warnings for one run directory's data."""
+    run_name = name or run.meta.label or run.path.name
+    rows: list[StepRow] = []
+    warnings: list[ValidityWarning] = []
+    for window in step_windows(run):
+        row = summarize_step(run, window)
+        found = step_warnings(run_name, row)
+        warnings.extend(found)
+        codes = [w.code for w in found] + ([CHUNK_COUNTED_TOKENS] if row.chunk_counted_requests else [])
+        rows.append(replace(row, flags=tuple(dict.fromkeys(codes))))
+    has_meta = (run.path / META_FILE).exists()
+    warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
+    return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines)
+
+
+def summarize_step(run: RunData, window: StepWindow) -> StepRow:
+    """The figures of one step (flags are filled in by ``summarize_run``)."""
+    min_requests = window.min_requests or default_min_requests(window.target_c)
+    if window.bounds is None:
+        return _empty_row(window, min_requests)
+    t0, t1 = window.bounds
+    nearby = overlapping(run.records, t0, t1)
+    inside = measured_in_window(nearby, t0, t1)
+    ok = [r for r in inside if r["status"] == "ok"]
+    failures = Counter(r["status"] for r in inside if r["status"] != "ok")
+    speeds = [s for s in (per_request_tok_s(r) for r in ok) if s is not None]
+    ttfts = [t for t in (ttft_s(r) for r in ok) if t is not None]
+    tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
+    itls = np.concatenate([itl_samples_s(r) for r in ok]) if ok else np.zeros(0)
+    e2es = [r["e2e_s"] for r in ok]
+    return StepRow(
+        step=window.index,
+        target_c=window.target_c,
+        achieved_c=achieved_concurrency(nearby, t0, t1),
+        window_start_s=t0,
+        window_end_s=t1,
+        window_s=t1 - t0,
+        partial=window.partial,
+        requests_ok=len(ok),
+        requests_total=len(inside),
+        failures=dict(sorted(failures.items())),
+        error_rate=sum(failures.values()) / len(inside) if inside else None,
+        min_requests=min_requests,
+        throughput_tok_s=window_throughput(nearby, t0, t1),
+        per_request_tok_s=mean_or_none(speeds),
+        ttft_p50_s=percentile_or_none(ttfts, 50),
+        ttft_p99_s=percentile_or_none(ttfts, 99),
+        itl_p50_s=percentile_or_none(itls, 50),
+        itl_p99_s=percentile_or_none(itls, 99),
+        tpot_p50_s=percentile_or_none(tpots, 50),
+        tpot_p99_s=percentile_or_none(tpots, 99),
+        e2e_avg_s=mean_or_none(e2es),
+        e2e_p50_s=percentile_or_none(e2es, 50),
+        e2e_p99_s=percentile_or_none(e2es, 99),
+        accept_length=acceptance_length(ok),
+        chunk_counted_requests=sum(r.get("output_tokens_source") == "chunks" for r in ok),
+    )
+
+
+def _empty_row(window: StepWindow, min_requests: int) -> StepRow:
+    return StepRow(
+        step=window.index, target_c=window.target_c, achieved_c=None, window_start_s=window.t0,
+        window_end_s=window.t1, window_s=None, partial=window.partial, requests_ok=0, requests_total=0,
+        failures={}, error_rate=None, min_requests=min_requests, throughput_tok_s=None,
+        per_request_tok_s=None, ttft_p50_s=None, ttft_p99_s=None, itl_p50_s=None, itl_p99_s=None,
+        tpot_p50_s=None, tpot_p99_s=None, e2e_avg_s=None, e2e_p50_s=None, e2e_p99_s=None,
+        accept_length=None, chunk_counted_requests=0,
+    )

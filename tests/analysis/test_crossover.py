@@ -1,0 +1,85 @@
+"""Crossover interpolation on log C, its band, the verdict sentence and the switch policy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from analysis.crossover import RatioPoint, crossing_log_c, find_crossovers, judge
+from analysis.recommend import LevelThroughput, recommend
+
+
+def test_crossing_is_interpolated_on_log_concurrency() -> None:
+    # Ratio 1.2 at C=1 and 0.8 at C=10: half-way in log C is sqrt(10), not 5.5.
+    assert crossing_log_c(1, 1.2, 10, 0.8) == pytest.approx(math.sqrt(10))
+
+
+FALLING = [RatioPoint(1, 1.3, 1.2, 1.4), RatioPoint(4, 1.1, 1.0, 1.2), RatioPoint(16, 0.9, 0.8, 1.0),
+           RatioPoint(64, 0.7, 0.6, 0.8)]
+
+
+def test_known_crossing_and_its_band_from_the_interval_bounds() -> None:
+    (x,) = find_crossovers(FALLING)
+    assert x.c == pytest.approx(8.0)  # 1.1 at 4 and 0.9 at 16: the midpoint in log C
+    assert (x.below_c, x.above_c, x.spec_wins_below) == (4, 16, True)
+    assert x.c_low == pytest.approx(4.0)  # the lower bound reaches 1.0 at C=4
+    assert x.c_high == pytest.approx(16.0)  # the upper bound still reaches 1.0 at C=16
+
+
+def test_band_end_is_open_when_a_bound_never_crosses_in_the_tested_range() -> None:
+    (x,) = find_crossovers([RatioPoint(1, 1.05, 0.95, 1.15), RatioPoint(10, 0.9, 0.8, 0.98)])
+    assert x.c_low is None  # the lower bound is below 1 at every level
+    assert x.c_high == pytest.approx(crossing_log_c(1, 1.15, 10, 0.98))
+    (x,) = find_crossovers([RatioPoint(1, 1.05, 0.95, 1.15), RatioPoint(10, 0.9, 0.8, 1.02)])
+    assert x.c_high is None  # the upper bound stays above 1: the band runs past the highest level
+
+
+def test_verdict_and_recommendation_for_a_crossing() -> None:
+    verdict = judge(FALLING)
+    assert verdict.kind == "crossover"
+    assert verdict.text.startswith("speculation wins below C≈8 (95% band C≈4 to C≈16)")
+    tput = [LevelThroughput(c, spec_tok_s=100 * r, baseline_tok_s=100.0) for c, r in
+            ((1, 1.3), (4, 1.1), (16, 0.9), (64, 0.7))]
+    rec = recommend(verdict, tput)
+    assert rec.kind == "spec_below" and rec.threshold_c == pytest.approx(8.0)
+    assert rec.text.startswith("enable speculation only below C = 8")
+    assert [s.uses for s in rec.levels] == ["spec", "spec", "baseline", "baseline"]
+    assert [s.switch_tok_s for s in rec.levels] == pytest.approx([130, 110, 100, 100])
+    assert [s.vs_always_on for s in rec.levels] == pytest.approx([1, 1, 100 / 90, 100 / 70])
+    assert [s.vs_always_off for s in rec.levels] == pytest.approx([1.3, 1.1, 1, 1])
+
+
+def test_speculation_winning_everywhere_keeps_it_on() -> None:
+    points = [RatioPoint(1, 1.5), RatioPoint(10, 1.2), RatioPoint(100, 1.1)]
+    verdict = judge(points)
+    assert verdict.kind == "spec_wins_all"
+    assert verdict.text == "speculation wins at every tested level; ratio 1.50x at C=1 falling to 1.10x at C=100"
+    rec = recommend(verdict, [LevelThroughput(p.target_c, p.ratio, 1.0) for p in points])
+    assert rec.kind == "keep_on" and all(s.uses == "spec" for s in rec.levels)
+
+
+def test_rising_ratio_names_its_extremes_truthfully() -> None:
+    points = [RatioPoint(1, 0.5), RatioPoint(10, 0.3), RatioPoint(100, 0.9)]
+    assert judge(points).text == ("baseline wins at every tested level; ratio 0.50x at C=1; 0.30x at C=10 "
+                                  "rising to 0.90x at C=100")
+
+
+def test_a_level_whose_interval_holds_one_is_called_unclear() -> None:
+    verdict = judge([RatioPoint(1, 0.97, 0.9, 1.04), RatioPoint(10, 0.6, 0.55, 0.65)])
+    assert verdict.unclear_levels == (1,)
+    assert "no significant difference at C=1" in verdict.text
+
+
+def test_more_than_one_crossing_is_called_mixed_with_no_single_threshold() -> None:
+    points = [RatioPoint(1, 1.2), RatioPoint(10, 0.9), RatioPoint(100, 1.1)]
+    verdict = judge(points)
+    assert verdict.kind == "mixed" and len(verdict.crossovers) == 2
+    rec = recommend(verdict, [LevelThroughput(p.target_c, p.ratio, 1.0) for p in points])
+    assert rec.kind == "per_level" and rec.threshold_c is None
+    assert [s.uses for s in rec.levels] == ["spec", "baseline", "spec"]
+
+
+def test_no_common_level_gives_no_verdict() -> None:
+    assert judge([]).kind == "no_levels"
+    assert recommend(judge([]), []).kind == "none"

@@ -1,0 +1,136 @@
+"""Every validity warning fires when its condition is created on purpose, and only then."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from synthetic_runs import Level, Prompt, RunSpec, small_pair, write_run
+
+from analysis.checks import WARNING_CODES
+from analysis.compare import Comparison, compare_runs
+from analysis.load import load_run
+from analysis.render import render_comparison
+from analysis.report import render_report
+from analysis.serialize import comparison_json
+
+Mutation = Callable[[RunSpec, RunSpec], None]
+
+
+def _compare(tmp_path: Path, mutate: Mutation | None = None) -> Comparison:
+    base, spec = small_pair()
+    if mutate:
+        mutate(base, spec)
+    return compare_runs(load_run(write_run(tmp_path / "base", base)), load_run(write_run(tmp_path / "spec", spec)),
+                        n_boot=200)
+
+
+def _set(**changes: object) -> Mutation:
+    def mutate(_base: RunSpec, spec: RunSpec) -> None:
+        for key, value in changes.items():
+            setattr(spec, key, value)
+    return mutate
+
+
+def _level(index: int, **changes: object) -> Mutation:
+    def mutate(_base: RunSpec, spec: RunSpec) -> None:
+        for key, value in changes.items():
+            setattr(spec.levels[index], key, value)
+    return mutate
+
+
+def _killed(_base: RunSpec, spec: RunSpec) -> None:
+    spec.levels[-1].write_step = False
+    spec.partial = True
+
+
+def _killed_in_warmup(_base: RunSpec, spec: RunSpec) -> None:
+    spec.levels.append(Level(8, 500.0, tokens=16, window_requests=0, write_step=False))
+    spec.partial = True
+
+
+def _base_speculative(base: RunSpec, _spec: RunSpec) -> None:
+    base.speculative = "EAGLE3"
+
+
+def _short_windows(base: RunSpec, spec: RunSpec) -> None:
+    base.levels[0].window_requests = 3
+    spec.levels[0].window_requests = 3
+
+
+def _fewer_levels(_base: RunSpec, spec: RunSpec) -> None:
+    spec.levels = spec.levels[:2]
+
+
+CASES: dict[str, tuple[Mutation, str]] = {
+    "low_concurrency": (_level(2, users=3), "C=4: achieved concurrency 3.0 is 75%"),
+    "few_requests": (_level(0, window_requests=5), "C=1: "),
+    "single_prompt": (_set(prompts=[Prompt("only", "qa", accept_length=2.0)]), "'only'"),
+    "chunk_counted_tokens": (_set(output_tokens_source="chunks"), "from stream chunks"),
+    "error_rate": (_level(1, error_every=10), "C=2: error rate"),
+    "settings_mismatch": (_set(max_tokens=256), "max_tokens differs"),
+    "spec_not_speculative": (_set(speculative=None), "no speculative algorithm"),
+    "baseline_speculative": (_base_speculative, "reports speculative decoding"),
+    "spec_max_running_lower": (_set(max_running_requests=48), "at most 48 requests"),
+    "partial_run": (_killed, "killed during this step"),
+    "no_window": (_killed_in_warmup, "C=8: no measured window"),
+    "missing_meta": (_set(write_meta=False), "no meta.json"),
+    "unmatched_level": (_fewer_levels, "C=4 was measured in baseline only"),
+    "no_interval": (_short_windows, "no 95% interval"),
+}
+
+
+def test_every_warning_code_has_a_case() -> None:
+    assert set(CASES) == set(WARNING_CODES)
+
+
+@pytest.mark.parametrize("code", sorted(CASES))
+def test_warning_fires_when_its_condition_is_created(tmp_path: Path, code: str) -> None:
+    mutate, phrase = CASES[code]
+    comparison = _compare(tmp_path, mutate)
+    hits = [w for w in comparison.warnings if w.code == code]
+    assert hits, f"{code} did not fire; got {[w.code for w in comparison.warnings]}"
+    assert any(phrase in w.message for w in hits), [w.message for w in hits]
+
+
+def test_a_clean_pair_raises_no_warning(tmp_path: Path) -> None:
+    comparison = _compare(tmp_path)
+    assert comparison.warnings == ()
+    assert comparison.verdict.kind == "baseline_wins_all"
+
+
+@pytest.mark.parametrize("field, value, name", [
+    ("prompts_sha256", "f" * 64, "prompt set (sha256)"),
+    ("prompt_mode", "fixed", "prompt order (mode)"),
+    ("api", "chat", "API"),
+    ("ignore_eos", False, "ignore_eos"),
+])
+def test_each_compared_setting_is_named_when_it_differs(tmp_path: Path, field: str, value: object,
+                                                        name: str) -> None:
+    comparison = _compare(tmp_path, _set(**{field: value}))
+    messages = [w.message for w in comparison.warnings if w.code == "settings_mismatch"]
+    assert any(m.startswith(f"{name} differs") for m in messages), messages
+
+
+def test_a_torn_last_line_is_reported_as_partial(tmp_path: Path) -> None:
+    comparison = _compare(tmp_path, _set(torn_tail=True))
+    assert any(w.code == "partial_run" and "torn line" in w.message for w in comparison.warnings)
+
+
+def test_warnings_reach_the_terminal_the_report_and_the_json(tmp_path: Path) -> None:
+    def many(base: RunSpec, spec: RunSpec) -> None:
+        _level(1, error_every=10)(base, spec)
+        _set(max_running_requests=48, output_tokens_source="chunks")(base, spec)
+
+    comparison = _compare(tmp_path, many)
+    codes = {w.code for w in comparison.warnings}
+    assert {"error_rate", "spec_max_running_lower", "chunk_counted_tokens"} <= codes
+    text, report = render_comparison(comparison), render_report(comparison)
+    as_json = json.loads(json.dumps(comparison_json(comparison)))
+    for w in comparison.warnings:
+        assert f"[{w.code}] {w.message}" in text
+        assert f"`{w.code}`: {w.message}" in report
+    assert [w["code"] for w in as_json["warnings"]] == [w.code for w in comparison.warnings]
+    assert "error_rate" in next(lv for lv in as_json["levels"] if lv["target_c"] == 2)["flags"]
