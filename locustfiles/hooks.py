@@ -1,0 +1,161 @@
+"""Wiring to Locust's events: options, the embedded emulator, run context, records and step books.
+
+Everything hangs on named Locust events and custom messages; no runner internals are patched. ``install``
+takes one Environment, so tests can wire several in one process, each with its own ``Events``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from analysis.schema import RunMeta
+from locustfiles import run as runmod
+from locustfiles.prompts import PromptError
+from locustfiles.recorder import write_meta
+from locustfiles.serverinfo import identify
+from locustfiles.settings import SettingsError, SuiteSettings, add_arguments, apply_profile
+from shapes.ladder import ConcurrencyLadder
+from shapes.live import RECORD_MESSAGE, START_MESSAGE, STEP_MESSAGE, LiveStep
+
+log = logging.getLogger("specbench")
+
+
+class RunHooks:
+    """Per-environment state the listeners share: live step, run context, meta, steps writer, emulator."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.env = environment
+        self.live = LiveStep()
+        self.meta: RunMeta | None = None
+        self.steps = runmod.StepsWriter()
+        self.emulator: Any = None
+        self.out_given = False
+
+    @property
+    def shape(self) -> ConcurrencyLadder | None:
+        shape = self.env.shape_class
+        return shape if isinstance(shape, ConcurrencyLadder) else None
+
+    @property
+    def coordinates(self) -> bool:
+        """The master or the local runner decides for the run; workers follow."""
+        return not isinstance(self.env.runner, WorkerRunner)
+
+    @property
+    def runs_users(self) -> bool:
+        return not isinstance(self.env.runner, MasterRunner)
+
+    # -- init ------------------------------------------------------------------------------------------------
+
+    def on_init(self, argv: list[str]) -> None:
+        runner = self.env.runner
+        assert runner is not None
+        if self.runs_users:
+            runner.register_message(STEP_MESSAGE, self._on_step_message)
+        if not self.coordinates:
+            return
+        options = self.env.parsed_options
+        if options is not None:
+            try:
+                apply_profile(options, argv)
+                SuiteSettings.from_options(options)
+            except SettingsError as exc:
+                fail(str(exc))
+            self.out_given = bool(getattr(options, "out", ""))
+            if options is not None and not self.env.host:
+                self._start_embedded_emulator(options)
+        runner.register_message(START_MESSAGE, self._on_start_message)
+        runner.register_message(RECORD_MESSAGE, self._on_record_message)
+        if self.shape is not None:
+            self.shape.on_step_closed.append(self.steps)
+        if options is not None and getattr(options, "stop_timeout", None) is None:
+            self.env.stop_timeout = 0
+
+    def _start_embedded_emulator(self, options: Any) -> None:
+        from emulator import start_emulator  # only when there is no --host: the default target
+
+        profile = str(getattr(options, "emulator_profile", "baseline"))
+        speed = float(getattr(options, "emulator_speed", 1.0))
+        self.emulator = start_emulator(profile, speed=speed)
+        self.env.host = self.emulator.url
+        log.info("No --host given: started the built-in emulator (profile %s, speed %g) at %s",
+                 profile, speed, self.emulator.url)
+
+    # -- messages --------------------------------------------------------------------------------------------
+
+    def _on_step_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        self.live.update(msg.data)
+
+    def _on_start_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        if self.shape is not None:
+            self.shape.collector.on_start(msg.data)
+
+    def _on_record_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        if self.shape is not None:
+            self.shape.collector.on_record(msg.data)
+
+    # -- test lifecycle --------------------------------------------------------------------------------------
+
+    def on_test_start(self) -> None:
+        options = self.env.parsed_options
+        runner = self.env.runner
+        worker = int(getattr(runner, "worker_index", 0) or 0)
+        try:
+            settings = SuiteSettings.from_options(options)
+            if self.coordinates:
+                server = runmod.coordinate(options, settings, self.env.host or "", not self.out_given)
+            else:
+                server = identify(self.env.host or "", api_key=settings.api_key(),
+                                  timeout=settings.connect_timeout)
+            ctx = runmod.build_context(options, worker, server, runs_users=self.runs_users)
+        except (SettingsError, PromptError) as exc:
+            fail(str(exc))
+        ctx.live = self.live
+        setattr(self.env, "specbench_run", ctx)  # noqa: B010 - read by the users through LLMUser
+        if self.coordinates:
+            self.meta = runmod.initial_meta(ctx, self.env.host or "")
+            write_meta(ctx.run_dir, self.meta)
+            self.steps.open(ctx.run_dir)
+            log.info("Run directory: %s (api %s, model %s, server %s%s)", ctx.run_dir, ctx.api, ctx.model,
+                     server.kind, ", speculative" if server.speculative else "")
+
+    def on_test_stop(self) -> None:
+        if self.shape is not None and self.coordinates:
+            self.shape.stop_now()
+
+    def on_quitting(self) -> None:
+        ctx = getattr(self.env, "specbench_run", None)
+        if ctx is not None and ctx.records is not None:
+            ctx.records.close()
+        if self.coordinates and ctx is not None and self.meta is not None:
+            completed = self.shape.completed if self.shape is not None else True
+            runmod.finish_meta(ctx.run_dir, self.meta, completed)
+        self.steps.close()
+        if self.emulator is not None:
+            self.emulator.stop()
+
+
+def fail(message: str) -> None:
+    """A user mistake: one clear line, exit code 2, no traceback."""
+    sys.stderr.write(f"specbench: error: {message}\n")
+    sys.stderr.flush()
+    raise SystemExit(2)
+
+
+def install(environment: Environment, argv: list[str] | None = None) -> RunHooks:
+    """Attach the suite to one Environment whose runner exists (call from the ``init`` event)."""
+    hooks = RunHooks(environment)
+    environment.events.test_start.add_listener(lambda **_kw: hooks.on_test_start())
+    environment.events.test_stop.add_listener(lambda **_kw: hooks.on_test_stop())
+    environment.events.quitting.add_listener(lambda **_kw: hooks.on_quitting())
+    hooks.on_init(sys.argv if argv is None else argv)
+    return hooks
+
+
+def add_options(parser: Any, **_kw: Any) -> None:
+    add_arguments(parser)

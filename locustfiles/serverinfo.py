@@ -1,0 +1,120 @@
+"""Who is serving: kind, model, speculative settings and batch cap, read from the server's own endpoints.
+
+SGLang: ``/server_info`` (flat server args, ``speculative_*``, ``max_running_requests``). llama.cpp: ``/props``
+(``default_generation_settings.speculative``, ``total_slots``). vLLM: ``/v1/models`` says ``owned_by: vllm``;
+speculation shows only as ``vllm:spec_decode_*`` metrics. Anything else OpenAI-compatible: ``/v1/models``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import requests
+
+_SGLANG_SPEC_KEYS = (
+    "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
+    "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_adaptive",
+)
+
+
+@dataclass
+class ServerIdentity:
+    """What a run's meta.json and the comparison's validity checks need to know about a server."""
+
+    url: str
+    kind: str  # "sglang", "vllm", "llamacpp" or "openai"
+    model: str | None
+    speculative: dict[str, Any] | None  # None: the server says it does not speculate
+    max_running_requests: int | None
+    version: str | None = None
+    emulated: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _get_json(session: requests.Session, url: str, timeout: float, headers: dict[str, str]) -> Any:
+    try:
+        resp = session.get(url, timeout=timeout, headers=headers)
+    except requests.RequestException:
+        return None
+    if resp.status_code != 200:
+        return None
+    try:
+        return resp.json()
+    except ValueError:
+        return None
+
+
+def _get_text(session: requests.Session, url: str, timeout: float, headers: dict[str, str]) -> str | None:
+    try:
+        resp = session.get(url, timeout=timeout, headers=headers)
+    except requests.RequestException:
+        return None
+    return resp.text if resp.status_code == 200 else None
+
+
+def identify(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> ServerIdentity:
+    """Ask the server who it is. Never raises for an unreachable endpoint: missing facts stay None."""
+    base = base_url.rstrip("/")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with requests.Session() as session:
+        session.trust_env = False
+        info = _get_json(session, f"{base}/server_info", timeout, headers)
+        if not isinstance(info, dict):
+            info = _get_json(session, f"{base}/get_server_info", timeout, headers)
+        models = _get_json(session, f"{base}/v1/models", timeout, headers)
+        model, owner = _first_model(models)
+        if isinstance(info, dict) and ("speculative_algorithm" in info or "max_running_requests" in info):
+            return _from_sglang(base, info, model)
+        props = _get_json(session, f"{base}/props", timeout, headers)
+        if isinstance(props, dict) and ("default_generation_settings" in props or "total_slots" in props):
+            return _from_llamacpp(base, props, model)
+        if owner == "vllm":
+            metrics = _get_text(session, f"{base}/metrics", timeout, headers) or ""
+            spec = {"source": "metrics"} if "vllm:spec_decode_" in metrics else None
+            return ServerIdentity(base, "vllm", model, spec, None)
+        return ServerIdentity(base, "openai", model, None, None)
+
+
+def _first_model(models: Any) -> tuple[str | None, str | None]:
+    if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
+        first = models["data"][0]
+        if isinstance(first, dict):
+            return (str(first["id"]) if "id" in first else None), first.get("owned_by")
+    return None, None
+
+
+def _from_sglang(base: str, info: dict[str, Any], model: str | None) -> ServerIdentity:
+    algorithm = info.get("speculative_algorithm")
+    spec = {k.removeprefix("speculative_"): info.get(k) for k in _SGLANG_SPEC_KEYS} if algorithm else None
+    states = info.get("internal_states")
+    if spec is not None and isinstance(states, list) and states and isinstance(states[0], dict):
+        spec["avg_spec_accept_length"] = states[0].get("avg_spec_accept_length")
+    mrr = info.get("max_running_requests")
+    return ServerIdentity(
+        url=base, kind="sglang", model=model or info.get("served_model_name") or info.get("model_path"),
+        speculative=spec, max_running_requests=mrr if isinstance(mrr, int) else None,
+        version=str(info["version"]) if info.get("version") is not None else None,
+        emulated=bool(info.get("emulated")),
+    )
+
+
+def _from_llamacpp(base: str, props: dict[str, Any], model: str | None) -> ServerIdentity:
+    settings = props.get("default_generation_settings") or {}
+    params = settings.get("params") if isinstance(settings.get("params"), dict) else {}
+    speculative = settings.get("speculative")
+    if speculative is None:
+        speculative = any(k.startswith("speculative.") for k in params) and bool(params.get("speculative.type"))
+    spec = None
+    if speculative:
+        spec = {k.removeprefix("speculative."): v for k, v in params.items() if k.startswith("speculative.")}
+        spec.setdefault("algorithm", spec.get("type") or "draft")
+    slots = props.get("total_slots")
+    build = props.get("build_info")
+    return ServerIdentity(
+        url=base, kind="llamacpp", model=model or props.get("model_path"), speculative=spec,
+        max_running_requests=slots if isinstance(slots, int) else None,
+        version=str(build) if build is not None else None,
+    )

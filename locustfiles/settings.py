@@ -1,0 +1,251 @@
+"""The suite's options: one table feeds Locust's parser (CLI and web UI), the YAML profile and validation.
+
+Precedence: a value given on the command line wins; else the YAML profile (``--suite-config``); else the
+default here. In the web UI, values edited in the form win over both. Bad values raise ``SettingsError``
+whose message names the source (file and key, or flag) and what was expected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_LADDER = "1,2,5,10,30,70,100,250"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One suite option: CLI flag ``--name``, YAML key ``name`` (dashes or underscores), attribute ``dest``."""
+
+    name: str
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    in_web_ui: bool = True
+    secret: bool = False
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("api", "auto", "API: auto (SGLang /generate when /server_info says SGLang, else chat), generate, "
+           "chat or completions", choices=("auto", "generate", "chat", "completions")),
+    Option("max-tokens", 512, "output tokens asked for per request"),
+    Option("ignore-eos", True, "ask the server to ignore EOS so every request yields exactly max-tokens"),
+    Option("temperature", 0.0, "sampling temperature"),
+    Option("prompts", "diverse", "built-in prompt set name (config/prompts/NAME.jsonl) or a JSONL/ShareGPT file"),
+    Option("prompt-mode", "diverse", "diverse: seeded shuffle of the set; fixed: one prompt repeated",
+           choices=("diverse", "fixed")),
+    Option("prompt-id", "", "with --prompt-mode fixed: the prompt id to repeat (default: the first in order)"),
+    Option("seed", 0, "seed of the prompt order"),
+    Option("label", "run", "run label written into every record (e.g. baseline, eagle3)"),
+    Option("out", "", "run directory (default runs/LABEL-YYYYmmdd-HHMMSS)", in_web_ui=False),
+    Option("model", "", "model name for the OpenAI routes (default: the first of the server's /v1/models)"),
+    Option("api-key-env", "", "name of the environment variable holding the API key (never the key itself)"),
+    Option("connect-timeout", 10.0, "seconds to connect"),
+    Option("read-timeout", 120.0, "seconds a stream may stay silent before it counts as a timeout"),
+    Option("request-timeout", 900.0, "seconds a whole request may take before it counts as a timeout"),
+    Option("ladder", DEFAULT_LADDER, "concurrency levels of the ladder, comma-separated"),
+    Option("warmup-time", 0.0, "warm-up seconds per step; 0: until every user has finished one request"),
+    Option("min-requests", 0, "requests each step must measure; 0: max(30, 3*C)"),
+    Option("min-step-time", 10.0, "minimum seconds of measured window per step"),
+    Option("max-step-time", 600.0, "maximum seconds per step, warm-up included"),
+    Option("step-ci", 0.0, "end a step early once its throughput's 95%% CI half-width is below this "
+           "fraction (0: off)"),
+    Option("emulator-profile", "baseline", "with no --host: built-in emulator profile to start", in_web_ui=False),
+    Option("emulator-speed", 1.0, "with no --host: time scale of the built-in emulator", in_web_ui=False),
+    Option("suite-config", "", "YAML profile setting any of these options (command line wins)",
+           in_web_ui=False),
+)
+_BY_DEST = {opt.dest: opt for opt in OPTIONS}
+
+
+class SettingsError(ValueError):
+    """A user mistake in options or the YAML profile; the message says where and what was expected."""
+
+
+def add_arguments(parser: Any) -> None:
+    """Register every option on Locust's parser (its own add_argument knows include_in_web_ui)."""
+    for opt in OPTIONS:
+        kwargs: dict[str, Any] = {"default": opt.default, "help": opt.help, "dest": opt.dest}
+        if isinstance(opt.default, bool):
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = type(opt.default)
+        if opt.choices:
+            kwargs["choices"] = opt.choices
+        if not opt.in_web_ui:
+            kwargs["include_in_web_ui"] = False
+        parser.add_argument(f"--{opt.name}", **kwargs)
+
+
+def explicit_dests(argv: list[str]) -> set[str]:
+    """Options given on the command line (so a YAML profile must not override them)."""
+    found: set[str] = set()
+    for arg in argv:
+        if not arg.startswith("--"):
+            continue
+        name = arg[2:].split("=", 1)[0]
+        if name.startswith("no-") and name[3:].replace("-", "_") in _BY_DEST:
+            name = name[3:]
+        dest = name.replace("-", "_")
+        if dest in _BY_DEST:
+            found.add(dest)
+    return found
+
+
+def load_profile(path: str) -> dict[str, Any]:
+    """Read a YAML suite profile into {dest: value}, checking keys and types against OPTIONS."""
+    file = Path(path)
+    if not file.is_file():
+        raise SettingsError(f"{path}: suite config file not found")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise SettingsError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}: expected a mapping of option names to values at the top level")
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        dest = str(key).replace("-", "_")
+        opt = _BY_DEST.get(dest)
+        if opt is None or dest == "suite_config":
+            known = ", ".join(o.name for o in OPTIONS if o.dest != "suite_config")
+            raise SettingsError(f"{path}: unknown key '{key}'; expected one of: {known}")
+        if opt.secret:
+            raise SettingsError(f"{path}: key '{key}' must not hold a secret; use api-key-env")
+        values[dest] = _coerce(opt, value, f"{path}: key '{key}'")
+    return values
+
+
+def _coerce(opt: Option, value: Any, where: str) -> Any:
+    if dest_is_ladder(opt) and isinstance(value, list):
+        value = ",".join(str(v) for v in value)
+    expected = type(opt.default)
+    if expected is bool:
+        if not isinstance(value, bool):
+            raise SettingsError(f"{where}: expected true or false, got {value!r}")
+    elif expected is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SettingsError(f"{where}: expected a number, got {value!r}")
+        value = float(value)
+    elif expected is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SettingsError(f"{where}: expected a whole number, got {value!r}")
+    else:
+        value = str(value)
+    if opt.choices and value not in opt.choices:
+        raise SettingsError(f"{where}: expected one of {', '.join(opt.choices)}, got {value!r}")
+    return value
+
+
+def dest_is_ladder(opt: Option) -> bool:
+    return opt.dest == "ladder"
+
+
+def apply_profile(options: Any, argv: list[str]) -> None:
+    """Fill ``options`` (Locust's parsed_options) from its --suite-config, leaving CLI-given values alone."""
+    path = getattr(options, "suite_config", "")
+    if not path:
+        return
+    given = explicit_dests(argv)
+    for dest, value in load_profile(path).items():
+        if dest not in given:
+            setattr(options, dest, value)
+
+
+def parse_ladder(text: str, where: str = "--ladder") -> list[int]:
+    """'1,2,5' -> [1, 2, 5]; every level a positive whole number."""
+    levels: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit() or int(part) < 1:
+            raise SettingsError(f"{where}: expected comma-separated positive whole numbers, got {part!r}")
+        levels.append(int(part))
+    if not levels:
+        raise SettingsError(f"{where}: expected at least one concurrency level")
+    return levels
+
+
+@dataclass
+class SuiteSettings:
+    """Validated settings of one run, read from Locust's parsed options."""
+
+    api: str
+    max_tokens: int
+    ignore_eos: bool
+    temperature: float
+    prompts: str
+    prompt_mode: str
+    prompt_id: str
+    seed: int
+    label: str
+    out: str
+    model: str
+    api_key_env: str
+    connect_timeout: float
+    read_timeout: float
+    request_timeout: float
+    ladder: list[int]
+    warmup_time: float
+    min_requests: int
+    min_step_time: float
+    max_step_time: float
+    step_ci: float
+
+    @classmethod
+    def from_options(cls, options: Any) -> SuiteSettings:
+        def get(dest: str) -> Any:
+            return getattr(options, dest, _BY_DEST[dest].default)
+
+        settings = cls(
+            api=str(get("api")), max_tokens=int(get("max_tokens")), ignore_eos=bool(get("ignore_eos")),
+            temperature=float(get("temperature")), prompts=str(get("prompts")),
+            prompt_mode=str(get("prompt_mode")), prompt_id=str(get("prompt_id") or ""), seed=int(get("seed")),
+            label=str(get("label")), out=str(get("out") or ""), model=str(get("model") or ""),
+            api_key_env=str(get("api_key_env") or ""), connect_timeout=float(get("connect_timeout")),
+            read_timeout=float(get("read_timeout")), request_timeout=float(get("request_timeout")),
+            ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
+            min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
+            max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.api not in ("auto", "generate", "chat", "completions"):
+            raise SettingsError(f"--api: expected auto, generate, chat or completions, got {self.api!r}")
+        if self.max_tokens < 1:
+            raise SettingsError(f"--max-tokens: expected a positive whole number, got {self.max_tokens}")
+        for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"--{name.replace('_', '-')}: expected a positive number of seconds")
+        if self.step_ci < 0 or self.step_ci >= 1:
+            raise SettingsError(f"--step-ci: expected a fraction in [0, 1), got {self.step_ci}")
+        if self.api_key_env and self.api_key_env not in os.environ:
+            raise SettingsError(f"--api-key-env: environment variable {self.api_key_env} is not set")
+
+    def api_key(self) -> str | None:
+        """The secret itself, read from the environment at the moment it is needed; never stored."""
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def run_dir(self) -> Path:
+        return Path(self.out) if self.out else Path("runs") / f"{self.label}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+    def public(self) -> dict[str, Any]:
+        """Settings for meta.json: everything but secrets (the env var's name is kept, never its value)."""
+        return {k: v for k, v in self.__dict__.items() if not _BY_DEST.get(k, Option(k, "", "")).secret}

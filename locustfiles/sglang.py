@@ -1,0 +1,34 @@
+"""Locustfile: streaming LLM load against SGLang, vLLM or llama.cpp, walked up a concurrency ladder.
+
+    locust -f locustfiles/sglang.py --headless --host http://127.0.0.1:30000 --label baseline
+    locust -f locustfiles/sglang.py                # web UI; with no --host the built-in emulator starts
+
+Every finished request becomes one line of RUN_DIR/records.jsonl; every ladder step one line of
+RUN_DIR/steps.jsonl; ``python -m analysis summarize RUN_DIR`` turns them into tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from locust import events
+
+from locustfiles import hooks
+from locustfiles.user import LLMUser
+from shapes.ladder import ConcurrencyLadder
+
+__all__ = ["ConcurrencyLadder", "SGLangUser"]
+
+
+class SGLangUser(LLMUser):
+    """One streamed request at a time, sent as soon as the previous one ends."""
+
+
+@events.init_command_line_parser.add_listener
+def _options(parser: Any, **_kw: Any) -> None:
+    hooks.add_options(parser)
+
+
+@events.init.add_listener
+def _init(environment: Any, **_kw: Any) -> None:
+    hooks.install(environment)

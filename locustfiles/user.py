@@ -1,0 +1,195 @@
+"""The Locust user: one streamed completion request per task, one record per request.
+
+Built on ``HttpUser`` (requests/urllib3). The stream is read with ``raw.read1``, which returns whatever bytes
+have arrived, so first-token timing never waits for a buffer to fill; the read loop does no more than split
+events and hand them to ``StreamState``. Locust's own statistics stay meaningful: each request reports its
+end-to-end time with output tokens as response length, failures reach the failure table, and TTFT gets its
+own entry, logged outside the Aggregated row.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gevent
+from locust import HttpUser, constant, task
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
+
+from analysis.schema import SCHEMA_VERSION, RequestRecord
+from locustfiles.payloads import build_body
+from locustfiles.run import RunContext
+from locustfiles.sse import iter_events
+from locustfiles.streams import StreamState
+from shapes.live import RECORD_MESSAGE, START_MESSAGE
+
+READ_SIZE = 65536
+ERROR_TEXT_LIMIT = 200
+
+
+class Outcome:
+    """How a request ended, in the record's terms."""
+
+    __slots__ = ("error", "http_status", "status")
+
+    def __init__(self, status: str = "ok", http_status: int | None = None, error: str | None = None) -> None:
+        self.status = status
+        self.http_status = http_status
+        self.error = error
+
+
+def classify_stream_end(state: StreamState, outcome: Outcome) -> None:
+    """A stream that finished reading: ok only with a finish marker, [DONE] and no error inside."""
+    if outcome.status != "ok":
+        return
+    if state.error is not None:
+        outcome.status, outcome.error = "stream_error", state.error
+    elif state.malformed is not None:
+        outcome.status, outcome.error = "stream_error", f"malformed chunk: {state.malformed}"
+    elif not state.done:
+        outcome.status, outcome.error = "truncated", "stream ended without [DONE]"
+    elif state.finish_reason is None:
+        outcome.status, outcome.error = "truncated", "stream ended without a finish reason"
+
+
+def entry_name(path: str, target_c: int | None) -> str:
+    """Locust stats entry: per ladder step, space-padded so rows sort by C."""
+    return path if target_c is None else f"{path} C={target_c:>3}"
+
+
+class LLMUser(HttpUser):
+    """Closed loop: waits 0 between requests, so the number of users is the concurrency."""
+
+    abstract = True
+    wait_time = constant(0)
+    run_context_attr = "specbench_run"
+
+    def on_start(self) -> None:
+        ctx = self._ctx()
+        self.user_id = ctx.next_user_id() if ctx is not None else "0:0"
+
+    def _ctx(self) -> RunContext | None:
+        return getattr(self.environment, self.run_context_attr, None)
+
+    @task
+    def stream_completion(self) -> None:
+        ctx = self._ctx()
+        if ctx is None or ctx.live.draining:  # no run context (error already reported), or ladder over
+            gevent.sleep(0.2)
+            return
+        seq, prompt = ctx.prompts.next()
+        step_index, target_c = ctx.live.index, ctx.live.target_c
+        request_id = ctx.next_request_id()
+        body = build_body(ctx.api, prompt, ctx.sampling, model=ctx.model, server_kind=ctx.server.kind,
+                          rid=request_id)
+        headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
+        key = ctx.settings.api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        name = entry_name(ctx.path, target_c)
+        state = StreamState(ctx.api)
+        outcome = Outcome()
+        start_s = time.time()
+        self._send(START_MESSAGE, {"request_id": request_id, "start_s": start_s, "step": step_index})
+        t0 = time.perf_counter()
+        end = t0
+        try:
+            end = self._stream(ctx, name, body, headers, state, outcome, t0)
+        except gevent.GreenletExit:
+            outcome.status, outcome.error = "truncated", "stopped by the load generator before the end"
+            end = time.perf_counter()
+            raise
+        finally:
+            record = self._record(ctx, request_id, seq, prompt.id, prompt.category, step_index, target_c,
+                                  start_s, t0, end, state, outcome)
+            ctx.write_record(record)
+            self._send(RECORD_MESSAGE, record)
+        if record["ttft_s"] is not None:
+            # Logged on the entry directly: its own row, without inflating the Aggregated row.
+            self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)
+
+    def _send(self, kind: str, data: dict[str, Any]) -> None:
+        runner = self.environment.runner
+        if runner is not None:
+            runner.send_message(kind, data)
+
+    def _stream(self, ctx: RunContext, name: str, body: dict[str, Any], headers: dict[str, str],
+                state: StreamState, outcome: Outcome, t0: float) -> float:
+        """Send, read the stream to its end, report to Locust; returns the perf_counter time it ended."""
+        s = ctx.settings
+        with self.client.post(ctx.path, json=body, headers=headers, stream=True, catch_response=True,
+                              name=name, timeout=(s.connect_timeout, s.read_timeout)) as resp:
+            outcome.http_status = resp.status_code or None
+            if resp.status_code == 0 or resp.status_code >= 400:
+                self._fail_before_stream(resp, outcome)
+                end = time.perf_counter()
+            else:
+                end = self._read_stream(resp, state, outcome, t0, s.request_timeout)
+            tokens = state.resolve_tokens().output_tokens if outcome.status == "ok" else 0
+            resp.request_meta["response_time"] = (end - t0) * 1000.0
+            resp.request_meta["response_length"] = tokens
+            if outcome.status == "ok":
+                resp.success()
+            else:
+                resp.failure(f"{outcome.status}: {outcome.error}")
+        return end
+
+    @staticmethod
+    def _fail_before_stream(resp: Any, outcome: Outcome) -> None:
+        if resp.status_code == 0:
+            err = getattr(resp, "error", None)
+            kind = type(err).__name__ if err is not None else "error"
+            timed_out = "Timeout" in kind and "Connect" not in kind
+            outcome.status = "timeout" if timed_out else "connect_error"
+            outcome.error = f"{kind}: {err}"[:ERROR_TEXT_LIMIT]
+            return
+        outcome.status = "http_error"
+        try:
+            text = resp.text
+        except Exception as exc:  # a body that cannot be read is still an HTTP error
+            text = f"<unreadable body: {type(exc).__name__}>"
+        outcome.error = f"HTTP {resp.status_code}: {text.strip()}"[:ERROR_TEXT_LIMIT]
+
+    @staticmethod
+    def _read_stream(resp: Any, state: StreamState, outcome: Outcome, t0: float, total_timeout: float) -> float:
+        raw = resp.raw
+        deadline = t0 + total_timeout
+        clean_eof = False
+        try:
+            for t, payload in iter_events(lambda: raw.read1(READ_SIZE)):
+                state.feed(t, payload)
+                if t > deadline:
+                    outcome.status, outcome.error = "timeout", f"request exceeded {total_timeout:.0f} s"
+                    break
+            else:
+                clean_eof = True
+        except (ReadTimeoutError, TimeoutError) as exc:
+            outcome.status, outcome.error = "timeout", f"stream idle too long: {exc}"[:ERROR_TEXT_LIMIT]
+        except (ProtocolError, OSError) as exc:
+            outcome.status, outcome.error = "truncated", f"connection broken: {exc}"[:ERROR_TEXT_LIMIT]
+        end = time.perf_counter()
+        if clean_eof:
+            raw.release_conn()
+        else:
+            resp.close()
+        classify_stream_end(state, outcome)
+        return end
+
+    def _record(self, ctx: RunContext, request_id: str, seq: int, prompt_id: str, category: str,
+                step: int | None, target_c: int | None, start_s: float, t0: float, end: float,
+                state: StreamState, outcome: Outcome) -> RequestRecord:
+        counts = state.resolve_tokens()
+        chunk_ms = [round((t - t0) * 1000.0, 3) for t in state.chunk_times]
+        e2e_s = end - t0
+        return RequestRecord(
+            schema=SCHEMA_VERSION, request_id=request_id, server_request_id=state.server_request_id,
+            label=ctx.settings.label, api=ctx.api, prompt_id=prompt_id, category=category, prompt_seq=seq,
+            step=step, target_c=target_c, phase=ctx.live.phase_for(step, start_s, start_s + e2e_s),
+            worker=ctx.worker, user=self.user_id, start_s=start_s,
+            ttft_s=(state.chunk_times[0] - t0) if state.chunk_times else None, e2e_s=e2e_s,
+            chunk_ms=chunk_ms, chunk_tokens=counts.chunk_tokens, chunk_tokens_source=counts.chunk_tokens_source,
+            output_tokens=counts.output_tokens, output_tokens_source=counts.output_tokens_source,
+            prompt_tokens=state.prompt_tokens, cached_tokens=state.cached_tokens, spec=state.spec,
+            status=outcome.status, http_status=outcome.http_status,  # type: ignore[typeddict-item]
+            error=outcome.error, finish_reason=state.finish_reason, max_tokens=ctx.sampling.max_tokens,
+        )

@@ -1,0 +1,93 @@
+"""A ladder step's bookkeeping: when it started, warmed up and ended, and its closing figures.
+
+Pure functions over records; the figures themselves are defined once in ``analysis.window``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from analysis.schema import SCHEMA_VERSION, RequestRecord, StepRecord
+from analysis.window import achieved_concurrency, measured_in_window, window_throughput
+
+LOW_CONCURRENCY_FRACTION = 0.95
+
+
+def default_min_requests(target_c: int) -> int:
+    """Requests a step must measure unless told otherwise: enough for stable figures at every C."""
+    return max(30, 3 * target_c)
+
+
+@dataclass
+class StepBook:
+    """One step as the shape runs it."""
+
+    index: int
+    target_c: int
+    min_requests: int
+    start_s: float
+    steady_start_s: float | None = None
+    end_s: float | None = None
+    ended_by: str | None = None
+    closed: bool = False
+
+
+def warmup_end(records: Sequence[RequestRecord], since_s: float, users_needed: int) -> float | None:
+    """When every one of ``users_needed`` users had finished a request started at/after ``since_s``.
+
+    Returns that moment (the finish of the last user's first such request), or None while any is missing.
+    """
+    first_finish: dict[str, float] = {}
+    for rec in records:
+        if rec["start_s"] < since_s:
+            continue
+        finish = rec["start_s"] + rec["e2e_s"]
+        user = rec["user"]
+        if user not in first_finish or finish < first_finish[user]:
+            first_finish[user] = finish
+    if len(first_finish) < users_needed:
+        return None
+    return sorted(first_finish.values())[users_needed - 1]
+
+
+def count_measured(records: Sequence[RequestRecord], steady_start_s: float) -> int:
+    """Requests so far that started inside the open window (all of them have finished)."""
+    return sum(1 for r in records if r["start_s"] >= steady_start_s)
+
+
+def close_step(book: StepBook, records: Sequence[RequestRecord]) -> StepRecord:
+    """The steps.jsonl line for a finished step, with its flags."""
+    flags: list[str] = []
+    achieved: float | None = None
+    throughput: float | None = None
+    measured = 0
+    end = book.end_s if book.end_s is not None else book.start_s
+    if book.steady_start_s is None or end <= book.steady_start_s:
+        flags.append("no_window")
+    else:
+        achieved = achieved_concurrency(records, book.steady_start_s, end)
+        throughput = window_throughput(records, book.steady_start_s, end)
+        measured = len(measured_in_window(records, book.steady_start_s, end))
+        if achieved < LOW_CONCURRENCY_FRACTION * book.target_c:
+            flags.append("low_concurrency")
+    if measured < book.min_requests:
+        flags.append("too_few_requests")
+    if book.ended_by == "stopped":
+        flags.append("stopped")
+    return StepRecord(
+        schema=SCHEMA_VERSION, index=book.index, target_c=book.target_c, start_s=book.start_s,
+        steady_start_s=book.steady_start_s, end_s=end, min_requests=book.min_requests,
+        requests_measured=measured, achieved_c=achieved, throughput_tok_s=throughput,
+        ended_by=book.ended_by or "stopped", flags=flags,
+    )
+
+
+def describe_close(step: StepRecord, n_steps: int) -> str:
+    """The one progress line printed when a step's books close."""
+    window = (step["end_s"] - step["steady_start_s"]) if step.get("steady_start_s") else 0.0
+    tput = f"{step['throughput_tok_s']:.1f} tok/s" if step.get("throughput_tok_s") is not None else "- tok/s"
+    ach = f"achieved C {step['achieved_c']:.2f}" if step.get("achieved_c") is not None else "achieved C -"
+    flags = f" FLAGS: {', '.join(step['flags'])}" if step["flags"] else ""
+    return (f"step {step['index'] + 1}/{n_steps} C={step['target_c']}: ended ({step['ended_by']}) after "
+            f"{window:.1f} s window, {step['requests_measured']} requests, {tput}, {ach}{flags}")

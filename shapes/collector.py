@@ -1,0 +1,54 @@
+"""The master's view of requests: which are in flight, and the finished records a step's books need.
+
+Only records that can still overlap an open window are kept, so memory stays bounded on long ladders.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from analysis.schema import RequestRecord
+
+
+class RequestCollector:
+    """Fed by the start/record messages; queried by the ladder shape at each tick."""
+
+    def __init__(self) -> None:
+        self.in_flight: dict[str, float] = {}  # request_id -> start_s
+        self.by_step: dict[int | None, list[RequestRecord]] = defaultdict(list)
+        self.finished = 0
+
+    def clear(self) -> None:
+        self.in_flight.clear()
+        self.by_step.clear()
+        self.finished = 0
+
+    def on_start(self, data: dict[str, Any]) -> None:
+        self.in_flight[str(data["request_id"])] = float(data["start_s"])
+
+    def on_record(self, record: RequestRecord) -> None:
+        self.in_flight.pop(record["request_id"], None)
+        self.by_step[record.get("step")].append(record)
+        self.finished += 1
+
+    def none_in_flight_before(self, t: float) -> bool:
+        """True when every request that started before ``t`` has finished and been recorded."""
+        return all(start >= t for start in self.in_flight.values())
+
+    def oldest_in_flight_start(self) -> float | None:
+        return min(self.in_flight.values(), default=None)
+
+    def records(self, steps: list[int]) -> list[RequestRecord]:
+        out: list[RequestRecord] = []
+        for s in steps:
+            out.extend(self.by_step.get(s, ()))
+        return out
+
+    def users_done_since(self, step: int, t: float) -> set[str]:
+        """Users that have finished a request of ``step`` which they started at or after ``t``."""
+        return {r["user"] for r in self.by_step.get(step, ()) if r["start_s"] >= t}
+
+    def drop_steps_before(self, step: int) -> None:
+        for key in [k for k in self.by_step if k is not None and k < step]:
+            del self.by_step[key]

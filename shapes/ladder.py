@@ -1,0 +1,213 @@
+"""ConcurrencyLadder: a closed-loop LoadTestShape that walks C = 1, 2, 5, ... with honest windows.
+
+Each step starts all C users at once (users wait 0 between requests, so users = concurrency), warms up
+until every user has finished one request (or for a set time), then measures until both a minimum number of
+requests and a minimum time are reached, capped by a maximum time; optionally it ends early once the
+throughput's confidence interval is tight. Requests in flight at a step's end are not killed: they finish
+as the next step warms up, and the step's books close only when the last of them is recorded, so its
+window figures are exact. After the last step the shape drains, then ends the test.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from locust import LoadTestShape
+
+from analysis.schema import StepRecord
+from analysis.window import throughput_relative_halfwidth
+from locustfiles.settings import DEFAULT_LADDER, parse_ladder
+from shapes.books import (
+    StepBook,
+    close_step,
+    count_measured,
+    default_min_requests,
+    describe_close,
+    warmup_end,
+)
+from shapes.collector import RequestCollector
+from shapes.live import STEP_MESSAGE, LiveStep
+
+log = logging.getLogger("specbench.ladder")
+
+
+@dataclass(frozen=True)
+class LadderConfig:
+    """The ladder's policy knobs (see ``locustfiles.settings`` for their meaning and defaults)."""
+
+    levels: tuple[int, ...] = (1, 2, 5, 10, 30, 70, 100, 250)
+    warmup_time: float = 0.0
+    min_requests: int = 0
+    min_step_time: float = 10.0
+    max_step_time: float = 600.0
+    step_ci: float = 0.0
+    request_timeout: float = 900.0
+
+    @classmethod
+    def from_options(cls, options: Any) -> LadderConfig:
+        def get(name: str, default: Any) -> Any:
+            value = getattr(options, name, None) if options is not None else None
+            return default if value is None else value
+
+        return cls(
+            levels=tuple(parse_ladder(get("ladder", DEFAULT_LADDER))),
+            warmup_time=float(get("warmup_time", 0.0)), min_requests=int(get("min_requests", 0)),
+            min_step_time=float(get("min_step_time", 10.0)), max_step_time=float(get("max_step_time", 600.0)),
+            step_ci=float(get("step_ci", 0.0)), request_timeout=float(get("request_timeout", 900.0)),
+        )
+
+
+class ConcurrencyLadder(LoadTestShape):
+    """Runs the whole ladder once per Start; Locust calls ``reset_time`` before each run's first tick."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.collector = RequestCollector()
+        self.on_step_closed: list[Callable[[StepRecord], None]] = []
+        self.config = LadderConfig()
+        self._reset_ladder()
+
+    # -- Locust's contract ----------------------------------------------------------------------------------
+
+    def reset_time(self) -> None:
+        super().reset_time()
+        options = self.runner.environment.parsed_options if self.runner is not None else None
+        self.config = LadderConfig.from_options(options)
+        self._reset_ladder()
+        if self.runner is not None:  # a web-UI restart: the previous run's stats are still there
+            self.runner.stats.clear_all()
+
+    def tick(self) -> tuple[int, float] | None:
+        now = time.time()
+        self._close_ready_books(force=False)
+        if self._finished:
+            return None
+        if self._draining:
+            return self._drain_tick(now)
+        if self._book is None:
+            self._begin_step(0, now)
+        book = self._book
+        assert book is not None
+        if book.steady_start_s is None:
+            self._check_warmup(book, now)
+        ended_by = self._end_reason(book, now)
+        if ended_by is not None:
+            self._end_step(book, now, ended_by)
+            if book.index + 1 < len(self.config.levels):
+                self._begin_step(book.index + 1, now)
+            else:
+                self._draining = True
+                self._drain_started = now
+                self.live.draining = True
+                self._broadcast()
+                return self._drain_tick(now)
+        assert self._book is not None
+        return self._book.target_c, float(self._book.target_c)
+
+    # -- steps -----------------------------------------------------------------------------------------------
+
+    def _reset_ladder(self) -> None:
+        self.collector.clear()
+        self.live = LiveStep()
+        self.books: list[StepBook] = []
+        self._book: StepBook | None = None
+        self._draining = False
+        self._drain_started = 0.0
+        self._finished = False
+        self.completed = False  # the whole ladder ran and drained on its own
+
+    def _broadcast(self) -> None:
+        if self.runner is not None:
+            self.runner.send_message(STEP_MESSAGE, self.live.to_message())
+
+    def _begin_step(self, index: int, now: float) -> None:
+        target = self.config.levels[index]
+        min_requests = self.config.min_requests or default_min_requests(target)
+        book = StepBook(index=index, target_c=target, min_requests=min_requests, start_s=now)
+        self.books.append(book)
+        self._book = book
+        self.live = LiveStep(index=index, target_c=target)
+        if self.config.warmup_time > 0:  # a set warm-up time is known now
+            book.steady_start_s = now + self.config.warmup_time
+            self.live.steady_start_s = book.steady_start_s
+        self._broadcast()
+        log.info("step %d/%d C=%d: started (measures >= %d requests and >= %.0f s; at most %.0f s)",
+                 index + 1, len(self.config.levels), target, min_requests, self.config.min_step_time,
+                 self.config.max_step_time)
+
+    def _check_warmup(self, book: StepBook, now: float) -> None:
+        steady = warmup_end(self.collector.records([book.index]), book.start_s, book.target_c)
+        if steady is not None:
+            book.steady_start_s = steady
+            self.live.steady_start_s = steady
+            self._broadcast()
+
+    def _end_reason(self, book: StepBook, now: float) -> str | None:
+        cfg = self.config
+        if now - book.start_s >= cfg.max_step_time:
+            return "max_time"
+        steady = book.steady_start_s
+        if steady is None or now < steady:
+            return None
+        measured = count_measured(self.collector.records([book.index]), steady)
+        if measured < book.min_requests or now - steady < cfg.min_step_time:
+            return None
+        if cfg.step_ci <= 0:
+            return "target"
+        exact_until = min(now, self.collector.oldest_in_flight_start() or now)
+        records = self.collector.records([book.index - 1, book.index])
+        if throughput_relative_halfwidth(records, steady, exact_until) <= cfg.step_ci:
+            return "ci"
+        return None
+
+    def _end_step(self, book: StepBook, now: float, ended_by: str) -> None:
+        book.end_s = now
+        book.ended_by = ended_by
+        self.live.end_s = now
+        self._broadcast()
+
+    def _close_ready_books(self, force: bool) -> None:
+        for book in self.books:
+            if book.closed or book.end_s is None:
+                continue
+            if not force and not self.collector.none_in_flight_before(book.end_s):
+                continue
+            records = self.collector.records([book.index - 1, book.index])
+            step = close_step(book, records)
+            book.closed = True
+            for callback in self.on_step_closed:
+                callback(step)
+            log.info(describe_close(step, len(self.config.levels)))
+            self.collector.drop_steps_before(book.index)
+
+    def _drain_tick(self, now: float) -> tuple[int, float] | None:
+        """Users start nothing new while draining; once nothing is in flight, stop them and end the test."""
+        timed_out = now - self._drain_started > self.config.request_timeout + 10.0
+        if not self.collector.in_flight or timed_out:
+            self._close_ready_books(force=True)
+            self._finished = True
+            self.completed = not timed_out
+            return None
+        assert self._book is not None
+        return self._book.target_c, float(self._book.target_c)
+
+    def stop_now(self) -> None:
+        """The run was stopped from outside (UI stop, Ctrl-C): close the open step with what is there."""
+        if self._finished:
+            return
+        now = time.time()
+        if self._book is not None and self._book.end_s is None:
+            self._end_step(self._book, now, "stopped")
+        self._close_ready_books(force=True)
+        self._finished = True
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def records_seen(self) -> int:
+        return self.collector.finished

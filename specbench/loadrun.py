@@ -1,0 +1,63 @@
+"""One ladder run: Locust itself, headless, on the suite's locustfile, in a child process.
+
+The child's progress lines (one per step start and end) pass straight through. Ctrl-C reaches the child
+too; we wait for it to write what it has, and the caller then reports on the partial run.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import locustfiles
+
+LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
+
+
+@dataclass
+class LoadRun:
+    """What to run: the target, its label and run directory, and the options passed on to Locust."""
+
+    host: str | None
+    label: str
+    run_dir: Path
+    suite_config: str | None = None
+    processes: int = 0
+    extra: list[str] = field(default_factory=list)
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
+               "--exit-code-on-error", "0", "--label", self.label, "--out", str(self.run_dir)]
+        if self.host:
+            cmd += ["--host", self.host]
+        if self.suite_config:
+            cmd += ["--suite-config", self.suite_config]
+        if self.processes:
+            cmd += ["--processes", str(self.processes)]
+        return cmd + list(self.extra)
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    interrupted: bool
+
+
+def execute(run: LoadRun) -> RunResult:
+    """Run Locust to the end (or until Ctrl-C) and return how it ended."""
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen(run.command())
+    try:
+        return RunResult(child.wait(), interrupted=False)
+    except KeyboardInterrupt:
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)  # also reaches it from a terminal; harmless twice
+        try:
+            code = child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            code = child.wait()
+        return RunResult(code, interrupted=True)

@@ -1,0 +1,104 @@
+"""Before any load: is the server up, allowed, serving the route, and streaming? Who is it?
+
+Each failure is one sentence naming the server and what to do; the caller prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import requests
+
+from locustfiles.payloads import API_PATHS
+from locustfiles.run import resolve_api
+from locustfiles.serverinfo import ServerIdentity, identify
+
+
+class PreflightError(Exception):
+    """The server cannot be measured as it stands; the message says why in one line."""
+
+
+@dataclass
+class Preflight:
+    identity: ServerIdentity
+    api: str
+
+    def describe(self, role: str) -> str:
+        ident = self.identity
+        spec = ident.speculative
+        if spec:
+            shown = {k: v for k, v in spec.items() if v not in (None, "", [], {})}
+            spec_text = "speculative " + ", ".join(f"{k}={v}" for k, v in shown.items())
+        else:
+            spec_text = "no speculation"
+        cap = f", max_running_requests={ident.max_running_requests}" if ident.max_running_requests else ""
+        return f"{role}: {ident.url} is {ident.kind}, model {ident.model or '?'}, {spec_text}{cap}; api {self.api}"
+
+
+def _get(session: requests.Session, url: str, timeout: float) -> requests.Response:
+    return session.get(url, timeout=timeout)
+
+
+def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None = None,
+                 timeout: float = 10.0) -> Preflight:
+    """Raise PreflightError with one clear line when the server cannot be measured."""
+    base = url.rstrip("/")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with requests.Session() as session:
+        session.trust_env = False
+        session.headers.update(headers)
+        alive = False
+        for path in ("/ready", "/health", "/v1/models", "/props"):
+            try:
+                resp = _get(session, base + path, timeout)
+            except requests.ConnectionError:
+                raise PreflightError(f"{role} server {base}: not reachable (connection refused or no route)") from None
+            except requests.Timeout:
+                raise PreflightError(f"{role} server {base}: no answer within {timeout:.0f} s") from None
+            if resp.status_code in (401, 403):
+                raise PreflightError(f"{role} server {base}: answers {resp.status_code} on {path}; "
+                                     "give an API key with --api-key-env NAME")
+            if resp.status_code == 200:
+                alive = True
+                break
+        if not alive:
+            raise PreflightError(f"{role} server {base}: answers none of /ready, /health, /v1/models, /props "
+                                 "with 200 (not ready, or not an inference server)")
+        identity = identify(base, api_key=api_key, timeout=timeout)
+        chosen = resolve_api(api, identity)
+        _check_streams(session, base, chosen, identity, role, timeout)
+    return Preflight(identity=identity, api=chosen)
+
+
+def _check_streams(session: requests.Session, base: str, api: str, identity: ServerIdentity, role: str,
+                   timeout: float) -> None:
+    path = API_PATHS[api]
+    model = identity.model or "default"
+    if api == "generate":
+        body: dict = {"text": "Say hi.", "sampling_params": {"max_new_tokens": 2, "temperature": 0}, "stream": True}
+    elif api == "chat":
+        body = {"model": model, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2,
+                "stream": True}
+    else:
+        body = {"model": model, "prompt": "Say hi.", "max_tokens": 2, "stream": True}
+    try:
+        resp = session.post(base + path, json=body, timeout=timeout, stream=True)
+    except requests.RequestException as exc:
+        raise PreflightError(f"{role} server {base}: {path} failed ({type(exc).__name__})") from None
+    with resp:
+        if resp.status_code == 404:
+            raise PreflightError(f"{role} server {base}: does not serve {path} (404); choose another --api")
+        if resp.status_code in (401, 403):
+            raise PreflightError(f"{role} server {base}: answers {resp.status_code} on {path}; "
+                                 "give an API key with --api-key-env NAME")
+        if resp.status_code != 200:
+            raise PreflightError(f"{role} server {base}: {path} answers HTTP {resp.status_code} to a tiny request")
+        ctype = resp.headers.get("content-type", "")
+        first = b""
+        for block in resp.iter_content(chunk_size=None):
+            first += block
+            if b"\n" in first or len(first) > 4096:
+                break
+        if "text/event-stream" not in ctype and not first.lstrip().startswith(b"data:"):
+            raise PreflightError(f"{role} server {base}: {path} does not stream (content-type "
+                                 f"{ctype or 'none'}); the suite measures streaming servers only")

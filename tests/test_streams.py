@@ -1,0 +1,243 @@
+"""Stream parsing: SSE framing and the SGLang, vLLM and llama.cpp chunk sequences (written from protocols.md)."""
+
+from __future__ import annotations
+
+import json
+
+from locustfiles.sse import SSESplitter, iter_events
+from locustfiles.streams import StreamState
+
+
+def feed_all(api: str, payloads: list[object], t0: float = 0.0, dt: float = 0.01) -> StreamState:
+    state = StreamState(api)
+    for i, p in enumerate(payloads):
+        raw = p if isinstance(p, bytes) else json.dumps(p).encode()
+        state.feed(t0 + i * dt, raw)
+    return state
+
+
+# -- SSE framing ---------------------------------------------------------------------------------------------
+
+
+def test_splitter_handles_events_split_across_reads_and_skips_comments():
+    s = SSESplitter()
+    assert s.feed(b": ping\n\ndata: {\"a\"") == []
+    assert s.feed(b": 1}\n") == []
+    assert s.feed(b"\n") == [b'{"a": 1}']
+    assert s.feed(b"event: x\r\ndata: one\r\ndata: two\r\n\r\ndata: [DONE]\n\n") == [b"one\ntwo", b"[DONE]"]
+
+
+def test_event_time_is_when_its_last_byte_arrived_not_when_a_buffer_filled():
+    blocks = iter([b"data: first\n\n", b"data: sec", b"ond\n\n", b""])
+    clock = iter([1.0, 2.0, 3.0, 4.0])
+    events = list(iter_events(lambda: next(blocks), clock=lambda: next(clock)))
+    assert events == [(1.0, b"first"), (3.0, b"second")]
+
+
+def test_event_without_trailing_blank_line_is_delivered_at_eof():
+    blocks = iter([b"data: {\"stop\": true}", b""])
+    assert [p for _, p in iter_events(lambda: next(blocks))] == [b'{"stop": true}']
+
+
+# -- SGLang native /generate -----------------------------------------------------------------------------------
+
+
+def sglang_generate_stream(spec: bool) -> list[object]:
+    final_meta = {"id": "r1", "finish_reason": {"type": "length", "length": 7}, "prompt_tokens": 12,
+                  "completion_tokens": 7, "cached_tokens": 4, "e2e_latency": 0.5}
+    if spec:
+        final_meta.update(spec_accept_rate=0.5, spec_accept_length=2.33, spec_num_correct_drafts=3,
+                          spec_num_proposed_drafts=6, spec_verify_ct=3)
+    return [
+        {"text": "A", "output_ids": [1], "meta_info": {"id": "r1", "finish_reason": None, "prompt_tokens": 12,
+                                                       "completion_tokens": 1, "cached_tokens": 4}},
+        {"text": "A B C", "output_ids": [1, 2, 3],
+         "meta_info": {"id": "r1", "finish_reason": None, "completion_tokens": 3}},
+        {"text": "A B C D E F G", "output_ids": list(range(7)), "meta_info": final_meta},
+        b"[DONE]",
+    ]
+
+
+def test_generate_counts_multi_token_chunks_from_meta_info():
+    st = feed_all("generate", sglang_generate_stream(spec=True))
+    counts = st.resolve_tokens()
+    assert counts.chunk_tokens == [1, 3, 7]
+    assert (counts.output_tokens, counts.output_tokens_source, counts.chunk_tokens_source) == (7, "meta_info",
+                                                                                              "server")
+    assert st.done and st.finish_reason == "length"
+    assert (st.prompt_tokens, st.cached_tokens, st.server_request_id) == (12, 4, "r1")
+    assert st.spec is not None and st.spec["verify_ct"] == 3 and st.spec["accepted_drafts"] == 3
+    assert st.spec["accept_length"] == 2.33 and st.spec["source"] == "meta_info"
+
+
+def test_generate_coalesced_chunk_with_no_new_tokens_is_not_a_chunk():
+    payloads = sglang_generate_stream(spec=False)
+    payloads.insert(2, payloads[1])  # the same cumulative state twice
+    st = feed_all("generate", payloads)
+    assert st.resolve_tokens().chunk_tokens == [1, 3, 7]
+    assert st.spec is None
+
+
+def test_generate_abort_finish_is_an_error_and_stream_error_payload_is_caught():
+    st = feed_all("generate", [
+        {"text": "", "meta_info": {"id": "x", "completion_tokens": 0,
+                                   "finish_reason": {"type": "abort", "status_code": 503,
+                                                     "message": "The request queue is full."}}},
+        b"[DONE]"])
+    assert st.finish_reason == "abort" and "queue is full" in (st.error or "") and st.error_code == 503
+    st2 = feed_all("generate", [{"error": {"message": "bad", "type": "invalid_request_error", "code": 400}},
+                                b"[DONE]"])
+    assert st2.error == "bad" and st2.error_code == 400
+
+
+def test_malformed_payload_is_remembered():
+    st = feed_all("generate", [b"{not json", b"[DONE]"])
+    assert st.malformed == "{not json"
+
+
+# -- SGLang OpenAI routes --------------------------------------------------------------------------------------
+
+
+def test_sglang_chat_with_continuous_usage_spec_details_and_usage_chunk():
+    base = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+
+    def chunk(delta, finish=None, usage=None):
+        d = {**base, "choices": [{"index": 0, "delta": {"reasoning_content": None, **delta}, "logprobs": None,
+                                  "finish_reason": finish, "matched_stop": None}]}
+        if usage is not None:
+            d["usage"] = usage
+        return d
+
+    payloads = [
+        chunk({"role": "assistant", "content": ""}, usage={"prompt_tokens": 9, "completion_tokens": 0}),
+        chunk({"content": " one two"}, usage={"prompt_tokens": 9, "completion_tokens": 2}),
+        chunk({"content": " three four five"}, usage={"prompt_tokens": 9, "completion_tokens": 5}),
+        chunk({}, finish="length"),
+        {**base, "choices": [], "usage": None,
+         "sglext": {"spec_tokens_details": {"spec_accept_rate": 0.4, "spec_accept_length": 2.5,
+                                            "spec_num_correct_drafts": 3, "spec_num_proposed_drafts": 6,
+                                            "spec_verify_ct": 2}}},
+        {**base, "choices": [], "usage": {"prompt_tokens": 9, "total_tokens": 14, "completion_tokens": 5}},
+        b"[DONE]",
+    ]
+    st = feed_all("chat", payloads)
+    counts = st.resolve_tokens()
+    assert counts.chunk_tokens == [2, 5] and counts.chunk_tokens_source == "server"
+    assert counts.output_tokens == 5 and counts.output_tokens_source == "usage"
+    assert st.finish_reason == "length" and st.done
+    assert st.spec is not None and st.spec["source"] == "sglext" and st.spec["verify_ct"] == 2
+
+
+def test_sglang_completions_without_continuous_usage_spreads_final_usage():
+    base = {"id": "k", "object": "text_completion", "created": 1, "model": "m", "usage": None}
+    payloads = [
+        {**base, "choices": [{"index": 0, "text": " a b", "logprobs": None, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "text": " c", "logprobs": None, "finish_reason": "length",
+                              "matched_stop": None}]},
+        {**base, "choices": [], "usage": {"prompt_tokens": 3, "total_tokens": 7, "completion_tokens": 4}},
+        b"[DONE]",
+    ]
+    counts = feed_all("completions", payloads).resolve_tokens()
+    assert counts.output_tokens == 4 and counts.output_tokens_source == "usage"
+    assert counts.chunk_tokens_source == "interpolated" and counts.chunk_tokens == [2, 4]
+
+
+# -- vLLM ------------------------------------------------------------------------------------------------------
+
+
+def test_vllm_chat_final_delta_and_finish_in_one_chunk_with_token_ids_and_spec_metrics():
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    payloads = [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                              "finish_reason": None}], "usage": {"prompt_tokens": 5, "completion_tokens": 0,
+                                                                  "total_tokens": 5}},
+        {**base, "choices": [{"index": 0, "delta": {"content": "x y"}, "logprobs": None, "finish_reason": None,
+                              "token_ids": [7, 8]}],
+         "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}},
+        {**base, "choices": [{"index": 0, "delta": {"content": " z"}, "logprobs": None, "finish_reason": "length",
+                              "token_ids": [9]}],
+         "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}},
+        {**base, "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8,
+                                          "prompt_tokens_details": {"cached_tokens": 2}},
+         "metrics": {"speculative_decoding": {"mean_acceptance_length": 1.5, "draft_acceptance_rate": 0.25,
+                                              "num_spec_steps": 2, "num_accepted_draft_tokens": 1,
+                                              "num_draft_tokens": 4}}},
+        b"[DONE]",
+    ]
+    st = feed_all("chat", payloads)
+    counts = st.resolve_tokens()
+    assert counts.chunk_tokens == [2, 3] and counts.output_tokens == 3
+    assert st.finish_reason == "length" and st.cached_tokens == 2
+    assert st.spec is not None and st.spec["source"] == "vllm_metrics" and st.spec["proposed_drafts"] == 4
+
+
+def test_vllm_keepalive_comment_lines_are_skipped():
+    s = SSESplitter()
+    assert s.feed(b": keep-alive\n\ndata: [DONE]\n\n") == [b"[DONE]"]
+
+
+# -- llama.cpp ---------------------------------------------------------------------------------------------------
+
+
+def llamacpp_chat(n: int, spec: bool) -> list[object]:
+    base = {"created": 1, "id": "chatcmpl-x", "model": "t.gguf", "system_fingerprint": "b1-0c1e570",
+            "object": "chat.completion.chunk"}
+    out: list[object] = [{**base, "choices": [{"finish_reason": None, "index": 0,
+                                               "delta": {"role": "assistant", "content": None}}]}]
+    out += [{**base, "choices": [{"finish_reason": None, "index": 0, "delta": {"content": "2"}}]}
+            for _ in range(n)]
+    out.append({**base, "choices": [{"finish_reason": "length", "index": 0, "delta": {}}]})
+    timings = {"cache_n": 0, "prompt_n": 20, "prompt_ms": 6.4, "predicted_n": n, "predicted_ms": 3.9}
+    if spec:
+        timings.update(draft_n=6, draft_n_accepted=3)
+    out.append({**base, "choices": [], "usage": {"completion_tokens": n, "prompt_tokens": 20, "total_tokens": n + 20,
+                                                 "prompt_tokens_details": {"cached_tokens": 0}},
+                "timings": timings})
+    out.append(b"[DONE]")
+    return out
+
+
+def test_llamacpp_chat_one_chunk_per_token_and_draft_timings():
+    st = feed_all("chat", llamacpp_chat(4, spec=True))
+    counts = st.resolve_tokens()
+    assert counts.chunk_tokens == [1, 2, 3, 4] and counts.chunk_tokens_source == "one_per_chunk"
+    assert counts.output_tokens == 4 and counts.output_tokens_source == "usage"
+    assert st.spec is not None and st.spec["proposed_drafts"] == 6 and st.spec["accepted_drafts"] == 3
+    assert st.spec["accept_rate"] == 0.5 and st.spec["source"] == "timings"
+    assert feed_all("chat", llamacpp_chat(4, spec=False)).spec is None
+
+
+def test_llamacpp_completions_final_chunk_without_usage_uses_timings():
+    base = {"created": 1, "model": "t", "object": "text_completion", "id": "cmpl-1"}
+    payloads = [
+        {**base, "choices": [{"text": "a", "index": 0, "logprobs": None, "finish_reason": None}]},
+        {**base, "choices": [{"text": "b", "index": 0, "logprobs": None, "finish_reason": None}]},
+        {**base, "choices": [{"text": "", "index": 0, "logprobs": None, "finish_reason": "length"}],
+         "timings": {"predicted_n": 2, "prompt_n": 3, "cache_n": 1}},
+        b"[DONE]",
+    ]
+    st = feed_all("completions", payloads)
+    counts = st.resolve_tokens()
+    assert counts.output_tokens == 2 and counts.output_tokens_source == "timings"
+    assert counts.chunk_tokens == [1, 2] and st.prompt_tokens == 4 and st.cached_tokens == 1
+
+
+def test_llamacpp_native_completion_ends_at_stop_true_and_counts_tokens_predicted():
+    payloads = [
+        {"index": 0, "content": " a", "tokens": [5], "stop": False, "tokens_predicted": 1},
+        {"index": 0, "content": " b", "tokens": [6], "stop": False, "tokens_predicted": 2},
+        {"index": 0, "content": "", "tokens": [], "stop": True, "tokens_predicted": 2, "stop_type": "limit",
+         "timings": {"predicted_n": 2, "prompt_n": 4}},
+    ]
+    st = feed_all("generate", payloads)
+    counts = st.resolve_tokens()
+    assert st.done and counts.chunk_tokens == [1, 2] and counts.output_tokens_source == "tokens_predicted"
+
+
+def test_no_server_count_falls_back_to_counting_chunks_and_says_so():
+    base = {"id": "k", "object": "text_completion"}
+    payloads = [{**base, "choices": [{"index": 0, "text": "x", "finish_reason": None}]},
+                {**base, "choices": [{"index": 0, "text": "y", "finish_reason": "stop"}]}, b"[DONE]"]
+    counts = feed_all("completions", payloads).resolve_tokens()
+    assert (counts.output_tokens, counts.output_tokens_source, counts.chunk_tokens_source) == (2, "chunks",
+                                                                                              "chunks")
