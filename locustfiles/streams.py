@@ -162,7 +162,9 @@ class StreamState:
             details = sglext["spec_tokens_details"]
             if isinstance(details, list):
                 details = details[0] if details else {}
-            self.spec = _spec_from_sglang(details, "sglext")
+            # A server that does not speculate still answers, with zeros: that is "no speculation".
+            if details.get("spec_verify_ct") or details.get("spec_num_proposed_drafts"):
+                self.spec = _spec_from_sglang(details, "sglext")
         metrics = obj.get("metrics")
         if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
             self.spec = _spec_from_vllm(metrics["speculative_decoding"])

@@ -30,12 +30,17 @@ ERROR_TEXT_LIMIT = 200
 class Outcome:
     """How a request ended, in the record's terms."""
 
-    __slots__ = ("error", "http_status", "status")
+    __slots__ = ("error", "http_status", "reason", "status")
 
     def __init__(self, status: str = "ok", http_status: int | None = None, error: str | None = None) -> None:
         self.status = status
         self.http_status = http_status
-        self.error = error
+        self.error = error  # the record's detail
+        self.reason: str | None = None  # a short, stable text for Locust's failure table (one row per kind)
+
+    def fail(self, status: str, reason: str, detail: str | None = None) -> None:
+        self.status, self.reason = status, reason
+        self.error = (f"{reason}: {detail}" if detail else reason)[:ERROR_TEXT_LIMIT]
 
 
 def classify_stream_end(state: StreamState, outcome: Outcome) -> None:
@@ -43,13 +48,14 @@ def classify_stream_end(state: StreamState, outcome: Outcome) -> None:
     if outcome.status != "ok":
         return
     if state.error is not None:
-        outcome.status, outcome.error = "stream_error", state.error
+        code = f" {state.error_code}" if state.error_code else ""
+        outcome.fail("stream_error", f"error{code} inside the stream", state.error)
     elif state.malformed is not None:
-        outcome.status, outcome.error = "stream_error", f"malformed chunk: {state.malformed}"
+        outcome.fail("stream_error", "malformed chunk (not JSON)", state.malformed)
     elif not state.done:
-        outcome.status, outcome.error = "truncated", "stream ended without [DONE]"
+        outcome.fail("truncated", "stream ended without [DONE]")
     elif state.finish_reason is None:
-        outcome.status, outcome.error = "truncated", "stream ended without a finish reason"
+        outcome.fail("truncated", "stream ended without a finish reason")
 
 
 def entry_name(path: str, target_c: int | None) -> str:
@@ -96,7 +102,7 @@ class LLMUser(HttpUser):
         try:
             end = self._stream(ctx, name, body, headers, state, outcome, t0)
         except gevent.GreenletExit:
-            outcome.status, outcome.error = "truncated", "stopped by the load generator before the end"
+            outcome.fail("truncated", "stopped by the load generator before the end")
             end = time.perf_counter()
             raise
         finally:
@@ -131,7 +137,7 @@ class LLMUser(HttpUser):
             if outcome.status == "ok":
                 resp.success()
             else:
-                resp.failure(f"{outcome.status}: {outcome.error}")
+                resp.failure(f"{outcome.status}: {outcome.reason or outcome.error}")
         return end
 
     @staticmethod
@@ -140,15 +146,13 @@ class LLMUser(HttpUser):
             err = getattr(resp, "error", None)
             kind = type(err).__name__ if err is not None else "error"
             timed_out = "Timeout" in kind and "Connect" not in kind
-            outcome.status = "timeout" if timed_out else "connect_error"
-            outcome.error = f"{kind}: {err}"[:ERROR_TEXT_LIMIT]
+            outcome.fail("timeout" if timed_out else "connect_error", kind, str(err))
             return
-        outcome.status = "http_error"
         try:
-            text = resp.text
+            text = resp.text.strip()
         except Exception as exc:  # a body that cannot be read is still an HTTP error
             text = f"<unreadable body: {type(exc).__name__}>"
-        outcome.error = f"HTTP {resp.status_code}: {text.strip()}"[:ERROR_TEXT_LIMIT]
+        outcome.fail("http_error", f"HTTP {resp.status_code}", text)
 
     @staticmethod
     def _read_stream(resp: Any, state: StreamState, outcome: Outcome, t0: float, total_timeout: float) -> float:
@@ -159,14 +163,14 @@ class LLMUser(HttpUser):
             for t, payload in iter_events(lambda: raw.read1(READ_SIZE)):
                 state.feed(t, payload)
                 if t > deadline:
-                    outcome.status, outcome.error = "timeout", f"request exceeded {total_timeout:.0f} s"
+                    outcome.fail("timeout", f"request exceeded {total_timeout:g} s")
                     break
             else:
                 clean_eof = True
         except (ReadTimeoutError, TimeoutError) as exc:
-            outcome.status, outcome.error = "timeout", f"stream idle too long: {exc}"[:ERROR_TEXT_LIMIT]
+            outcome.fail("timeout", "stream silent longer than the read timeout", str(exc))
         except (ProtocolError, OSError) as exc:
-            outcome.status, outcome.error = "truncated", f"connection broken: {exc}"[:ERROR_TEXT_LIMIT]
+            outcome.fail("truncated", "connection broken mid-stream", str(exc))
         end = time.perf_counter()
         if clean_eof:
             raw.release_conn()

@@ -50,7 +50,7 @@ def start_emulator_process(profile: str, *, speed: float, extra: list[str] | Non
     """Start an emulator on a free loopback port and wait until it answers /ready."""
     port = free_port()
     cmd = [sys.executable, "-m", "emulator", "--profile", profile, "--port", str(port), "--speed", str(speed)]
-    log = tempfile.TemporaryFile()  # a pipe nobody reads could fill and block the emulator
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the emulator; a pipe could fill
     proc = subprocess.Popen(cmd + list(extra or []), stdout=subprocess.DEVNULL, stderr=log)
     emu = EmulatorProcess(profile=profile, port=port, process=proc)
     deadline = time.monotonic() + ready_timeout

@@ -128,6 +128,13 @@ def test_sglang_chat_with_continuous_usage_spec_details_and_usage_chunk():
     assert st.spec is not None and st.spec["source"] == "sglext" and st.spec["verify_ct"] == 2
 
 
+def test_sglang_zero_spec_details_from_a_non_speculating_server_mean_no_speculation():
+    zeros = {"spec_accept_rate": 0.0, "spec_accept_length": 0.0, "spec_num_correct_drafts": 0,
+             "spec_num_proposed_drafts": 0, "spec_verify_ct": 0}
+    st = feed_all("chat", [{"id": "c", "choices": [], "sglext": {"spec_tokens_details": zeros}}, b"[DONE]"])
+    assert st.spec is None
+
+
 def test_sglang_completions_without_continuous_usage_spreads_final_usage():
     base = {"id": "k", "object": "text_completion", "created": 1, "model": "m", "usage": None}
     payloads = [

@@ -1,0 +1,61 @@
+"""Shared fixtures: emulators as real server processes on loopback, and headless Locust runs of the suite."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from specbench.servers import EmulatorProcess, start_emulator_process
+
+REPO = Path(__file__).resolve().parent.parent
+LOCUSTFILE = REPO / "locustfiles" / "sglang.py"
+
+
+@pytest.fixture
+def emulator() -> Iterator[Callable[..., EmulatorProcess]]:
+    """Factory: ``emulator("baseline", speed=20, extra=["--fault-503", "0.1"])``; all stopped at teardown."""
+    started: list[EmulatorProcess] = []
+
+    def start(profile: str = "baseline", *, speed: float = 20.0, extra: list[str] | None = None) -> EmulatorProcess:
+        emu = start_emulator_process(profile, speed=speed, extra=extra)
+        started.append(emu)
+        return emu
+
+    yield start
+    for emu in started:
+        emu.stop()
+
+
+def ledger(url: str) -> list[dict[str, Any]]:
+    """The emulator's truth: one entry per finished request."""
+    return requests.get(url + "/_emulator/requests", timeout=10).json()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def locust_cmd(host: str | None, out: Path, *args: str) -> list[str]:
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
+           "--out", str(out), "--label", "test"]
+    if host:
+        cmd += ["--host", host]
+    return cmd + list(args)
+
+
+def run_locust(host: str | None, out: Path, *args: str, timeout: float = 180.0,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A real headless Locust run of the suite's locustfile; output captured for assertions."""
+    return subprocess.run(locust_cmd(host, out, *args), capture_output=True, text=True, timeout=timeout,
+                          cwd=out.parent, env={**os.environ, **(env or {})})
+
+
+FAST_LADDER = ("--min-step-time", "1", "--max-step-time", "60")
