@@ -1,0 +1,108 @@
+"""Session fixtures for the real llama-server tests: tiny generated models and three running servers.
+
+Why skip locally but fail in CI: a developer without the ~11 min build should still get a green run of the
+rest of the suite, while CI builds the binary first (tests/realserver/install.sh), so there a missing binary
+or a missing ``gguf`` module is a broken setup that must not pass silently.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .server import INSTALL_SCRIPT, LlamaServer, find_llama_server
+
+IN_CI = os.environ.get("CI", "").strip().lower() == "true"
+
+# Per-slot context = CTX_SIZE / N_PARALLEL = 2048 tokens, plenty for these tests.
+N_PARALLEL = 4
+CTX_SIZE = 8192
+DRAFT_N_MAX = 8
+
+
+def _unavailable(reason: str) -> None:
+    """Skip, or fail under CI=true."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true, so this is a failure, not a skip)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def llama_server_bin() -> Path:
+    """The llama-server binary, or skip/fail naming the install script."""
+    try:
+        path = find_llama_server()
+    except FileNotFoundError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    if path is None:
+        _unavailable(f"llama-server is not built: run {INSTALL_SCRIPT} (or set LLAMA_SERVER_BIN)")
+    assert path is not None
+    return path
+
+
+@pytest.fixture(scope="session")
+def gguf_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The generated target and drafts (presets from make_gguf.py), written once per session."""
+    try:
+        import gguf  # noqa: F401
+    except ImportError:
+        _unavailable("the 'gguf' package is missing: pip install gguf==0.19.0 (dev extras)")
+    from .make_gguf import PRESETS, make_model
+
+    out = tmp_path_factory.mktemp("gguf")
+    return {
+        name: make_model(out / f"{name}.gguf", **PRESETS[name])
+        for name in ("target", "draft-high", "draft-low")
+    }
+
+
+def _serve(binary: Path, log_dir: Path, name: str, model: Path, draft: Path | None) -> Iterator[LlamaServer]:
+    server = LlamaServer(
+        model,
+        draft=draft,
+        draft_n_max=DRAFT_N_MAX,
+        n_parallel=N_PARALLEL,
+        ctx_size=CTX_SIZE,
+        threads=2,
+        binary=binary,
+        log_path=log_dir / f"{name}.log",
+    )
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def server_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the servers' logs go (kept after the run for debugging)."""
+    return tmp_path_factory.mktemp("llama-server-logs")
+
+
+@pytest.fixture(scope="session")
+def baseline_server(
+    llama_server_bin: Path, gguf_models: dict[str, Path], server_logs: Path
+) -> Iterator[LlamaServer]:
+    """Target model only: no speculative decoding."""
+    yield from _serve(llama_server_bin, server_logs, "baseline", gguf_models["target"], None)
+
+
+@pytest.fixture(scope="session")
+def spec_server(
+    llama_server_bin: Path, gguf_models: dict[str, Path], server_logs: Path
+) -> Iterator[LlamaServer]:
+    """Target + high-agreement draft (acceptance near 1 at temperature 0)."""
+    yield from _serve(
+        llama_server_bin, server_logs, "spec-high", gguf_models["target"], gguf_models["draft-high"]
+    )
+
+
+@pytest.fixture(scope="session")
+def spec_server_low(
+    llama_server_bin: Path, gguf_models: dict[str, Path], server_logs: Path
+) -> Iterator[LlamaServer]:
+    """Target + low-agreement draft (acceptance well below the high-agreement one)."""
+    yield from _serve(
+        llama_server_bin, server_logs, "spec-low", gguf_models["target"], gguf_models["draft-low"]
+    )
