@@ -7,9 +7,11 @@ takes one Environment, so tests can wire several in one process, each with its o
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from typing import Any
 
+import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
@@ -73,8 +75,20 @@ class RunHooks:
         runner.register_message(RECORD_MESSAGE, self._on_record_message)
         if self.shape is not None:
             self.shape.on_step_closed.append(self.steps)
-        if options is not None and getattr(options, "stop_timeout", None) is None:
-            self.env.stop_timeout = 0
+        if options is not None and getattr(options, "headless", False):
+            # Locust 2.47 installs its SIGTERM handler only after a headless shape run has ended (a SIGTERM
+            # during the ladder kills the process with nothing closed), and Ctrl-C raises KeyboardInterrupt
+            # in whichever greenlet happens to run. Both now end the shape, so Locust stops in order.
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                gevent.signal_handler(signum, self._on_stop_signal, signum)
+
+    def _on_stop_signal(self, signum: int) -> None:
+        log.info("Got %s: stopping the ladder; every finished request is kept", signal.Signals(signum).name)
+        runner = self.env.runner
+        if runner is not None and runner.shape_greenlet is not None:
+            runner.shape_greenlet.kill(block=False)
+        elif runner is not None:
+            runner.quit()
 
     def _start_embedded_emulator(self, options: Any) -> None:
         from emulator import start_emulator  # only when there is no --host: the default target

@@ -23,8 +23,8 @@ class JsonlAppender:
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, obj: dict[str, Any]) -> None:
-        if self._fd is None:
-            raise ValueError(f"{self.path}: appender already closed")
+        if self._fd is None:  # a request killed during shutdown still gets its line
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         line = json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n"
         os.write(self._fd, line.encode("utf-8"))
 

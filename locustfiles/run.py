@@ -21,7 +21,7 @@ from locustfiles.payloads import API_PATHS, Sampling
 from locustfiles.prompts import PromptOrder, PromptSet, load_prompts
 from locustfiles.recorder import JsonlAppender, write_meta
 from locustfiles.serverinfo import ServerIdentity, identify
-from locustfiles.settings import SuiteSettings
+from locustfiles.settings import SuiteSettings, default_run_dir
 from shapes.live import LiveStep
 
 log = logging.getLogger("specbench")
@@ -76,7 +76,7 @@ def coordinate(options: Any, settings: SuiteSettings, host: str, fresh_run_dir: 
     options.api = resolve_api(settings.api, server)
     options.model = settings.model or server.model or "default"
     if fresh_run_dir:
-        options.out = str(settings.run_dir())
+        options.out = str(default_run_dir(settings.label))
     return server
 
 

@@ -181,6 +181,11 @@ def parse_ladder(text: str, where: str = "--ladder") -> list[int]:
     return levels
 
 
+def default_run_dir(label: str) -> Path:
+    """runs/LABEL-YYYYmmdd-HHMMSS: a fresh directory for every run (and every Start in the web UI)."""
+    return Path("runs") / f"{label}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 @dataclass
 class SuiteSettings:
     """Validated settings of one run, read from Locust's parsed options."""
@@ -244,7 +249,7 @@ class SuiteSettings:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
     def run_dir(self) -> Path:
-        return Path(self.out) if self.out else Path("runs") / f"{self.label}-{time.strftime('%Y%m%d-%H%M%S')}"
+        return Path(self.out) if self.out else default_run_dir(self.label)
 
     def public(self) -> dict[str, Any]:
         """Settings for meta.json: everything but secrets (the env var's name is kept, never its value)."""

@@ -101,8 +101,12 @@ class LLMUser(HttpUser):
         end = t0
         try:
             end = self._stream(ctx, name, body, headers, state, outcome, t0)
-        except gevent.GreenletExit:
+        except (gevent.GreenletExit, KeyboardInterrupt):  # stopped mid-stream: never a success
             outcome.fail("truncated", "stopped by the load generator before the end")
+            end = time.perf_counter()
+            raise
+        except Exception as exc:  # a fault of ours: recorded, then left to Locust's exception report
+            outcome.fail("truncated", "load generator error", f"{type(exc).__name__}: {exc}")
             end = time.perf_counter()
             raise
         finally:

@@ -140,10 +140,11 @@ class ConcurrencyLadder(LoadTestShape):
                  self.config.max_step_time)
 
     def _check_warmup(self, book: StepBook, now: float) -> None:
-        steady = warmup_end(self.collector.records([book.index]), book.start_s, book.target_c)
-        if steady is not None:
-            book.steady_start_s = steady
-            self.live.steady_start_s = steady
+        # The window opens at this tick, not back-dated to when the last user finished its first request:
+        # every process then tags requests with the same phase the step's books use.
+        if warmup_end(self.collector.records([book.index]), book.start_s, book.target_c) is not None:
+            book.steady_start_s = now
+            self.live.steady_start_s = now
             self._broadcast()
 
     def _end_reason(self, book: StepBook, now: float) -> str | None:

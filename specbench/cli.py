@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from locustfiles.settings import default_run_dir
 from specbench.preflight import PreflightError, check_server
 from specbench.servers import start_emulator_process
 
@@ -104,7 +105,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
     pre = check_server(args.host, "server", api_key=_api_key(args.api_key_env))
     print(pre.describe("server"), flush=True)
-    run_dir = Path(args.out) if args.out else Path("runs") / f"{args.label}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(args.out) if args.out else default_run_dir(args.label)
     passthrough = _load_options(args) + extra
     result = execute(LoadRun(args.host, args.label, run_dir, args.suite_config, args.processes, passthrough))
     print(f"run directory: {run_dir}", flush=True)

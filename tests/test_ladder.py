@@ -1,0 +1,144 @@
+"""The concurrency ladder in real headless and web-UI Locust runs against the emulator."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from analysis.schema import read_run
+from emulator.costmodel import expected_throughput_for_prompts
+from emulator.profile import load_profile
+from locustfiles.prompts import load_prompts
+from tests.conftest import LOCUSTFILE, locust_cmd, read_jsonl, run_locust
+
+LADDER = [1, 2, 4, 8, 16, 32, 64]
+SPEED = 4.0
+MAX_TOKENS = 64
+
+
+def test_ladder_1_to_64_steps_in_order_concurrency_and_throughput_match_the_model(tmp_path, emulator):
+    emu = emulator("baseline", speed=SPEED)
+    out = tmp_path / "run"
+    proc = run_locust(emu.url, out, "--ladder", ",".join(map(str, LADDER)), "--max-tokens", str(MAX_TOKENS),
+                      "--min-step-time", "5", "--max-step-time", "60", timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = read_run(out)
+    steps = run.steps
+    assert [s["target_c"] for s in steps] == LADDER
+    assert all(not s["flags"] for s in steps), [(s["target_c"], s["flags"]) for s in steps]
+    # progress: one line when each step starts and one when its books close
+    assert proc.stderr.count(": started (measures") == len(LADDER)
+    assert proc.stderr.count(" tok/s, achieved C ") == len(LADDER)
+
+    profile = load_profile("baseline", speed=SPEED)
+    prompts = {p.id: p for p in load_prompts("diverse").prompts}
+    for prev, step in itertools.pairwise(steps):
+        assert prev["end_s"] <= step["start_s"] + 1e-6, "a window must end before the next step's users start"
+    for step in steps:
+        assert step["start_s"] < step["steady_start_s"] < step["end_s"]
+        window = [r for r in run.records if r["start_s"] >= step["steady_start_s"]
+                  and r["start_s"] + r["e2e_s"] <= step["end_s"]]
+        # warm-up: every user finished one request before the window opened
+        assert not any(r["step"] == step["index"] and r["phase"] == "warmup"
+                       and r["start_s"] >= step["steady_start_s"] for r in run.records)
+        assert abs(step["achieved_c"] - step["target_c"]) <= 0.05 * step["target_c"], step
+        used = [prompts[r["prompt_id"]].as_text() for r in window]
+        expected = expected_throughput_for_prompts(profile, step["target_c"], used, MAX_TOKENS)
+        assert abs(step["throughput_tok_s"] / expected - 1) < 0.03, (step["target_c"], step["throughput_tok_s"],
+                                                                       expected)
+
+
+def test_a_step_too_short_for_its_concurrency_is_flagged(tmp_path, emulator):
+    emu = emulator("baseline", speed=2)
+    out = tmp_path / "run"
+    proc = run_locust(emu.url, out, "--ladder", "2,16", "--max-tokens", "256", "--min-requests", "5",
+                      "--min-step-time", "1", "--max-step-time", "1.5", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = read_run(out).steps
+    short = steps[-1]
+    assert short["target_c"] == 16 and short["ended_by"] == "max_time"
+    assert "too_few_requests" in short["flags"]
+    assert "FLAGS: " in proc.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_mid_step_leaves_valid_records_and_steps(tmp_path, emulator, signum):
+    emu = emulator("baseline", speed=10)
+    out = tmp_path / "run"
+    proc = subprocess.Popen(locust_cmd(emu.url, out, "--ladder", "2,6", "--max-tokens", "64", "--min-requests",
+                                       "200", "--min-step-time", "1", "--max-step-time", "120"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    steps_file = out / "steps.jsonl"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (steps_file.exists() and steps_file.read_text().strip()):
+        time.sleep(0.2)
+    time.sleep(1.0)  # inside the second step
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err[err.find("Traceback") - 200:][:3000]
+    run = read_run(out)  # every file parses
+    assert run.skipped_lines == 0
+    assert [s["target_c"] for s in run.steps] == [2, 6]
+    assert run.steps[-1]["ended_by"] == "stopped" and "stopped" in run.steps[-1]["flags"]
+    assert run.meta.partial is True
+    assert {r["step"] for r in run.records} == {0, 1}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_state(base: str, wanted: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = requests.get(base + "/stats/requests", timeout=5).json().get("state")
+        if state == wanted:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"web UI never reached state {wanted!r}")
+
+
+def test_web_ui_two_starts_both_run_the_full_ladder(tmp_path, emulator):
+    emu = emulator("baseline", speed=20)
+    port = _free_port()
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-host", "127.0.0.1", "--web-port",
+           str(port), "--host", emu.url, "--label", "ui", "--ladder", "1,3", "--max-tokens", "16",
+           "--min-requests", "6", "--min-step-time", "1", "--max-step-time", "30"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+                            env={**os.environ})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                requests.get(base + "/", timeout=2)
+                break
+            except requests.RequestException:
+                time.sleep(0.3)
+        for _ in range(2):
+            resp = requests.post(base + "/swarm", data={"user_count": 1, "spawn_rate": 1, "host": emu.url},
+                                 timeout=10)
+            assert resp.status_code == 200, resp.text
+            time.sleep(2.5)  # the stats view is cached for 2 s
+            _wait_state(base, "stopped", 90)
+            time.sleep(1.0)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    runs = sorted((tmp_path / "runs").iterdir())
+    assert len(runs) == 2, runs
+    for run_dir in runs:
+        steps = read_jsonl(Path(run_dir) / "steps.jsonl")
+        assert [s["target_c"] for s in steps] == [1, 3], run_dir
+        assert all(s["requests_measured"] >= 6 for s in steps)
