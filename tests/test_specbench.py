@@ -1,0 +1,172 @@
+"""specbench end to end: preflight, both ladders through Locust, the report, its numbers, and its failures."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from analysis import compare_runs, comparison_json, load_run
+
+SHORT = ["--ladder", "1,4", "--max-tokens", "48", "--min-requests", "10", "--min-step-time", "1",
+         "--max-step-time", "60"]
+
+
+def specbench(*args: str, timeout: float = 300.0, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specbench.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_compare_against_two_emulators_reports_the_analysis_of_its_own_runs(tmp_path, emulator):
+    base = emulator("baseline", speed=20)
+    spec = emulator("eagle3", speed=20)
+    out = tmp_path / "report"
+    proc = specbench("compare", "--baseline", base.url, "--spec", spec.url, "--out", str(out), *SHORT)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    assert "baseline: " + base.url in proc.stdout and "no speculation" in proc.stdout
+    assert "speculative algorithm=EAGLE3" in proc.stdout
+    for name in ("report.md", "comparison.json", "comparison.csv", "baseline/records.jsonl", "spec/steps.jsonl"):
+        assert (out / name).exists(), name
+    assert len(list(out.glob("*.png"))) >= 3
+    written = json.loads((out / "comparison.json").read_text())
+    again = comparison_json(compare_runs(load_run(out / "baseline"), load_run(out / "spec")))
+    assert [lv["target_c"] for lv in written["levels"]] == [1, 4]
+    for got, want in zip(written["levels"], again["levels"], strict=True):
+        for key in ("spec_tok_s", "baseline_tok_s", "ratio", "ratio_low", "ratio_high", "per_request_ratio"):
+            assert _close(got[key], want[key]), (key, got[key], want[key])
+    # the report's throughput is the ladder's own window figure, step by step
+    for role, key in (("baseline", "baseline_tok_s"), ("spec", "spec_tok_s")):
+        steps = {s["target_c"]: s["throughput_tok_s"] for s in load_run(out / role).steps}
+        for level in written["levels"]:
+            assert _close(level[key], steps[level["target_c"]])
+    assert written["verdict"]["text"] in proc.stdout
+    assert written["verdict"]["text"].lower() in (out / "report.md").read_text().lower()
+    assert all(lv["ratio"] < 1 for lv in written["levels"]), "the calibrated eagle3 profile loses to baseline"
+
+
+def test_shortened_demo_shows_the_seed_pattern(tmp_path):
+    out = tmp_path / "demo"
+    proc = specbench("demo", "--out", str(out), "--ladder", "1,10,40", "--max-tokens", "64", "--min-requests", "10",
+                     "--min-step-time", "1", timeout=400, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    assert "report: " in proc.stdout
+    comparison = json.loads((out / "comparison.json").read_text())
+    ratios = [lv["ratio"] for lv in comparison["levels"]]
+    assert comparison["verdict"]["kind"] == "baseline_wins_all", comparison["verdict"]
+    assert ratios[0] > ratios[-1], ratios  # the gap widens with load
+
+
+# -- preflight failures -----------------------------------------------------------------------------------------
+
+
+def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Quiet(BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def reply(self, code: int, body: bytes = b"{}", ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.on_post()
+
+    def on_post(self) -> None:
+        self.reply(404)
+
+
+class _Unauthorized(_Quiet):
+    def do_GET(self) -> None:
+        self.reply(401, b'{"error": "missing key"}')
+
+    def on_post(self) -> None:
+        self.reply(401)
+
+
+class _NoRoute(_Quiet):
+    def do_GET(self) -> None:
+        self.reply(200, b'{"object": "list", "data": [{"id": "m", "owned_by": "someone"}]}')
+
+
+class _NoStream(_NoRoute):
+    def on_post(self) -> None:
+        self.reply(200, b'{"choices": [{"message": {"content": "hi"}}]}')
+
+
+@pytest.fixture(params=["down", "401", "404", "no-stream"])
+def broken_server(request) -> Iterator[tuple[str, str]]:
+    if request.param == "down":
+        from specbench.servers import free_port
+
+        yield f"http://127.0.0.1:{free_port()}", "not reachable"
+        return
+    handler, expected = {"401": (_Unauthorized, "answers 401"), "404": (_NoRoute, "does not serve"),
+                         "no-stream": (_NoStream, "does not stream")}[request.param]
+    for url in _serve(handler):
+        yield url, expected
+
+
+def test_preflight_failure_is_one_clear_line_and_exit_2_before_any_load(tmp_path, emulator, broken_server):
+    good = emulator("baseline", speed=20)
+    url, expected = broken_server
+    started = time.monotonic()
+    proc = specbench("compare", "--baseline", good.url, "--spec", url, "--out", str(tmp_path / "r"), *SHORT,
+                     timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("specbench: error: spec server") and expected in lines[0], lines
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "r" / "baseline").exists(), "no load before both servers pass preflight"
+    assert time.monotonic() - started < 30
+
+
+def test_ctrl_c_during_the_spec_run_keeps_what_was_recorded_and_writes_a_partial_report(tmp_path, emulator):
+    base = emulator("baseline", speed=20)
+    spec = emulator("eagle3", speed=5)
+    out = tmp_path / "report"
+    proc = subprocess.Popen([sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec",
+                             spec.url, "--out", str(out), "--ladder", "2,8", "--max-tokens", "48",
+                             "--min-requests", "10", "--min-step-time", "1", "--max-step-time", "120"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    steps = out / "spec" / "steps.jsonl"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not (steps.exists() and steps.read_text().strip()):
+        time.sleep(0.3)
+    assert steps.exists(), "the spec run never closed a step"
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert "partial report" in stdout
+    report = (out / "report.md").read_text()
+    assert "partial" in report.lower()
+    assert json.loads((out / "comparison.json").read_text())["levels"][0]["target_c"] == 2
