@@ -75,6 +75,8 @@ class ConcurrencyLadder(LoadTestShape):
 
     def reset_time(self) -> None:
         super().reset_time()
+        if self._just_started():  # MasterRunner.start() calls this again right after the first tick
+            return
         options = self.runner.environment.parsed_options if self.runner is not None else None
         self.config = LadderConfig.from_options(options)
         self._reset_ladder()
@@ -107,6 +109,10 @@ class ConcurrencyLadder(LoadTestShape):
                 return self._drain_tick(now)
         assert self._book is not None
         return self._book.target_c, float(self._book.target_c)
+
+    def _just_started(self) -> bool:
+        return (len(self.books) == 1 and self.books[0].end_s is None and not self.collector.in_flight
+                and self.collector.finished == 0)
 
     # -- steps -----------------------------------------------------------------------------------------------
 
