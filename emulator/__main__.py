@@ -1,0 +1,7 @@
+"""``python -m emulator``: see ``emulator.cli``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

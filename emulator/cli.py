@@ -1,0 +1,98 @@
+"""Command line: ``python -m emulator --profile eagle3 --port 30001 [--speed N] [fault flags]``.
+
+Prints the server URL as the single line on stdout (a human summary goes to stderr), serves until
+SIGINT or SIGTERM, then exits 0. A bad profile prints one line naming the file and key and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from typing import Any
+
+import gevent
+import gevent.event
+
+from .profile import Faults, ProfileError, available_profiles, load_profile
+from .server import Emulator
+
+__all__ = ["main"]
+
+_FAULT_FLAGS = {
+    "fault_503": "error_503",
+    "fault_500": "error_500",
+    "fault_429": "error_429",
+    "fault_cut": "cut_stream",
+    "fault_malformed": "malformed_chunk",
+    "fault_stream_error": "stream_error",
+    "fault_stall": "stall",
+    "stall_s": "stall_s",
+    "fault_seed": "seed",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m emulator", description="Emulated SGLang server.")
+    parser.add_argument("--profile", default="baseline",
+                        help=f"built-in name ({', '.join(available_profiles())}) or path to a YAML file")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000, help="0 picks a free port")
+    parser.add_argument("--speed", type=float, help="time factor: 10 runs the model ten times faster")
+    parser.add_argument("--max-running-requests", type=int)
+    parser.add_argument("--startup-delay", type=float, help="seconds (at speed 1) of 503 on /ready and /health")
+    parser.add_argument("--seed", type=int, help="seed for per-request randomness")
+    faults = parser.add_argument_group("faults (fractions of requests, 0..1)")
+    for flag, key in _FAULT_FLAGS.items():
+        kind = int if key == "seed" else float
+        faults.add_argument("--" + flag.replace("_", "-"), dest=flag, type=kind, metavar="N" if kind is int else "F",
+                            help=f"faults.{key}")
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if args.max_running_requests is not None:
+        out["max_running_requests"] = args.max_running_requests
+    if args.startup_delay is not None:
+        out["startup_delay_s"] = args.startup_delay
+    if args.seed is not None:
+        out["seed"] = args.seed
+    faults = {key: getattr(args, flag) for flag, key in _FAULT_FLAGS.items() if getattr(args, flag) is not None}
+    if faults:
+        out["faults"] = faults
+    return out
+
+
+def _summary(emulator: Emulator) -> str:
+    p = emulator.profile
+    spec = p.speculative
+    mode = f"{spec.algorithm} steps={spec.num_steps} topk={spec.eagle_topk}" if spec else "no speculation"
+    active = [k for k, v in p.faults.kinds() if v > 0] if p.faults != Faults() else []
+    faults = f", faults: {', '.join(active)}" if active else ""
+    return (f"emulator: profile {p.name} ({mode}, max_running_requests={p.max_running_requests}, "
+            f"speed {p.speed:g}{faults}) on {emulator.url}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        profile = load_profile(args.profile, speed=args.speed, overrides=_overrides(args))
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        emulator = Emulator(profile, args.host, args.port)
+        emulator.start()
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    stop = gevent.event.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        gevent.signal_handler(signum, stop.set)
+    print(emulator.url, flush=True)
+    print(_summary(emulator), file=sys.stderr, flush=True)
+    stop.wait()
+    emulator.stop()
+    print("emulator: stopped", file=sys.stderr, flush=True)
+    return 0

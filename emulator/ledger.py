@@ -1,0 +1,77 @@
+"""The truth ledger: what the emulator really did for every request, for tests to compare against.
+
+A record is appended just before the last bytes of its response are written, so a client that has
+seen the end of a response always finds the record. Fields (all times are ``time.time()`` seconds):
+
+``rid`` (the id the client got back), ``route``, ``stream``, ``status`` (HTTP status),
+``arrival_s`` (request body read), ``scheduled_s`` (start of the step the request joined, or null),
+``first_token_s`` (the first chunk with output tokens was written to the socket; for a response whose
+first such chunk is its last, the moment just before that write), ``finished_s``, ``prompt_tokens``,
+``cached_tokens``, ``max_new_tokens``, ``completion_tokens`` (output tokens written to the client),
+``finish_reason`` ("length" | "stop" | "abort" | null), ``tokens_per_chunk`` (output tokens in each
+chunk as written; coalesced when the client reads slowly), ``tokens_per_step`` (tokens the scheduler
+produced in each step, the first being the prefill token), ``spec`` (null without speculation, else
+SGLang's ``spec_*`` figures plus ``alpha``, the prompt's draft acceptance probability), ``fault``
+(null or the fault's name) and ``error`` (null or the error message).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["Ledger"]
+
+_MAX_RECORDS = 200_000
+
+
+class Ledger:
+    """Thread-safe, bounded list of finished-request records (plain JSON-ready dicts)."""
+
+    def __init__(self, max_records: int = _MAX_RECORDS) -> None:
+        self._lock = threading.Lock()
+        self._records: list[dict[str, Any]] = []
+        self._max = max_records
+        self.dropped = 0
+
+    def append(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            if len(self._records) >= self._max:
+                self._records.pop(0)
+                self.dropped += 1
+            self._records.append(record)
+
+    def records(self, *, clear: bool = False) -> list[dict[str, Any]]:
+        """A copy of all records, oldest first; ``clear`` empties the ledger in the same step."""
+        with self._lock:
+            out = list(self._records)
+            if clear:
+                self._records.clear()
+        return out
+
+    def clear(self) -> None:
+        with self._lock:
+            self._records.clear()
+
+    def wait_for(self, count: int, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+        """Poll until at least ``count`` records exist or ``timeout_s`` passes; returns the records."""
+        deadline = time.monotonic() + timeout_s
+        while len(self._records) < count and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self.records()
+
+    def find(self, rid: str) -> dict[str, Any] | None:
+        """The latest record with this request id, if any."""
+        with self._lock:
+            return next((r for r in reversed(self._records) if r["rid"] == rid), None)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.records())
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.records()[index]

@@ -1,0 +1,156 @@
+"""Health, model and server-info endpoints, in the shapes SGLang 0.5.23 gives them (protocols.md A3)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import gevent
+
+from .httpserver import HttpRequest, Responder
+from .metrics import CONTENT_TYPE
+from .session import send_json
+
+if TYPE_CHECKING:
+    from .server import Emulator
+
+__all__ = ["INFO_ROUTES"]
+
+_FLUSH_TEXT = (b"Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
+               b"requests, the operation will not be performed.)")
+
+
+def ready(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+    resp.send(200 if emu.is_ready() else 503)
+
+
+def health(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+    """Like SGLang: 503 while starting, otherwise a probe that takes ``health_probe_s`` before 200."""
+    if not emu.is_ready():
+        resp.send(503)
+        return
+    gevent.sleep(emu.profile.health_probe_s * emu.profile.scale)
+    resp.send(200)
+
+
+def _model_card(emu: Emulator) -> dict[str, Any]:
+    name = emu.profile.served_model_name
+    return {"id": name, "object": "model", "created": int(emu.started_wall), "owned_by": "sglang", "root": name,
+            "parent": None, "max_model_len": emu.profile.context_length}
+
+
+def models(emu: Emulator, req: HttpRequest, resp: Responder) -> None:
+    wanted = req.path[len("/v1/models/"):] if req.path.startswith("/v1/models/") else None
+    card = _model_card(emu)
+    if wanted is None:
+        send_json(resp, 200, {"object": "list", "data": [card]})
+    elif wanted == card["id"]:
+        send_json(resp, 200, card)
+    else:
+        send_json(resp, 404, {"error": {"message": f"The model '{wanted}' does not exist",
+                                        "type": "invalid_request_error", "param": "model",
+                                        "code": "model_not_found"}})
+
+
+def model_info(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+    p = emu.profile
+    send_json(resp, 200, {"model_path": p.model_path, "served_model_name": p.served_model_name,
+                          "tokenizer_path": p.model_path, "is_generation": True, "weight_version": "default",
+                          "model_type": "emulated", "architectures": ["EmulatedForCausalLM"]})
+
+
+def server_info(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+    send_json(resp, 200, build_server_info(emu))
+
+
+def build_server_info(emu: Emulator) -> dict[str, Any]:
+    """One flat object: resolved server args, then ``internal_states`` and ``version``."""
+    p, spec, stats = emu.profile, emu.profile.speculative, emu.scheduler.stats
+    state: dict[str, Any] = {
+        "last_gen_throughput": emu.scheduler.window.gen_throughput,
+        "effective_max_running_requests_per_dp": p.max_running_requests,
+        "memory_usage": {"weight": 0.0, "kvcache": 0.0, "token_capacity": p.context_length},
+        "world_size": 1,
+    }
+    if spec is not None:
+        state["avg_spec_accept_length"] = stats.verify_tokens / stats.verify_passes if stats.verify_passes else 0.0
+    return {
+        "model_path": p.model_path,
+        "tokenizer_path": p.model_path,
+        "served_model_name": p.served_model_name,
+        "host": emu.host,
+        "port": emu.port,
+        "tp_size": 1,
+        "dp_size": 1,
+        "context_length": p.context_length,
+        "max_running_requests": p.max_running_requests,
+        "max_queued_requests": p.max_queued_requests,
+        "max_total_num_tokens": p.context_length * 4,
+        "max_req_input_len": p.context_length - 1,
+        "stream_interval": 1,
+        "enable_metrics": True,
+        "schedule_policy": "fcfs",
+        "random_seed": p.seed,
+        "speculative_algorithm": spec.algorithm if spec else None,
+        "speculative_draft_model_path": spec.draft_model_path if spec else None,
+        "speculative_num_steps": spec.num_steps if spec else None,
+        "speculative_eagle_topk": spec.eagle_topk if spec else None,
+        "speculative_num_draft_tokens": spec.num_draft_tokens if spec else None,
+        "speculative_adaptive": False,
+        "speculative_adaptive_config": None,
+        "speculative_attention_mode": "prefill",
+        "speculative_token_map": None,
+        "cuda_graph_max_bs_decode": p.max_running_requests,
+        "cuda_graph_bs_decode": None,
+        "cuda_graph_max_bs": p.max_running_requests,
+        "launch_command": f"python -m emulator --profile {p.name} --speed {p.speed:g}",
+        "startup_time": emu.started_wall,
+        "internal_states": [state],
+        "version": p.version,
+        "emulator": {"profile": p.name, "speed": p.speed, "source": p.source},
+    }
+
+
+def metrics(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+    resp.send(200, emu.metrics.render().encode(), CONTENT_TYPE)
+
+
+def flush_cache(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+    busy = emu.scheduler.num_running or emu.scheduler.num_waiting
+    if not busy:
+        emu.cache.flush()
+    resp.send(400 if busy else 200, _FLUSH_TEXT, "text/plain; charset=utf-8")
+
+
+def ledger(emu: Emulator, req: HttpRequest, resp: Responder) -> None:
+    """The truth ledger as a JSON list; ``?clear=1`` empties it after reading."""
+    clear = req.query.get("clear", "") not in ("", "0", "false")
+    send_json(resp, 200, emu.ledger.records(clear=clear))
+
+
+def stats(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+    body = {**emu.scheduler.stats.as_dict(), "profile": emu.profile.name, "speed": emu.profile.speed,
+            "ready": emu.is_ready()}
+    send_json(resp, 200, body)
+
+
+def profile(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+    send_json(resp, 200, dataclasses.asdict(emu.profile))
+
+
+INFO_ROUTES = {
+    ("GET", "/ready"): ready,
+    ("GET", "/health"): health,
+    ("GET", "/health_generate"): health,
+    ("GET", "/v1/models"): models,
+    ("GET", "/model_info"): model_info,
+    ("GET", "/get_model_info"): model_info,
+    ("GET", "/server_info"): server_info,
+    ("GET", "/get_server_info"): server_info,
+    ("GET", "/metrics"): metrics,
+    ("POST", "/flush_cache"): flush_cache,
+    ("GET", "/flush_cache"): flush_cache,
+    ("GET", "/_emulator/requests"): ledger,
+    ("GET", "/_emulator/stats"): stats,
+    ("GET", "/_emulator/profile"): profile,
+}

@@ -1,0 +1,265 @@
+"""One generation request from parsed body to ledger record: faults, scheduling, writing, truth.
+
+The writer waits for the scheduler's wake-ups and sends everything produced since its last write in
+one chunk, so a slow client sees coalesced chunks (as on SGLang) and never slows the scheduler down.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gevent
+
+from .errors import flat_error
+from .faults import STREAM_FAULTS, http_fault
+from .httpserver import ClientGone, Responder
+from .output import Output
+from .parsing import GenRequest
+from .profile import Profile
+from .scheduler import Job, QueueFull, Scheduler
+from .textmodel import natural_answer_tokens
+from .wire_native import GenerateWire
+from .wire_openai import ChatWire, CompletionsWire
+
+__all__ = ["PrefixCache", "Session", "SessionContext", "send_json"]
+
+WAIT_LIMIT_S = 600.0
+_WIRES: dict[str, Callable[[Output], Any]] = {
+    "/generate": GenerateWire,
+    "/v1/completions": CompletionsWire,
+    "/v1/chat/completions": ChatWire,
+}
+
+
+class Wire(Protocol):
+    defer_headers: bool
+    abort_carries_tokens: bool
+
+    def opening(self) -> list[bytes]: ...
+    def content(self, start: int, stop: int, final: bool) -> list[bytes]: ...
+    def closing(self) -> list[bytes]: ...
+    def aborted(self, start: int, stop: int) -> list[bytes]: ...
+    def body(self) -> dict[str, Any]: ...
+
+
+def send_json(responder: Responder, status: int, body: Any) -> None:
+    responder.send(status, json.dumps(body, separators=(",", ":")).encode())
+
+
+class PrefixCache:
+    """Exact-prompt reuse: a repeated prompt has all but its last token cached (when enabled)."""
+
+    def __init__(self, enabled: bool, max_entries: int = 50_000) -> None:
+        self.enabled, self._max = enabled, max_entries
+        self._seen: set[str] = set()
+
+    def cached_tokens(self, text: str, prompt_tokens: int) -> int:
+        if not self.enabled:
+            return 0
+        if text in self._seen:
+            return prompt_tokens - 1
+        if len(self._seen) >= self._max:
+            self._seen.clear()
+        self._seen.add(text)
+        return 0
+
+    def flush(self) -> None:
+        self._seen.clear()
+
+
+@dataclass
+class SessionContext:
+    profile: Profile
+    scheduler: Scheduler
+    cache: PrefixCache
+    record: Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class _Progress:
+    """What the client has been sent: output tokens per chunk, and when the first tokens left."""
+
+    chunks: list[int] = field(default_factory=list)
+    first_token_s: float | None = None
+    sent: int = 0
+
+    def wrote(self, tokens: int, when: float) -> None:
+        if tokens > 0:
+            self.chunks.append(tokens)
+            self.sent += tokens
+            if self.first_token_s is None:
+                self.first_token_s = when
+
+
+class Session:
+    """Runs one request; ``fault`` is the name chosen by the fault picker, or None."""
+
+    def __init__(self, ctx: SessionContext, req: GenRequest, responder: Responder, arrival_s: float,
+                 fault: str | None) -> None:
+        self.ctx, self.req, self.resp, self.arrival_s = ctx, req, responder, arrival_s
+        self.fault = fault if (fault not in STREAM_FAULTS or req.stream) else None
+        self.job: Job | None = None
+        self.out: Output | None = None
+        self._recorded = False
+
+    # ------------------------------------------------------------ entry
+
+    def run(self) -> None:
+        req, ctx = self.req, self.ctx
+        rejected = http_fault(self.fault)
+        if rejected is not None:
+            self.reject(rejected.status, flat_error(rejected.status, rejected.message, rejected.err_type))
+            return
+        profile = ctx.profile
+        natural = natural_answer_tokens(req.text, profile.answer_min_tokens, profile.answer_max_tokens)
+        stops_at_eos = not req.ignore_eos and natural <= req.max_new_tokens
+        target = natural if stops_at_eos else req.max_new_tokens
+        cached = ctx.cache.cached_tokens(req.text, req.prompt_tokens)
+        job = ctx.scheduler.new_job(req.text, target, req.prompt_tokens - cached)
+        try:
+            ctx.scheduler.submit(job)
+        except QueueFull:
+            self.reject(503, flat_error(503, "The request queue is full.", "503"))
+            return
+        self.job = job
+        self.out = Output(req, job, profile, stops_at_eos, cached, self.arrival_s)
+        wire: Wire = _WIRES[req.route](self.out)
+        progress = _Progress()
+        try:
+            if req.stream:
+                self._stream(job, wire, progress)
+            else:
+                self._whole(job, wire, progress)
+        except ClientGone:
+            job.abort()
+            self._record(200, progress, "abort", error="client disconnected")
+            raise
+
+    def reject(self, status: int, body: dict[str, Any]) -> None:
+        """Answer with an error before any generation (and record it)."""
+        message = body.get("message") or body.get("error")
+        if isinstance(message, dict):
+            message = message.get("message")
+        self._record(status, _Progress(), None, error=str(message))
+        send_json(self.resp, status, body)
+
+    # ------------------------------------------------------------ writing
+
+    def _wait(self, job: Job) -> bool:
+        """Block until the scheduler has news; False when the job died (server stopping, timeout)."""
+        if not job.updated.wait(timeout=WAIT_LIMIT_S):
+            job.abort()
+            return False
+        job.updated.clear()
+        return not job.aborted
+
+    def _stream(self, job: Job, wire: Wire, progress: _Progress) -> None:
+        resp, out = self.resp, self.out
+        assert out is not None
+        resp.start_stream(defer=wire.defer_headers)
+        strike_at = max(1, job.target_tokens // 2) if self.fault else None
+        for _ in range(job.target_tokens + 8):
+            if not self._wait(job):
+                break
+            produced, final = job.produced, job.finished
+            sent = progress.sent
+            if produced <= sent and not final:
+                continue
+            if final:
+                out.finish = out.natural_finish
+            opening = wire.opening() if sent == 0 else []
+            events = [*opening, *wire.content(sent, produced, final)]
+            stall = False
+            if strike_at is not None and produced >= strike_at:
+                strike_at = None
+                if self.fault == "cut_stream":
+                    job.abort()
+                    self._record(200, progress, None)
+                    resp.cut()
+                    return
+                if self.fault == "stream_error":
+                    job.abort()
+                    events = [*opening, *wire.aborted(sent, produced)]
+                    delivered = produced - sent if wire.abort_carries_tokens else 0
+                    self._finish(events, delivered, progress, "abort")
+                    return
+                if self.fault == "malformed_chunk":
+                    events[len(opening)] = _corrupt(events[len(opening)])
+                stall = self.fault == "stall"
+            if final:
+                self._finish([*events, *wire.closing()], produced - sent, progress, out.finish)
+                return
+            resp.write(b"".join(events))
+            progress.wrote(produced - sent, time.time())
+            if stall:
+                gevent.sleep(self.ctx.profile.faults.stall_s * self.ctx.profile.scale)
+        job.abort()
+        self._record(200, progress, "abort", error="server stopped")
+        resp.cut()
+
+    def _finish(self, events: list[bytes], new_tokens: int, progress: _Progress, finish: str | None) -> None:
+        """Record first, then send the last chunk and the stream terminator in one write."""
+        now = time.time()
+        progress.wrote(new_tokens, now)
+        self._record(200, progress, finish, finished_s=now)
+        self.resp.finish_stream(b"".join(events))
+
+    def _whole(self, job: Job, wire: Wire, progress: _Progress) -> None:
+        out = self.out
+        assert out is not None
+        for _ in range(job.target_tokens + 8):
+            if not self._wait(job) or job.finished:
+                break
+        if not job.finished:
+            job.abort()
+            self._record(503, progress, "abort", error="server stopped")
+            send_json(self.resp, 503, flat_error(503, "The server is shutting down.", "503"))
+            return
+        out.finish = out.natural_finish
+        body = json.dumps(wire.body(), separators=(",", ":")).encode()
+        now = time.time()
+        progress.wrote(job.produced, now)
+        self._record(200, progress, out.finish, finished_s=now)
+        self.resp.send(200, body)
+
+    # ------------------------------------------------------------ truth
+
+    def _record(self, status: int, progress: _Progress, finish: str | None, *, error: str | None = None,
+                finished_s: float | None = None) -> None:
+        if self._recorded:
+            return
+        self._recorded = True
+        job, out, req = self.job, self.out, self.req
+        spec = out.spec_figures() if out is not None else None
+        if spec is not None and job is not None:
+            spec["alpha"] = job.alpha
+        self.ctx.record({
+            "rid": req.rid,
+            "route": req.route,
+            "stream": req.stream,
+            "status": status,
+            "arrival_s": self.arrival_s,
+            "scheduled_s": job.scheduled_s if job else None,
+            "first_token_s": progress.first_token_s,
+            "finished_s": finished_s if finished_s is not None else time.time(),
+            "prompt_tokens": req.prompt_tokens,
+            "cached_tokens": out.cached_tokens if out else 0,
+            "max_new_tokens": req.max_new_tokens,
+            "completion_tokens": progress.sent,
+            "finish_reason": finish,
+            "tokens_per_chunk": list(progress.chunks),
+            "tokens_per_step": list(job.step_tokens) if job else [],
+            "spec": spec,
+            "fault": self.fault,
+            "error": error,
+        })
+
+
+def _corrupt(event: bytes) -> bytes:
+    """Cut the JSON of a ``data:`` line in half: an SSE event whose payload cannot be parsed."""
+    payload = event[len(b"data: "):].rstrip(b"\n")
+    return b"data: " + payload[: max(1, len(payload) // 2)] + b"\n\n"
