@@ -142,3 +142,17 @@ def test_web_ui_two_starts_both_run_the_full_ladder(tmp_path, emulator):
         steps = read_jsonl(Path(run_dir) / "steps.jsonl")
         assert [s["target_c"] for s in steps] == [1, 3], run_dir
         assert all(s["requests_measured"] >= 6 for s in steps)
+
+
+def test_step_ci_ends_a_step_once_precise_enough_and_never_before_the_minimum(tmp_path, emulator):
+    emu = emulator("baseline", speed=20)
+    loose = run_locust(emu.url, tmp_path / "loose", "--ladder", "4", "--max-tokens", "32", "--min-requests", "12",
+                       "--min-step-time", "2", "--max-step-time", "40", "--step-ci", "0.5")
+    strict = run_locust(emu.url, tmp_path / "strict", "--ladder", "4", "--max-tokens", "32", "--min-requests", "12",
+                        "--min-step-time", "2", "--max-step-time", "5", "--step-ci", "0.0001")
+    assert loose.returncode == 0 and strict.returncode == 0, loose.stderr[-2000:] + strict.stderr[-2000:]
+    (loose_step,) = read_run(tmp_path / "loose").steps
+    (strict_step,) = read_run(tmp_path / "strict").steps
+    assert loose_step["ended_by"] == "ci" and loose_step["requests_measured"] >= 12
+    assert loose_step["end_s"] - loose_step["steady_start_s"] >= 2.0
+    assert strict_step["ended_by"] == "max_time"

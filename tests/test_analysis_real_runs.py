@@ -1,0 +1,101 @@
+"""The analysis on real emulator runs: the seed's pattern, and validity warnings created on purpose.
+
+(Synthetic runs in tests/analysis/ cover every warning code exactly; here each condition is produced by a real
+Locust run against real emulators. Low achieved concurrency and chunk-counted tokens cannot be produced by the
+emulator, which always reports usage and holds every closed-loop request in flight; they stay synthetic.)
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis import compare_runs, load_run
+from tests.conftest import locust_cmd, run_locust
+
+QUICK = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "12", "--min-step-time", "1",
+         "--max-step-time", "60")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    from specbench.servers import start_emulator_process
+
+    root = tmp_path_factory.mktemp("real_runs")
+    servers = {name: start_emulator_process(name, speed=20) for name in ("baseline", "eagle3")}
+    flaky = start_emulator_process("baseline", speed=20, extra=["--fault-503", "0.1", "--fault-cut", "0.05"])
+    try:
+        made: dict[str, Path] = {}
+
+        def run(name: str, server_url: str, *extra: str) -> None:
+            proc = run_locust(server_url, root / name, *QUICK, *extra)
+            assert proc.returncode in (0, 1), proc.stderr[-2000:]
+            made[name] = root / name
+
+        run("base", servers["baseline"].url)
+        run("spec", servers["eagle3"].url)
+        run("base_fixed_48", servers["baseline"].url, "--prompt-mode", "fixed", "--max-tokens", "48")
+        run("base_errors", flaky.url)
+        run("base_short", servers["baseline"].url, "--min-requests", "400", "--max-step-time", "2")
+        killed = root / "spec_killed"
+        proc = subprocess.Popen(locust_cmd(servers["eagle3"].url, killed, *QUICK[:-2], "--max-step-time", "120",
+                                           "--min-requests", "400"),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not ((killed / "records.jsonl").exists()
+                                                   and (killed / "records.jsonl").read_text().count("\n") > 20):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        made["spec_killed"] = killed
+        yield made
+    finally:
+        for server in (*servers.values(), flaky):
+            server.stop()
+
+
+def codes(base: Path, spec: Path) -> set[str]:
+    return {w.code for w in compare_runs(load_run(base), load_run(spec)).warnings}
+
+
+def test_eagle3_emulator_loses_at_every_level_as_in_the_seed(runs):
+    comparison = compare_runs(load_run(runs["base"]), load_run(runs["spec"]))
+    assert comparison.verdict.kind == "baseline_wins_all"
+    assert all(level.ratio is not None and level.ratio < 1 for level in comparison.levels)
+
+
+def test_spec_server_capped_at_48_running_is_warned_about(runs):
+    assert "spec_max_running_lower" in codes(runs["base"], runs["spec"])
+
+
+def test_roles_swapped_warn_that_spec_does_not_speculate_and_baseline_does(runs):
+    found = codes(runs["spec"], runs["base"])
+    assert {"spec_not_speculative", "baseline_speculative"} <= found
+
+
+def test_different_settings_and_a_single_prompt_are_warned_about(runs):
+    found = codes(runs["base_fixed_48"], runs["spec"])
+    assert {"settings_mismatch", "single_prompt"} <= found
+
+
+def test_error_rate_above_one_percent_is_warned_about(runs):
+    assert "error_rate" in codes(runs["base_errors"], runs["spec"])
+
+
+def test_too_few_requests_for_c_is_warned_about(runs):
+    assert "few_requests" in codes(runs["base_short"], runs["spec"])
+
+
+def test_a_killed_run_is_analysed_and_marked_partial(runs):
+    found = codes(runs["base"], runs["spec_killed"])
+    assert "partial_run" in found
+
+
+def test_a_clean_pair_of_identical_servers_has_no_setting_or_role_warnings(runs):
+    found = codes(runs["base"], runs["base"])
+    assert not found & {"settings_mismatch", "single_prompt", "error_rate", "baseline_speculative",
+                        "spec_max_running_lower", "partial_run"}
