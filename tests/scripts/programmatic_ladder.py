@@ -6,11 +6,10 @@ ssl. Usage: programmatic_ladder.py HOST OUT_DIR [suite options...]; prints the L
 
 from __future__ import annotations
 
-import locust  # noqa: F401  (first: gevent monkey-patching)
-
 import json
 import sys
 
+import locust  # noqa: F401  (first: gevent monkey-patching)
 from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 from locust.env import Environment
 from locust.event import Events
