@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="the whole comparison against two built-in emulators")
     p.add_argument("--out", default="reports/demo", help="report directory (default reports/demo)")
-    p.add_argument("--speed", type=float, default=20.0, help="emulator time scale (default 20)")
+    p.add_argument("--speed", type=float, default=10.0, help="emulator time scale (default 10)")
     p.add_argument("--suite-config", default=str(DEMO_CONFIG))
     p.add_argument("--processes", type=int, default=0)
     p.add_argument("--api-key-env", default="")
