@@ -1,8 +1,9 @@
 """Who is serving: kind, model, speculative settings and batch cap, read from the server's own endpoints.
 
 SGLang: ``/server_info`` (flat server args, ``speculative_*``, ``max_running_requests``). llama.cpp: ``/props``
-(``default_generation_settings.speculative``, ``total_slots``). vLLM: ``/v1/models`` says ``owned_by: vllm``;
-speculation shows only as ``vllm:spec_decode_*`` metrics. Anything else OpenAI-compatible: ``/v1/models``.
+(``total_slots``, ``model_path``) and ``/slots`` (speculation, see ``_from_llamacpp``). vLLM: ``/v1/models`` says
+``owned_by: vllm``; speculation shows only as ``vllm:spec_decode_*`` metrics. Anything else OpenAI-compatible:
+``/v1/models``.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def identify(base_url: str, *, api_key: str | None = None, timeout: float = 10.0
             return _from_sglang(base, info, model)
         props = _get_json(session, f"{base}/props", timeout, headers)
         if isinstance(props, dict) and ("default_generation_settings" in props or "total_slots" in props):
-            return _from_llamacpp(base, props, model)
+            slots = _get_json(session, f"{base}/slots", timeout, headers)  # 501 with --no-slots: None
+            return _from_llamacpp(base, props, model, slots)
         if owner == "vllm":
             metrics = _get_text(session, f"{base}/metrics", timeout, headers) or ""
             spec = {"source": "metrics"} if "vllm:spec_decode_" in metrics else None
@@ -101,20 +103,56 @@ def _from_sglang(base: str, info: dict[str, Any], model: str | None) -> ServerId
     )
 
 
-def _from_llamacpp(base: str, props: dict[str, Any], model: str | None) -> ServerIdentity:
-    settings = props.get("default_generation_settings") or {}
+def _spec_types(value: Any) -> list[str]:
+    """llama.cpp's ``speculative.types`` ("none,draft-simple") without the "none" entry."""
+    if not isinstance(value, str):
+        return []
+    return [t.strip() for t in value.split(",") if t.strip() and t.strip() != "none"]
+
+
+def _from_llamacpp(base: str, props: dict[str, Any], model: str | None, slots: Any = None) -> ServerIdentity:
+    """llama.cpp's identity. Speculation is read, first found wins, from:
+
+    1. ``/slots``: every slot carries ``"speculative": true/false`` (the draft is loaded and a speculative type is
+       set); a slot that has served a request also has ``params["speculative.types"]`` ("none,draft-simple");
+    2. ``/props`` ``default_generation_settings``: older builds copy a slot there, ``speculative`` included;
+    3. a speculative type other than "none" in ``/props`` params (0.3.36's build says "none" even with a draft,
+       so "none" there proves nothing).
+
+    Without ``/slots`` (``--no-slots``) and with a build like 0.3.36, a speculative server is reported as not
+    speculative; the comparison then warns ``spec_not_speculative``.
+    """
+    settings = props.get("default_generation_settings")
+    settings = settings if isinstance(settings, dict) else {}
     params = settings.get("params") if isinstance(settings.get("params"), dict) else {}
-    speculative = settings.get("speculative")
-    if speculative is None:
-        speculative = any(k.startswith("speculative.") for k in params) and bool(params.get("speculative.type"))
+    slot_list = [s for s in slots if isinstance(s, dict)] if isinstance(slots, list) else []
+    flags = [s["speculative"] for s in slot_list if isinstance(s.get("speculative"), bool)]
+    used = [s["params"] for s in slot_list if isinstance(s.get("params"), dict)]
+    if flags:
+        speculative, source = any(flags), "slots"
+    elif isinstance(settings.get("speculative"), bool):
+        speculative, source = settings["speculative"], "props"
+    else:
+        speculative, source = bool(_spec_types(params.get("speculative.types"))), "props"
     spec = None
     if speculative:
-        spec = {k.removeprefix("speculative."): v for k, v in params.items() if k.startswith("speculative.")}
-        spec.setdefault("algorithm", spec.get("type") or "draft")
-    slots = props.get("total_slots")
+        # Settings of a slot that has served a request are the real ones; /props may say types "none".
+        with_types = [p for p in used if _spec_types(p.get("speculative.types"))]
+        chosen = with_types[0] if with_types else params
+        spec = {k.removeprefix("speculative."): v for k, v in chosen.items() if k.startswith("speculative.")}
+        types = _spec_types(spec.get("types"))
+        if not types:
+            spec.pop("types", None)
+        spec["algorithm"] = types[-1] if types else spec.get("type") or "draft"
+        spec["source"] = source
+        if flags:
+            spec["speculative_slots"] = sum(flags)
+    slot_count = props.get("total_slots")
+    if not isinstance(slot_count, int) and slot_list:
+        slot_count = len(slot_list)
     build = props.get("build_info")
     return ServerIdentity(
         url=base, kind="llamacpp", model=model or props.get("model_path"), speculative=spec,
-        max_running_requests=slots if isinstance(slots, int) else None,
+        max_running_requests=slot_count if isinstance(slot_count, int) else None,
         version=str(build) if build is not None else None,
     )

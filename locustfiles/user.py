@@ -9,12 +9,14 @@ own entry, logged outside the Aggregated row.
 
 from __future__ import annotations
 
+import http.client
 import time
 from typing import Any
 
 import gevent
 from locust import HttpUser, constant, task
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
+from urllib3.util.retry import RequestHistory, Retry
 
 from analysis.schema import SCHEMA_VERSION, RequestRecord
 from locustfiles.payloads import build_body
@@ -58,6 +60,39 @@ def classify_stream_end(state: StreamState, outcome: Outcome) -> None:
         outcome.fail("truncated", "stream ended without a finish reason")
 
 
+def _stale_connection(error: Exception | None) -> bool:
+    """The server closed a pooled keep-alive connection before answering: no status line, no byte."""
+    cause = error.args[-1] if isinstance(error, ProtocolError) and error.args else None
+    return isinstance(cause, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError)
+
+
+class StaleConnectionRetry(Retry):
+    """requests' default policy (no retries, read errors re-raised as they are) plus one retry, on a fresh
+    connection, of a request that a reused keep-alive connection lost before any response byte arrived.
+
+    Why: HTTP/1.1 lets a server close an idle connection at any moment, and clients resend a request the server
+    provably never answered (RFC 9112 section 9.3.1). llama.cpp's llama-server (0.3.36) closes the connection
+    about 40 ms after each streamed response without a ``Connection: close`` header, so a closed-loop user that
+    reuses it at once got "Remote end closed connection without response" on 5-20 % of its requests: a client
+    artefact that would have been counted as server errors. Errors after the response began are never retried.
+    """
+
+    def __init__(self, *args: Any, stale_retries: int = 1, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stale_retries = stale_retries
+
+    def new(self, **kw: Any) -> StaleConnectionRetry:
+        kw.setdefault("stale_retries", self.stale_retries)
+        return super().new(**kw)  # type: ignore[return-value]
+
+    def increment(self, method: str | None = None, url: str | None = None, response: Any = None,
+                  error: Exception | None = None, _pool: Any = None, _stacktrace: Any = None) -> Retry:
+        if response is None and self.stale_retries > 0 and _stale_connection(error):
+            history = (*self.history, RequestHistory(method, url, error, None, None))
+            return self.new(stale_retries=self.stale_retries - 1, history=history)
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
 def entry_name(path: str, target_c: int | None) -> str:
     """Locust stats entry: per ladder step, space-padded so rows sort by C."""
     return path if target_c is None else f"{path} C={target_c:>3}"
@@ -73,6 +108,8 @@ class LLMUser(HttpUser):
     def on_start(self) -> None:
         ctx = self._ctx()
         self.user_id = ctx.next_user_id() if ctx is not None else "0:0"
+        for adapter in self.client.adapters.values():
+            adapter.max_retries = StaleConnectionRetry(0, read=False)  # requests' default, plus the stale retry
 
     def _ctx(self) -> RunContext | None:
         return getattr(self.environment, self.run_context_attr, None)

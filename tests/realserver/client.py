@@ -36,6 +36,19 @@ def get_json(url: str, path: str, timeout: float = 10.0) -> tuple[int, Any]:
     return status, json.loads(body)
 
 
+def metrics(url: str, timeout: float = 10.0) -> dict[str, float]:
+    """``GET /metrics`` (llama-server started with ``--metrics``) as {"name{labels}": value}."""
+    status, body = get(url, "/metrics", timeout)
+    if status != 200:
+        raise RuntimeError(f"GET {url}/metrics answered {status}; was the server started with --metrics?")
+    out = {}
+    for line in body.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
 @dataclass
 class SSEStream:
     """One streamed response: every ``data:`` payload in order, with arrival times."""

@@ -8,6 +8,9 @@ suite reads, on tiny generated models. The whole module takes a few seconds once
 from __future__ import annotations
 
 import concurrent.futures
+import json
+import select
+import socket
 
 import pytest
 
@@ -164,3 +167,33 @@ def test_acceptance_high_vs_low_draft(spec_server: LlamaServer, spec_server_low:
     assert high >= 0.9, high
     assert low <= 0.4, low
     assert high - low >= 0.5, (high, low)
+
+
+def _closed_after_response(server: LlamaServer, stream_it: bool, wait_s: float) -> bool:
+    """Send one request on a raw keep-alive connection, read the whole response, then wait for the server's FIN."""
+    body = json.dumps({**chat_payload("Hello", 8), "stream": stream_it}).encode()
+    head = f"POST {CHAT} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    with socket.create_connection((server.host, server.port), timeout=10) as sock:
+        sock.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        data = b""
+        for _ in range(10_000):  # bounded: a response of a few KB arrives in far fewer reads
+            headers, sep, rest = data.partition(b"\r\n\r\n")
+            if sep:
+                lengths = [int(line.split(b":")[1]) for line in headers.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")]
+                if (lengths and len(rest) >= lengths[0]) or rest.endswith(b"\r\n0\r\n\r\n"):
+                    break
+            chunk = sock.recv(65536)
+            assert chunk, f"closed before the response was complete: {data[-200:]!r}"
+            data += chunk
+        assert b"connection: close" not in headers.lower(), headers
+        assert (b"transfer-encoding: chunked" in headers.lower()) is stream_it, headers
+        readable, _, _ = select.select([sock], [], [], wait_s)
+        return bool(readable) and sock.recv(1) == b""
+
+
+def test_streamed_response_closes_a_keep_alive_connection(server: LlamaServer) -> None:
+    """After a streamed response the server closes the connection (~40 ms later) without saying so; after a
+    plain one it keeps it open. A client that reuses the connection at once may lose its next request."""
+    assert _closed_after_response(server, stream_it=True, wait_s=2.0)
+    assert not _closed_after_response(server, stream_it=False, wait_s=0.5)
