@@ -29,7 +29,6 @@ class ServerIdentity:
     speculative: dict[str, Any] | None  # None: the server says it does not speculate
     max_running_requests: int | None
     version: str | None = None
-    emulated: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,7 +98,6 @@ def _from_sglang(base: str, info: dict[str, Any], model: str | None) -> ServerId
         url=base, kind="sglang", model=model or info.get("served_model_name") or info.get("model_path"),
         speculative=spec, max_running_requests=mrr if isinstance(mrr, int) else None,
         version=str(info["version"]) if info.get("version") is not None else None,
-        emulated=bool(info.get("emulated")),
     )
 
 
