@@ -6,6 +6,7 @@ from typing import Any
 
 from analysis.checks import (
     BASELINE_SPECULATIVE,
+    PROMPT_CACHE_MISMATCH,
     SETTINGS_MISMATCH,
     SPEC_MAX_RUNNING_LOWER,
     SPEC_NOT_SPECULATIVE,
@@ -52,7 +53,24 @@ def pair_warnings(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:
             "unless --max-running-requests is given, so levels above the cap queue on the spec side",
             spec.name))
     found.extend(_unmatched_levels(base, spec))
+    found.extend(_cache_mismatch(base, spec))
     return found
+
+
+CACHE_SHARE_GAP = 0.2
+
+
+def _cache_mismatch(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:
+    """A server that serves far more of the prompts from its cache has cheaper prefills: TTFT is not comparable.
+
+    Typical cause: one server was reused from an earlier run and its prompt cache was not flushed.
+    """
+    b, s = base.cached_share, spec.cached_share
+    if b is None or s is None or abs(b - s) <= CACHE_SHARE_GAP:
+        return []
+    return [ValidityWarning(
+        PROMPT_CACHE_MISMATCH, f"prompt tokens served from cache: {b:.0%} on {base.name}, {s:.0%} on {spec.name}; "
+        "prefill work differs, so TTFT and latency ratios are skewed (flush the cache, or use fresh servers)")]
 
 
 def _settings_mismatches(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:

@@ -7,6 +7,7 @@ Every figure comes from the records through one definition (``analysis.window`` 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from analysis.request_metrics import (
     tpot_s,
     ttft_s,
 )
-from analysis.schema import META_FILE, RunData, RunMeta
+from analysis.schema import META_FILE, RequestRecord, RunData, RunMeta
 from analysis.steps import StepWindow, overlapping, step_windows
 from analysis.window import achieved_concurrency, measured_in_window, window_throughput
 
@@ -70,6 +71,7 @@ class RunSummary:
     rows: list[StepRow]
     warnings: list[ValidityWarning] = field(default_factory=list)
     skipped_lines: int = 0
+    cached_share: float | None = None  # prompt tokens the server served from its cache (ok requests)
 
     def row_at(self, target_c: int) -> StepRow | None:
         """The last step with this target concurrency that has a window (a re-run step wins)."""
@@ -95,7 +97,18 @@ def summarize_run(run: RunData, *, name: str | None = None) -> RunSummary:
         rows.append(replace(row, flags=tuple(dict.fromkeys(codes))))
     has_meta = (run.path / META_FILE).exists()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
-    return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines)
+    return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
+                      cached_share(run.records))
+
+
+def cached_share(records: Sequence[RequestRecord]) -> float | None:
+    """Cached prompt tokens / prompt tokens over ok requests where the server reported both."""
+    prompt = cached = 0
+    for rec in records:
+        p, c = rec.get("prompt_tokens"), rec.get("cached_tokens")
+        if rec["status"] == "ok" and isinstance(p, int) and isinstance(c, int) and p > 0:
+            prompt, cached = prompt + p, cached + c
+    return cached / prompt if prompt else None
 
 
 def summarize_step(run: RunData, window: StepWindow) -> StepRow:

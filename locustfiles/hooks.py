@@ -69,7 +69,7 @@ class RunHooks:
             except SettingsError as exc:
                 fail(str(exc))
             self.out_given = bool(getattr(options, "out", ""))
-            if options is not None and not self.env.host:
+            if not self.env.host:
                 self._start_embedded_emulator(options)
         runner.register_message(START_MESSAGE, self._on_start_message)
         runner.register_message(RECORD_MESSAGE, self._on_record_message)

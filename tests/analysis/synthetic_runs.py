@@ -64,6 +64,7 @@ class RunSpec:
     partial: bool = False
     write_meta: bool = True
     torn_tail: bool = False
+    cached_tokens: int = 0  # per request, of 100 prompt tokens
 
 
 def default_window_requests(target_c: int) -> int:
@@ -167,7 +168,7 @@ def _record(spec: RunSpec, index: int, level: Level, user: int, n: int, prompt: 
         "start_s": start, "ttft_s": chunk_ms[0] / 1000.0 if chunk_ms else None, "e2e_s": e2e,
         "chunk_ms": chunk_ms, "chunk_tokens": chunk_tokens,
         "chunk_tokens_source": "server", "output_tokens": out, "output_tokens_source": spec.output_tokens_source,
-        "prompt_tokens": 100, "cached_tokens": 0, "spec": spec_fields,
+        "prompt_tokens": 100, "cached_tokens": spec.cached_tokens, "spec": spec_fields,
         "status": "http_error" if failed else "ok", "http_status": 500 if failed else 200,
         "error": "HTTP 500" if failed else None, "finish_reason": None if failed else "length",
         "max_tokens": spec.max_tokens,

@@ -79,6 +79,7 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "missing_meta": (_set(write_meta=False), "no meta.json"),
     "unmatched_level": (_fewer_levels, "C=4 was measured in baseline only"),
     "no_interval": (_short_windows, "no 95% interval"),
+    "prompt_cache_mismatch": (_set(cached_tokens=90), "served from cache: 0% on baseline, 90% on"),
 }
 
 
