@@ -11,6 +11,7 @@ window figures are exact. After the last step the shape drains, then ends the te
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 
 from locust import LoadTestShape
 
+from analysis.bootstrap import MIN_BATCHES, batch_count
 from analysis.schema import StepRecord
 from analysis.window import throughput_relative_halfwidth
 from locustfiles.settings import DEFAULT_LADDER, parse_ladder
@@ -165,9 +167,16 @@ class ConcurrencyLadder(LoadTestShape):
             return None
         if cfg.step_ci <= 0:
             return "target"
+        # Batches as the report will cut them (each at least one median request long), so a step ended here
+        # is one the report can put an interval on; only the part of the window whose every request is
+        # recorded is used.
         exact_until = min(now, self.collector.oldest_in_flight_start() or now)
         records = self.collector.records([book.index - 1, book.index])
-        if throughput_relative_halfwidth(records, steady, exact_until) <= cfg.step_ci:
+        lifetimes = [r["e2e_s"] for r in records if r["status"] == "ok" and r["start_s"] >= steady]
+        batches = batch_count(exact_until - steady, statistics.median(lifetimes) if lifetimes else None)
+        if batches < MIN_BATCHES:
+            return None
+        if throughput_relative_halfwidth(records, steady, exact_until, n_batches=batches) <= cfg.step_ci:
             return "ci"
         return None
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from analysis import compare_runs, load_run
 from analysis.schema import read_run
 from emulator.costmodel import expected_throughput_for_prompts
 from emulator.profile import load_profile
@@ -156,3 +157,6 @@ def test_step_ci_ends_a_step_once_precise_enough_and_never_before_the_minimum(tm
     assert loose_step["ended_by"] == "ci" and loose_step["requests_measured"] >= 12
     assert loose_step["end_s"] - loose_step["steady_start_s"] >= 2.0
     assert strict_step["ended_by"] == "max_time"
+    # a step ended for precision is long enough for the report's interval (batches of one median request)
+    (level,) = compare_runs(load_run(tmp_path / "loose"), load_run(tmp_path / "loose")).levels
+    assert level.ratio_low is not None and level.ratio_high is not None
