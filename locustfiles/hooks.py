@@ -126,7 +126,9 @@ class RunHooks:
             else:
                 server = identify(self.env.host or "", api_key=settings.api_key(),
                                   timeout=settings.connect_timeout)
-            ctx = runmod.build_context(options, worker, server, runs_users=self.runs_users)
+            # Workers split one prompt order between them (the master ships expect_workers to each).
+            workers = int(getattr(options, "expect_workers", 1) or 1) if isinstance(runner, WorkerRunner) else 1
+            ctx = runmod.build_context(options, worker, server, runs_users=self.runs_users, workers=workers)
         except (SettingsError, PromptError) as exc:
             fail(str(exc))
         ctx.live = self.live

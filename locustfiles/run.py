@@ -80,11 +80,15 @@ def coordinate(options: Any, settings: SuiteSettings, host: str, fresh_run_dir: 
     return server
 
 
-def build_context(options: Any, worker: int, server: ServerIdentity, runs_users: bool) -> RunContext:
+def build_context(options: Any, worker: int, server: ServerIdentity, runs_users: bool,
+                  workers: int = 1) -> RunContext:
+    """``workers`` > 1: this process takes every ``workers``-th prompt of the shared order, from ``worker``."""
     settings = SuiteSettings.from_options(options)
     prompt_set = load_prompts(settings.prompts)
     fixed = settings.prompt_id or None
-    order = PromptOrder(prompt_set, seed=settings.seed, mode=settings.prompt_mode, fixed_id=fixed)  # type: ignore[arg-type]
+    stride = max(workers, worker + 1)
+    order = PromptOrder(prompt_set, seed=settings.seed, mode=settings.prompt_mode,  # type: ignore[arg-type]
+                        fixed_id=fixed, stride=stride, offset=worker % stride)
     run_dir = Path(settings.out)
     records = JsonlAppender(run_dir / RECORDS_FILE) if runs_users else None
     return RunContext(
