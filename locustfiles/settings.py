@@ -68,6 +68,11 @@ OPTIONS: tuple[Option, ...] = (
 _BY_DEST = {opt.dest: opt for opt in OPTIONS}
 
 
+def option_default(dest: str) -> Any:
+    """The default of an option, by attribute name: the one place defaults are written down."""
+    return _BY_DEST[dest].default
+
+
 class SettingsError(ValueError):
     """A user mistake in options or the YAML profile; the message says where and what was expected."""
 
@@ -131,7 +136,7 @@ def load_profile(path: str) -> dict[str, Any]:
 
 
 def _coerce(opt: Option, value: Any, where: str) -> Any:
-    if dest_is_ladder(opt) and isinstance(value, list):
+    if opt.dest == "ladder" and isinstance(value, list):
         value = ",".join(str(v) for v in value)
     expected = type(opt.default)
     if expected is bool:
@@ -150,9 +155,6 @@ def _coerce(opt: Option, value: Any, where: str) -> Any:
         raise SettingsError(f"{where}: expected one of {', '.join(opt.choices)}, got {value!r}")
     return value
 
-
-def dest_is_ladder(opt: Option) -> bool:
-    return opt.dest == "ladder"
 
 
 def apply_profile(options: Any, argv: list[str]) -> None:
@@ -215,7 +217,7 @@ class SuiteSettings:
     @classmethod
     def from_options(cls, options: Any) -> SuiteSettings:
         def get(dest: str) -> Any:
-            return getattr(options, dest, _BY_DEST[dest].default)
+            return getattr(options, dest, option_default(dest))
 
         settings = cls(
             api=str(get("api")), max_tokens=int(get("max_tokens")), ignore_eos=bool(get("ignore_eos")),

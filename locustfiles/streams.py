@@ -240,23 +240,27 @@ def _int(value: Any) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
+# Normalised speculative field -> the server's key, per source.
+_SPEC_KEYS: dict[str, dict[str, str]] = {
+    "sglang": {"verify_ct": "spec_verify_ct", "accepted_drafts": "spec_num_correct_drafts",
+               "proposed_drafts": "spec_num_proposed_drafts", "accept_length": "spec_accept_length",
+               "accept_rate": "spec_accept_rate"},
+    "vllm": {"verify_ct": "num_spec_steps", "accepted_drafts": "num_accepted_draft_tokens",
+             "proposed_drafts": "num_draft_tokens", "accept_length": "mean_acceptance_length",
+             "accept_rate": "draft_acceptance_rate"},
+}
+_SPEC_COUNTS = ("verify_ct", "accepted_drafts", "proposed_drafts")
+
+
+def _spec_fields(src: dict[str, Any], dialect: str, source: str) -> SpecFields:
+    fields: dict[str, Any] = {name: (_int if name in _SPEC_COUNTS else _num)(src.get(key))
+                              for name, key in _SPEC_KEYS[dialect].items()}
+    return SpecFields(**fields, source=source)
+
+
 def _spec_from_sglang(src: dict[str, Any], source: str) -> SpecFields:
-    return SpecFields(
-        verify_ct=_int(src.get("spec_verify_ct")),
-        accepted_drafts=_int(src.get("spec_num_correct_drafts")),
-        proposed_drafts=_int(src.get("spec_num_proposed_drafts")),
-        accept_length=_num(src.get("spec_accept_length")),
-        accept_rate=_num(src.get("spec_accept_rate")),
-        source=source,
-    )
+    return _spec_fields(src, "sglang", source)
 
 
 def _spec_from_vllm(src: dict[str, Any]) -> SpecFields:
-    return SpecFields(
-        verify_ct=_int(src.get("num_spec_steps")),
-        accepted_drafts=_int(src.get("num_accepted_draft_tokens")),
-        proposed_drafts=_int(src.get("num_draft_tokens")),
-        accept_length=_num(src.get("mean_acceptance_length")),
-        accept_rate=_num(src.get("draft_acceptance_rate")),
-        source="vllm_metrics",
-    )
+    return _spec_fields(src, "vllm", "vllm_metrics")

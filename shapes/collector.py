@@ -45,9 +45,6 @@ class RequestCollector:
             out.extend(self.by_step.get(s, ()))
         return out
 
-    def users_done_since(self, step: int, t: float) -> set[str]:
-        """Users that have finished a request of ``step`` which they started at or after ``t``."""
-        return {r["user"] for r in self.by_step.get(step, ()) if r["start_s"] >= t}
 
     def drop_steps_before(self, step: int) -> None:
         for key in [k for k in self.by_step if k is not None and k < step]:

@@ -22,7 +22,7 @@ from locust import LoadTestShape
 from analysis.bootstrap import MIN_BATCHES, batch_count
 from analysis.schema import StepRecord
 from analysis.window import throughput_relative_halfwidth
-from locustfiles.settings import DEFAULT_LADDER, parse_ladder
+from locustfiles.settings import option_default, parse_ladder
 from shapes.books import (
     StepBook,
     close_step,
@@ -51,15 +51,17 @@ class LadderConfig:
 
     @classmethod
     def from_options(cls, options: Any) -> LadderConfig:
-        def get(name: str, default: Any) -> Any:
-            value = getattr(options, name, None) if options is not None else None
-            return default if value is None else value
+        """From Locust's parsed options; anything unset falls back to the suite's one table of defaults."""
+
+        def get(dest: str) -> Any:
+            value = getattr(options, dest, None) if options is not None else None
+            return option_default(dest) if value is None else value
 
         return cls(
-            levels=tuple(parse_ladder(get("ladder", DEFAULT_LADDER))),
-            warmup_time=float(get("warmup_time", 0.0)), min_requests=int(get("min_requests", 0)),
-            min_step_time=float(get("min_step_time", 10.0)), max_step_time=float(get("max_step_time", 600.0)),
-            step_ci=float(get("step_ci", 0.0)), request_timeout=float(get("request_timeout", 900.0)),
+            levels=tuple(parse_ladder(get("ladder"))), warmup_time=float(get("warmup_time")),
+            min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
+            max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
+            request_timeout=float(get("request_timeout")),
         )
 
 
@@ -225,5 +227,3 @@ class ConcurrencyLadder(LoadTestShape):
     def finished(self) -> bool:
         return self._finished
 
-    def records_seen(self) -> int:
-        return self.collector.finished
