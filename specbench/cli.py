@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from locustfiles.settings import default_run_dir
+from contract.schema import APIS
+from contract.settings import default_run_dir
 from specbench.preflight import PreflightError, check_server
 from specbench.servers import start_emulator_process
 
@@ -40,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", required=True, help="URL of the speculative server")
     p.add_argument("--out", help="report directory (default reports/compare-YYYYmmdd-HHMMSS)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
-    p.add_argument("--api", default="auto", choices=("auto", "generate", "chat", "completions"))
+    p.add_argument("--api", default="auto", choices=("auto", *APIS))
     common_load(p)
 
     p = sub.add_parser("run", help="one ladder against one server")
