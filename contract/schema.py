@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypedDict, get_args
+from typing import Any, Literal, NotRequired, TypedDict, get_args
 
 SCHEMA_VERSION = 1
 
@@ -81,6 +81,8 @@ class RequestRecord(TypedDict):
     error: str | None  # short error text; never a secret
     finish_reason: str | None  # "length", "stop", "abort", ... as the server said
     max_tokens: int
+    target_rate: NotRequired[float | None]  # open loop: the step's request rate (requests/s); absent/None: closed
+    scheduled_s: NotRequired[float | None]  # open loop: wall clock the arrival schedule set for sending it
 
 
 class StepRecord(TypedDict, total=False):
@@ -97,7 +99,10 @@ class StepRecord(TypedDict, total=False):
     achieved_c: float | None  # time-averaged requests in flight in the window (Little's law)
     throughput_tok_s: float | None  # output tokens that arrived in the window / window length
     ended_by: str  # "target", "max_time", "ci", "stopped"
-    flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window"
+    flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window", "dropped_requests", "low_rate"
+    target_rate: float | None  # open loop: requests/s asked for (target_c is then 0); absent/None: closed loop
+    achieved_rate: float | None  # open loop: requests sent in the window / window length
+    dropped: int  # open loop: requests due while --max-in-flight were busy (never sent)
 
 
 @dataclass

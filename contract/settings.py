@@ -20,6 +20,7 @@ import yaml
 
 from contract.policy import DEFAULT_LADDER
 from contract.schema import APIS
+from contract.slo import SloError, parse_rates, parse_slo
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-step-time", 600.0, "maximum seconds per step, warm-up included"),
     Option("step-ci", 0.0, "end a step early once its throughput's 95%% CI half-width is below this "
            "fraction (0: off)"),
+    Option("rate-ladder", "", "open loop: request rates (requests/s) to walk instead of --ladder, "
+           "comma-separated, e.g. 0.5,1,2,4"),
+    Option("arrivals", "poisson", "open loop: poisson (seeded exponential gaps) or constant (even gaps)",
+           choices=("poisson", "constant")),
+    Option("max-in-flight", 256, "open loop: most requests in flight per run; a request due when all are busy "
+           "is dropped, counted and flagged"),
+    Option("slo", "", "latency targets for SLO attainment and goodput, e.g. ttft=2s,tpot=50ms "
+           "(keys ttft, tpot, e2e, itl_p99)"),
     Option("emulator-profile", "baseline", "with no --host: built-in emulator profile to start", in_web_ui=False),
     Option("emulator-speed", 1.0, "with no --host: time scale of the built-in emulator", in_web_ui=False),
     Option("suite-config", "", "YAML profile setting any of these options (command line wins)",
@@ -136,7 +145,7 @@ def load_profile(path: str) -> dict[str, Any]:
 
 
 def _coerce(opt: Option, value: Any, where: str) -> Any:
-    if opt.dest == "ladder" and isinstance(value, list):
+    if opt.dest in ("ladder", "rate_ladder") and isinstance(value, list):
         value = ",".join(str(v) for v in value)
     expected = type(opt.default)
     if expected is bool:
@@ -183,6 +192,13 @@ def parse_ladder(text: str, where: str = "--ladder") -> list[int]:
     return levels
 
 
+def _rates(text: Any) -> list[float]:
+    try:
+        return parse_rates(str(text or ""))
+    except SloError as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def default_run_dir(label: str) -> Path:
     """runs/LABEL-YYYYmmdd-HHMMSS: a fresh directory for every run (and every Start in the web UI)."""
     return Path("runs") / f"{label}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -213,6 +229,18 @@ class SuiteSettings:
     min_step_time: float
     max_step_time: float
     step_ci: float
+    rate_ladder: list[float] = dataclasses.field(default_factory=list)  # empty: closed loop
+    arrivals: str = "poisson"
+    max_in_flight: int = 256
+    slo: str = ""
+
+    @property
+    def open_loop(self) -> bool:
+        return bool(self.rate_ladder)
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.rate_ladder) if self.rate_ladder else len(self.ladder)
 
     @classmethod
     def from_options(cls, options: Any) -> SuiteSettings:
@@ -229,6 +257,8 @@ class SuiteSettings:
             ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
             min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
+            rate_ladder=_rates(get("rate_ladder")), arrivals=str(get("arrivals")),
+            max_in_flight=int(get("max_in_flight")), slo=str(get("slo") or ""),
         )
         settings.validate()
         return settings
@@ -243,6 +273,14 @@ class SuiteSettings:
                 raise SettingsError(f"--{name.replace('_', '-')}: expected a positive number of seconds")
         if self.step_ci < 0 or self.step_ci >= 1:
             raise SettingsError(f"--step-ci: expected a fraction in [0, 1), got {self.step_ci}")
+        if self.arrivals not in ("poisson", "constant"):
+            raise SettingsError(f"--arrivals: expected poisson or constant, got {self.arrivals!r}")
+        if self.max_in_flight < 1:
+            raise SettingsError(f"--max-in-flight: expected a positive whole number, got {self.max_in_flight}")
+        try:
+            parse_slo(self.slo)
+        except SloError as exc:
+            raise SettingsError(str(exc)) from None
         if self.api_key_env and self.api_key_env not in os.environ:
             raise SettingsError(f"--api-key-env: environment variable {self.api_key_env} is not set")
 

@@ -21,7 +21,7 @@ from locustfiles import run as runmod
 from locustfiles.prompts import PromptError
 from locustfiles.recorder import write_meta
 from shapes.ladder import ConcurrencyLadder
-from shapes.live import PLAN_MESSAGE, RECORD_MESSAGE, START_MESSAGE, STEP_MESSAGE, LiveStep
+from shapes.live import DROP_MESSAGE, PLAN_MESSAGE, RECORD_MESSAGE, START_MESSAGE, STEP_MESSAGE, LiveStep
 
 log = logging.getLogger("specbench")
 
@@ -73,6 +73,7 @@ class RunHooks:
                 self._start_embedded_emulator(options)
         runner.register_message(START_MESSAGE, self._on_start_message)
         runner.register_message(RECORD_MESSAGE, self._on_record_message)
+        runner.register_message(DROP_MESSAGE, self._on_drop_message)
         if self.shape is not None:
             self.shape.on_step_closed.append(self.steps)
         if options is not None and getattr(options, "headless", False):
@@ -111,6 +112,10 @@ class RunHooks:
     def _on_start_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
         if self.shape is not None:
             self.shape.collector.on_start(msg.data)
+
+    def _on_drop_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        if self.shape is not None:
+            self.shape.collector.on_drop(msg.data)
 
     def _on_record_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
         if self.shape is not None:

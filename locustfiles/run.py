@@ -23,6 +23,7 @@ from locustfiles.dialects import Dialect, Sampling, dialect
 from locustfiles.prompts import PromptOrder, PromptSet, load_prompts
 from locustfiles.recorder import JsonlAppender, write_meta
 from locustfiles.serverinfo import ServerIdentity, identify
+from shapes.arrivals import ArrivalClock
 from shapes.live import LiveStep
 
 log = logging.getLogger("specbench")
@@ -45,6 +46,7 @@ class RunContext:
     worker: int
     records: JsonlAppender | None  # None on a master, which runs no users
     live: LiveStep = field(default_factory=LiveStep)
+    arrivals: ArrivalClock | None = None  # open loop: this process's schedule of due times
     run_token: str = field(default_factory=lambda: secrets.token_hex(3))
     _requests: itertools.count = field(default_factory=itertools.count)
     _users: itertools.count = field(default_factory=itertools.count)
@@ -111,6 +113,7 @@ def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, runs_user
         settings=settings, run_dir=run_dir, api=plan.api, model=plan.model, server=plan.server,
         sampling=Sampling(settings.max_tokens, settings.temperature, settings.ignore_eos),
         prompt_set=prompt_set, prompts=order, worker=worker, records=records,
+        arrivals=ArrivalClock(settings.arrivals, settings.seed, worker, workers) if settings.open_loop else None,
     )
 
 
@@ -144,7 +147,7 @@ def initial_meta(ctx: RunContext, host: str) -> RunMeta:
     return RunMeta(
         schema=SCHEMA_VERSION, suite_version=SUITE_VERSION, label=s.label, command_line=redact_argv(sys.argv),
         settings=s.public(), api=ctx.api, max_tokens=s.max_tokens, ignore_eos=s.ignore_eos,
-        temperature=s.temperature, ladder=list(s.ladder),
+        temperature=s.temperature, ladder=list(s.ladder) if not s.open_loop else [],
         prompts={"name": ctx.prompt_set.name, "sha256": ctx.prompt_set.sha256,
                  "count": len(ctx.prompt_set.prompts), "mode": s.prompt_mode, "seed": s.seed,
                  "fixed_id": s.prompt_id or None},

@@ -1,4 +1,5 @@
-"""Locustfile: streaming LLM load against SGLang, vLLM or llama.cpp, walked up a concurrency ladder.
+"""Locustfile: streaming LLM load against SGLang, vLLM or llama.cpp, walked up a concurrency ladder
+(or, with ``--rate-ladder``, a ladder of request rates in open loop).
 
     locust -f locustfiles/sglang.py --headless --host http://127.0.0.1:30000 --label baseline
     locust -f locustfiles/sglang.py                # web UI; with no --host the built-in emulator starts
@@ -15,9 +16,9 @@ from locust import events
 
 from locustfiles import hooks
 from locustfiles.user import LLMUser
-from shapes.ladder import ConcurrencyLadder
+from shapes.rate import RateLadder  # the concurrency ladder, or the rate ladder with --rate-ladder
 
-__all__ = ["ConcurrencyLadder", "SGLangUser"]
+__all__ = ["RateLadder", "SGLangUser"]
 
 
 class SGLangUser(LLMUser):

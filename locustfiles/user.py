@@ -21,6 +21,7 @@ from urllib3.util.retry import RequestHistory, Retry
 
 from contract.schema import SCHEMA_VERSION, RequestRecord
 from locustfiles.auth import auth_headers
+from locustfiles.pacer import wait_for_due
 from locustfiles.prompts import Prompt
 from locustfiles.run import RunContext
 from locustfiles.sse import iter_events
@@ -105,14 +106,18 @@ class InFlight:
     step: int | None
     target_c: int | None
     start_s: float  # wall clock when sent
+    scheduled_s: float | None  # open loop: when the schedule said to send it
     t0: float  # perf_counter when sent: every offset of the record is measured from here
     state: StreamState
     outcome: Outcome = field(default_factory=lambda: Outcome())
     end: float = 0.0  # perf_counter when the stream ended or failed
+    target_rate: float | None = None  # open loop: the step's request rate when it was sent
 
 
-def entry_name(path: str, target_c: int | None) -> str:
-    """Locust stats entry: per ladder step, space-padded so rows sort by C."""
+def entry_name(path: str, target_c: int | None, target_rate: float | None = None) -> str:
+    """Locust stats entry: per ladder step, space-padded so rows sort by C (or by rate, in open loop)."""
+    if target_rate:
+        return f"{path} rate={target_rate:>6.2f}/s"
     return path if target_c is None else f"{path} C={target_c:>3}"
 
 
@@ -138,6 +143,11 @@ class LLMUser(HttpUser):
         if ctx is None or ctx.live.draining:  # no run context (error already reported), or ladder over
             gevent.sleep(0.2)
             return
+        scheduled_s = None
+        if ctx.arrivals is not None:  # open loop: send at the schedule's next due time, not at once
+            scheduled_s = wait_for_due(ctx, self.environment.runner)
+            if scheduled_s is None:
+                return
         seq, prompt = ctx.prompts.next()
         live = ctx.live
         request_id = ctx.next_request_id()
@@ -145,10 +155,11 @@ class LLMUser(HttpUser):
                                 rid=request_id)
         headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
                    **auth_headers(ctx.settings.api_key())}
-        name = entry_name(ctx.dialect.path, live.target_c)
+        name = entry_name(ctx.dialect.path, live.target_c, live.target_rate)
         start_s = time.time()
-        req = InFlight(request_id, seq, prompt, live.index, live.target_c, start_s, time.perf_counter(),
-                       StreamState(ctx.api))
+        req = InFlight(request_id, seq, prompt, live.index, live.target_c, start_s, scheduled_s,
+                       time.perf_counter(), StreamState(ctx.api))
+        req.target_rate = live.target_rate if scheduled_s is not None else None
         self._send(START_MESSAGE, {"request_id": request_id, "start_s": start_s, "step": req.step})
         req.t0 = req.end = time.perf_counter()
         try:
@@ -253,4 +264,6 @@ class LLMUser(HttpUser):
             prompt_tokens=state.prompt_tokens, cached_tokens=state.cached_tokens, spec=state.spec,
             status=outcome.status, http_status=outcome.http_status,  # type: ignore[typeddict-item]
             error=outcome.error, finish_reason=state.finish_reason, max_tokens=ctx.sampling.max_tokens,
+            target_rate=req.target_rate,
+            scheduled_s=req.scheduled_s,
         )

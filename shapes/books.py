@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contract.policy import MIN_ACHIEVED_FRACTION
+from contract.policy import MIN_ACHIEVED_FRACTION, rate_held
 from contract.schema import SCHEMA_VERSION, RequestRecord, StepRecord
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
 
@@ -25,6 +25,8 @@ class StepBook:
     end_s: float | None = None
     ended_by: str | None = None
     closed: bool = False
+    target_rate: float | None = None  # open loop: requests/s (target_c is then 0)
+    dropped: int = 0  # open loop: requests due while every user of the pool was busy
 
 
 def warmup_end(records: Sequence[RequestRecord], since_s: float, users_needed: int) -> float | None:
@@ -50,9 +52,15 @@ def count_measured(records: Sequence[RequestRecord], steady_start_s: float) -> i
     return sum(1 for r in records if r["start_s"] >= steady_start_s)
 
 
-def close_step(book: StepBook, records: Sequence[RequestRecord]) -> StepRecord:
+def sent_in_window(records: Sequence[RequestRecord], t0: float, t1: float) -> int:
+    """Requests sent in [t0, t1), finished or not: the open loop's achieved arrivals."""
+    return sum(1 for r in records if t0 <= r["start_s"] < t1)
+
+
+def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str = "poisson") -> StepRecord:
     """The steps.jsonl line for a finished step, with its flags."""
     flags: list[str] = []
+    achieved_rate: float | None = None
     achieved: float | None = None
     throughput: float | None = None
     measured = 0
@@ -65,6 +73,14 @@ def close_step(book: StepBook, records: Sequence[RequestRecord]) -> StepRecord:
         measured = len(measured_in_window(records, book.steady_start_s, end))
         if achieved < MIN_ACHIEVED_FRACTION * book.target_c:
             flags.append("low_concurrency")
+        if book.target_rate:
+            window = end - book.steady_start_s
+            sent = sent_in_window(records, book.steady_start_s, end)
+            achieved_rate = sent / window
+            if not rate_held(sent, book.target_rate, window, arrivals):
+                flags.append("low_rate")
+    if book.dropped:
+        flags.append("dropped_requests")
     if measured < book.min_requests:
         flags.append("too_few_requests")
     if book.ended_by == "stopped":
@@ -73,7 +89,8 @@ def close_step(book: StepBook, records: Sequence[RequestRecord]) -> StepRecord:
         schema=SCHEMA_VERSION, index=book.index, target_c=book.target_c, start_s=book.start_s,
         steady_start_s=book.steady_start_s, end_s=end, min_requests=book.min_requests,
         requests_measured=measured, achieved_c=achieved, throughput_tok_s=throughput,
-        ended_by=book.ended_by or "stopped", flags=flags,
+        ended_by=book.ended_by or "stopped", flags=flags, target_rate=book.target_rate,
+        achieved_rate=achieved_rate, dropped=book.dropped,
     )
 
 
@@ -82,6 +99,12 @@ def describe_close(step: StepRecord, n_steps: int) -> str:
     window = (step["end_s"] - step["steady_start_s"]) if step.get("steady_start_s") else 0.0
     tput = f"{step['throughput_tok_s']:.1f} tok/s" if step.get("throughput_tok_s") is not None else "- tok/s"
     ach = f"achieved C {step['achieved_c']:.2f}" if step.get("achieved_c") is not None else "achieved C -"
+    level = f"C={step['target_c']}"
+    if step.get("target_rate"):
+        level = f"rate={step['target_rate']:g}/s"
+        rate = step.get("achieved_rate")
+        ach = (f"achieved {rate:.3g} req/s" if rate is not None else "achieved - req/s") + f", {ach}"
+        ach += f", {step.get('dropped', 0)} dropped"
     flags = f" FLAGS: {', '.join(step['flags'])}" if step["flags"] else ""
-    return (f"step {step['index'] + 1}/{n_steps} C={step['target_c']}: ended ({step['ended_by']}) after "
+    return (f"step {step['index'] + 1}/{n_steps} {level}: ended ({step['ended_by']}) after "
             f"{window:.1f} s window, {step['requests_measured']} requests, {tput}, {ach}{flags}")

@@ -18,11 +18,16 @@ class RequestCollector:
         self.in_flight: dict[str, float] = {}  # request_id -> start_s
         self.by_step: dict[int | None, list[RequestRecord]] = defaultdict(list)
         self.finished = 0
+        self.dropped: dict[int, int] = defaultdict(int)  # open loop: step -> requests due while all were busy
 
     def clear(self) -> None:
         self.in_flight.clear()
         self.by_step.clear()
         self.finished = 0
+        self.dropped.clear()
+
+    def on_drop(self, data: dict[str, Any]) -> None:
+        self.dropped[int(data["step"])] += int(data["count"])
 
     def on_start(self, data: dict[str, Any]) -> None:
         self.in_flight[str(data["request_id"])] = float(data["start_s"])

@@ -74,7 +74,7 @@ class ConcurrencyLadder(LoadTestShape):
         ended_by = self._end_reason(book, now)
         if ended_by is not None:
             self._end_step(book, now, ended_by)
-            if book.index + 1 < len(self.settings.ladder):
+            if book.index + 1 < self.settings.n_steps:
                 self._begin_step(book.index + 1, now)
             else:
                 self._draining = True
@@ -83,7 +83,11 @@ class ConcurrencyLadder(LoadTestShape):
                 self._broadcast()
                 return self._drain_tick(now)
         assert self._book is not None
-        return self._book.target_c, float(self._book.target_c)
+        return self._users(self._book)
+
+    def _users(self, book: StepBook) -> tuple[int, float]:
+        """(users, spawn rate) for a step: closed loop runs C users, all started at once."""
+        return book.target_c, float(book.target_c)
 
     def _just_started(self) -> bool:
         return (len(self.books) == 1 and self.books[0].end_s is None and not self.collector.in_flight
@@ -105,25 +109,36 @@ class ConcurrencyLadder(LoadTestShape):
         if self.runner is not None:
             self.runner.send_message(STEP_MESSAGE, self.live.to_message())
 
-    def _begin_step(self, index: int, now: float) -> None:
+    def _new_book(self, index: int, now: float) -> StepBook:
         target = self.settings.ladder[index]
         min_requests = self.settings.min_requests or default_min_requests(target)
-        book = StepBook(index=index, target_c=target, min_requests=min_requests, start_s=now)
+        return StepBook(index=index, target_c=target, min_requests=min_requests, start_s=now)
+
+    def _level_text(self, book: StepBook) -> str:
+        return f"C={book.target_c}"
+
+    def _users_needed(self, book: StepBook) -> int:
+        """Users that must each finish a request before the window opens (closed loop: all C)."""
+        return book.target_c
+
+    def _begin_step(self, index: int, now: float) -> None:
+        book = self._new_book(index, now)
+        min_requests = book.min_requests
         self.books.append(book)
         self._book = book
-        self.live = LiveStep(index=index, target_c=target)
+        self.live = LiveStep(index=index, target_c=book.target_c, target_rate=book.target_rate)
         if self.settings.warmup_time > 0:  # a set warm-up time is known now
             book.steady_start_s = now + self.settings.warmup_time
             self.live.steady_start_s = book.steady_start_s
         self._broadcast()
-        log.info("step %d/%d C=%d: started (measures >= %d requests and >= %.0f s; at most %.0f s)",
-                 index + 1, len(self.settings.ladder), target, min_requests, self.settings.min_step_time,
+        log.info("step %d/%d %s: started (measures >= %d requests and >= %.0f s; at most %.0f s)",
+                 index + 1, self.settings.n_steps, self._level_text(book), min_requests, self.settings.min_step_time,
                  self.settings.max_step_time)
 
     def _check_warmup(self, book: StepBook, now: float) -> None:
         # The window opens at this tick, not back-dated to when the last user finished its first request:
         # every process then tags requests with the same phase the step's books use.
-        if warmup_end(self.collector.records([book.index]), book.start_s, book.target_c) is not None:
+        if warmup_end(self.collector.records([book.index]), book.start_s, self._users_needed(book)) is not None:
             book.steady_start_s = now
             self.live.steady_start_s = now
             self._broadcast()
@@ -166,11 +181,12 @@ class ConcurrencyLadder(LoadTestShape):
             if not force and not self.collector.none_in_flight_before(book.end_s):
                 continue
             records = self.collector.records([book.index - 1, book.index])
-            step = close_step(book, records)
+            book.dropped = self.collector.dropped.get(book.index, 0)
+            step = close_step(book, records, arrivals=self.settings.arrivals)
             book.closed = True
             for callback in self.on_step_closed:
                 callback(step)
-            log.info(describe_close(step, len(self.settings.ladder)))
+            log.info(describe_close(step, self.settings.n_steps))
             self.collector.drop_steps_before(book.index)
 
     def _drain_tick(self, now: float) -> tuple[int, float] | None:
@@ -182,7 +198,7 @@ class ConcurrencyLadder(LoadTestShape):
             self.completed = not timed_out
             return None
         assert self._book is not None
-        return self._book.target_c, float(self._book.target_c)
+        return self._users(self._book)
 
     def stop_now(self) -> None:
         """The run was stopped from outside (UI stop, Ctrl-C): close the open step with what is there."""

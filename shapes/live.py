@@ -16,6 +16,7 @@ PLAN_MESSAGE = "specbench_plan"  # master -> workers: API, model, run directory 
 STEP_MESSAGE = "specbench_step"  # master -> workers: the current step
 START_MESSAGE = "specbench_start"  # worker -> master: a request started
 RECORD_MESSAGE = "specbench_record"  # worker -> master: a request finished (its whole record)
+DROP_MESSAGE = "specbench_drop"  # worker -> master: open loop, requests due while every user was busy
 
 
 @dataclass
@@ -27,10 +28,11 @@ class LiveStep:
     steady_start_s: float | None = None  # set when warm-up ends
     end_s: float | None = None  # set when the measured window ends
     draining: bool = False  # the ladder is over: finish what is in flight, start nothing new
+    target_rate: float | None = None  # open loop: requests/s of the step (None: closed loop)
 
     def to_message(self) -> dict[str, Any]:
         return {"index": self.index, "target_c": self.target_c, "steady_start_s": self.steady_start_s,
-                "end_s": self.end_s, "draining": self.draining}
+                "end_s": self.end_s, "draining": self.draining, "target_rate": self.target_rate}
 
     def update(self, data: dict[str, Any]) -> None:
         self.index = data.get("index")
@@ -38,6 +40,7 @@ class LiveStep:
         self.steady_start_s = data.get("steady_start_s")
         self.end_s = data.get("end_s")
         self.draining = bool(data.get("draining", False))
+        self.target_rate = data.get("target_rate")
 
     def phase_for(self, step: int | None, start_s: float, finish_s: float) -> str | None:
         """How a request looked from here when it finished: warm-up, measured, or straddling a step end."""

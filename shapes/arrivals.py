@@ -1,0 +1,74 @@
+"""One process's schedule of request due times in open loop: seeded Poisson or constant arrivals.
+
+Free users queue for the schedule; the first in the queue claims the next due time, sleeps until it, sends,
+and the next free user claims the one after, so the schedule never waits for a response: a slow server only
+means more requests in flight. A due time earlier than the moment the claiming user became free (it was the
+longest-waiting free user) fell due while every user of the pool was busy: it is dropped (never sent late,
+which would bend the arrival process) and counted. Pure: no gevent, no Locust; the clock is passed in.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ArrivalSchedule:
+    """Due times ``anchor_s + gap_1 + ... + gap_k`` for one step on one process."""
+
+    step: int
+    rate: float  # requests/s on this process
+    mode: str  # "poisson" or "constant"
+    anchor_s: float
+    seed: str
+    dropped: int = 0
+    _next_s: float = field(init=False)
+    _rng: random.Random = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+        self._next_s = self.anchor_s + self._gap()
+
+    def _gap(self) -> float:
+        if self.mode == "constant":
+            return 1.0 / self.rate
+        return self._rng.expovariate(self.rate)
+
+    def claim(self, free_since_s: float) -> tuple[float, int]:
+        """(the next due time not before ``free_since_s``, how many earlier ones were skipped as dropped).
+
+        ``free_since_s``: when the claiming user became free. The due time returned may already have passed
+        (by the scheduler's latency in handing over the claim); it is then sent at once, late, and its
+        lateness shows in the record (``start_s - scheduled_s``).
+        """
+        skipped = 0
+        while self._next_s < free_since_s:
+            skipped += 1
+            self._next_s += self._gap()
+        due = self._next_s
+        self._next_s += self._gap()
+        self.dropped += skipped
+        return due, skipped
+
+
+class ArrivalClock:
+    """The process's current schedule; a new one starts (anchored at that moment) whenever the step changes."""
+
+    def __init__(self, mode: str, seed: int, worker: int, workers: int) -> None:
+        self.mode = mode
+        self.seed = seed
+        self.worker = worker
+        self.workers = max(1, workers)
+        self.schedule: ArrivalSchedule | None = None
+
+    def claim(self, step: int, rate: float, now_s: float, free_since_s: float) -> tuple[float, int]:
+        """The next due time of ``step`` for a user free since ``free_since_s`` (see ``ArrivalSchedule``)."""
+        sched = self.schedule
+        if sched is None or sched.step != step:
+            # Each of N processes sends 1/N of the rate; seeded per run seed, step and process.
+            sched = ArrivalSchedule(step=step, rate=rate / self.workers, mode=self.mode, anchor_s=now_s,
+                                    seed=f"{self.seed}:{step}:{self.worker}")
+            self.schedule = sched
+            free_since_s = now_s
+        return sched.claim(free_since_s)
