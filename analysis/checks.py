@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from contract.policy import MIN_ACHIEVED_FRACTION
+from contract.policy import MIN_ACHIEVED_FRACTION, rate_held
 from contract.schema import RunData
 
 if TYPE_CHECKING:
@@ -33,10 +33,12 @@ SPEC_MAX_RUNNING_LOWER = "spec_max_running_lower"
 UNMATCHED_LEVEL = "unmatched_level"
 NO_INTERVAL = "no_interval"
 PROMPT_CACHE_MISMATCH = "prompt_cache_mismatch"
+DROPPED_REQUESTS = "dropped_requests"
+LOW_RATE = "low_rate"
 WARNING_CODES: tuple[str, ...] = (
     LOW_CONCURRENCY, FEW_REQUESTS, SINGLE_PROMPT, CHUNK_COUNTED_TOKENS, ERROR_RATE, PARTIAL_RUN, NO_WINDOW,
     MISSING_META, SETTINGS_MISMATCH, SPEC_NOT_SPECULATIVE, BASELINE_SPECULATIVE, SPEC_MAX_RUNNING_LOWER,
-    UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH,
+    UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH, DROPPED_REQUESTS, LOW_RATE,
 )
 
 
@@ -52,7 +54,7 @@ class ValidityWarning:
 
 def step_warnings(run_name: str, row: StepRow) -> list[ValidityWarning]:
     """Warnings about one step's window: held concurrency, enough requests, errors, partial data."""
-    where = f"{run_name}, C={row.target_c}"
+    where = f"{run_name}, {row.level_text}"
     found: list[ValidityWarning] = []
 
     def warn(code: str, text: str) -> None:
@@ -67,6 +69,14 @@ def step_warnings(run_name: str, row: StepRow) -> list[ValidityWarning]:
     if row.achieved_c is not None and row.achieved_c < MIN_ACHIEVED_FRACTION * row.target_c:
         warn(LOW_CONCURRENCY, f"achieved concurrency {row.achieved_c:.1f} is "
              f"{row.achieved_c / row.target_c:.0%} of the target {row.target_c} (below 95%)")
+    if row.dropped:
+        warn(DROPPED_REQUESTS, f"{row.dropped} request(s) fell due while all --max-in-flight users were busy and "
+             "were never sent; the server did not see the asked rate (raise --max-in-flight, or read this "
+             "level as overload)")
+    if row.target_rate is not None and row.achieved_rate is not None and row.window_s and not rate_held(
+            round(row.achieved_rate * row.window_s), row.target_rate, row.window_s, "poisson"):
+        warn(LOW_RATE, f"requests were sent at {row.achieved_rate:.3g}/s, short of the asked "
+             f"{row.target_rate:g}/s beyond what chance explains")
     if row.requests_ok < row.min_requests:
         warn(FEW_REQUESTS, f"{row.requests_ok} successful requests measured, {row.min_requests} needed")
     if row.error_rate is not None and row.error_rate > MAX_ERROR_RATE:

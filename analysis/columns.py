@@ -5,8 +5,8 @@ from __future__ import annotations
 from analysis.categories import CategoryRow
 from analysis.compare import LevelComparison
 from analysis.recommend import SwitchLevel
-from analysis.summary import StepRow
-from analysis.table import Column, fmt_interval, fmt_ms, fmt_num, fmt_ratio, fmt_s, joined
+from analysis.summary import RunSummary, StepRow
+from analysis.table import Column, fmt_interval, fmt_ms, fmt_num, fmt_pct, fmt_ratio, fmt_s, joined
 
 STEP_COLUMNS: list[Column[StepRow]] = [
     Column("step", lambda r: str(r.step)),
@@ -22,6 +22,29 @@ STEP_COLUMNS: list[Column[StepRow]] = [
     Column("accept len", lambda r: fmt_num(r.accept_length, 2)),
     Column("flags", lambda r: ",".join(r.flags), left=True),
 ]
+
+RATE_COLUMNS: list[Column[StepRow]] = [
+    Column("rate req/s", lambda r: f"{r.target_rate:g}" if r.target_rate is not None else "-"),
+    Column("sent req/s", lambda r: fmt_num(r.achieved_rate, 2)),
+    Column("dropped", lambda r: str(r.dropped)),
+]
+
+SLO_COLUMNS: list[Column[StepRow]] = [
+    Column("SLO met", lambda r: fmt_pct(r.slo_attainment)),
+    Column("goodput req/s", lambda r: fmt_num(r.goodput_req_s, 2)),
+    Column("goodput tok/s", lambda r: fmt_num(r.goodput_tok_s)),
+]
+
+
+def step_columns(summary: RunSummary) -> list[Column[StepRow]]:
+    """The step table's columns: open-loop runs show rates instead of C, runs judged by an SLO add its figures."""
+    cols = list(STEP_COLUMNS)
+    if summary.open_loop:
+        cols[1:2] = RATE_COLUMNS
+    if summary.slo is not None:
+        cols[-1:-1] = SLO_COLUMNS
+    return cols
+
 
 LEVEL_COLUMNS: list[Column[LevelComparison]] = [
     Column("C", lambda lv: str(lv.target_c)),

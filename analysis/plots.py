@@ -19,26 +19,30 @@ Series = tuple[str, Sequence[StepRow]]
 COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
 
 
-def _level_axis(ax: Axes, levels: Sequence[int]) -> None:
-    """Log-scaled concurrency axis ticked at the tested levels (a note instead when there are none)."""
-    ax.set_xlabel("target concurrency C (log scale)")
+def _level_axis(ax: Axes, levels: Sequence[float], open_loop: bool = False) -> None:
+    """Log-scaled concurrency (or request-rate) axis ticked at the tested levels (a note when there are none)."""
+    ax.set_xlabel("request rate, req/s (log scale)" if open_loop else "target concurrency C (log scale)")
     ax.grid(True, which="major", alpha=0.3)
     if not levels:
         ax.text(0.5, 0.5, "no measured level", ha="center", va="center", transform=ax.transAxes)
         return
     ax.set_xscale("log")
     ax.set_xticks(list(levels))
-    ax.set_xticklabels([str(c) for c in levels])
+    ax.set_xticklabels([f"{c:g}" for c in levels])
     ax.minorticks_off()
 
 
-def _points(rows: Sequence[StepRow], attr: str, scale: float = 1.0) -> tuple[list[int], list[float]]:
-    pairs = [(r.target_c, getattr(r, attr)) for r in rows if r.window_s and getattr(r, attr) is not None]
+def _points(rows: Sequence[StepRow], attr: str, scale: float = 1.0) -> tuple[list[float], list[float]]:
+    pairs = [(r.level, getattr(r, attr)) for r in rows if r.window_s and getattr(r, attr) is not None]
     return [c for c, _ in pairs], [v * scale for _, v in pairs]
 
 
-def _levels(series: Sequence[Series]) -> list[int]:
-    return sorted({r.target_c for _, rows in series for r in rows if r.window_s})
+def _levels(series: Sequence[Series]) -> list[float]:
+    return sorted({r.level for _, rows in series for r in rows if r.window_s})
+
+
+def _open_loop(series: Sequence[Series]) -> bool:
+    return any(r.target_rate is not None for _, rows in series for r in rows)
 
 
 def plot_throughput(series: Sequence[Series], path: Path) -> Path:
@@ -49,7 +53,7 @@ def plot_throughput(series: Sequence[Series], path: Path) -> Path:
         xs, ys = _points(rows, "throughput_tok_s")
         ax.plot(xs, ys, marker="o", color=colour, label=name)
     levels = _levels(series)
-    _level_axis(ax, levels)
+    _level_axis(ax, levels, _open_loop(series))
     ax.set_ylabel("output throughput (tok/s)")
     ax.set_ylim(bottom=0)
     ax.set_title("Throughput in each step's measured window")
@@ -70,7 +74,7 @@ def plot_latency(series: Sequence[Series], path: Path) -> Path:
             for q, style in (("p50", "-"), ("p99", "--")):
                 xs, ys = _points(rows, f"{prefix}_{q}_s", scale)
                 ax.plot(xs, ys, style, marker="o", color=colour, label=f"{name} {q}")
-        _level_axis(ax, _levels(series))
+        _level_axis(ax, _levels(series), _open_loop(series))
         if any(v > 0 for line in ax.get_lines() for v in line.get_ydata()):
             ax.set_yscale("log")
             ax.legend(fontsize="small")

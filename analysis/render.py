@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from analysis.categories import ALL
 from analysis.checks import ValidityWarning
-from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, STEP_COLUMNS, SWITCH_COLUMNS
+from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, SWITCH_COLUMNS, step_columns
 from analysis.compare import Comparison
 from analysis.summary import RunSummary
 from analysis.table import text_table
@@ -42,7 +42,7 @@ def render_summary_table(summary: RunSummary) -> str:
     return "\n".join([
         describe_run(summary),
         "",
-        text_table(STEP_COLUMNS, summary.rows) if summary.rows else "(no ladder steps in this run)",
+        text_table(step_columns(summary), summary.rows) if summary.rows else "(no ladder steps in this run)",
         "",
         render_warnings(summary.warnings),
     ])

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.categories import ALL
-from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, STEP_COLUMNS, SWITCH_COLUMNS
+from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, SWITCH_COLUMNS, step_columns
 from analysis.compare import Comparison
 from analysis.render import describe_run
 from analysis.table import fmt_num, markdown_table
@@ -53,7 +53,7 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
     md += [f"- `{w.code}`: {w.message}" for w in c.warnings] or ["None."]
     md += [""]
     for summary in (c.baseline, c.spec):
-        md += [f"## Steps: {summary.name}", "", markdown_table(STEP_COLUMNS, summary.rows), ""]
+        md += [f"## Steps: {summary.name}", "", markdown_table(step_columns(summary), summary.rows), ""]
     if plots:
         md += ["## Plots", ""]
         md += [f"![{PLOT_CAPTIONS.get(p.name, p.stem)}]({p.name})\n" for p in plots]

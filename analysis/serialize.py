@@ -64,9 +64,20 @@ def run_json(summary: RunSummary) -> dict[str, Any]:
         "ladder": meta.ladder,
         "prompts": meta.prompts,
         "server": meta.server,
+        "slo": _slo_json(summary),
+        "open_loop": {key: meta.settings.get(key) for key in ("rate_ladder", "arrivals", "max_in_flight")}
+        if summary.open_loop else None,
         "steps": [asdict(row) for row in summary.rows],
         "warnings": [warning_json(w) for w in summary.warnings],
     })
+
+
+def _slo_json(summary: RunSummary) -> dict[str, Any] | None:
+    slo = summary.slo
+    if slo is None:
+        return None
+    return {"text": slo.text(), "ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "e2e_s": slo.e2e_s,
+            "itl_p99_s": slo.itl_p99_s}
 
 
 def summary_json(summary: RunSummary) -> dict[str, Any]:

@@ -26,6 +26,8 @@ class StepWindow:
     partial: bool  # rebuilt from records: the run was killed during this step
     min_requests: int | None  # what the ladder asked the window to measure; None when unknown
     ended_by: str | None
+    target_rate: float | None = None  # open loop: requests/s asked for; None in closed loop
+    dropped: int = 0  # open loop: requests due while every user was busy (from steps.jsonl)
 
     @property
     def bounds(self) -> tuple[float, float] | None:
@@ -68,6 +70,8 @@ def _from_step_line(step: StepRecord) -> StepWindow:
         partial=False,
         min_requests=step.get("min_requests"),
         ended_by=step.get("ended_by"),
+        target_rate=step.get("target_rate"),
+        dropped=int(step.get("dropped") or 0),
     )
 
 
@@ -86,4 +90,7 @@ def _from_records(index: int, records: list[RequestRecord]) -> StepWindow:
     measured = [r for r in records if r.get("phase") == "measured"]
     t0 = min((r["start_s"] for r in measured), default=None)
     t1 = max((r["start_s"] + r["e2e_s"] for r in measured), default=None)
-    return StepWindow(index, target_c, t0, t1, partial=True, min_requests=None, ended_by=None)
+    rates = Counter(r.get("target_rate") for r in records if r.get("target_rate") is not None)
+    target_rate = rates.most_common(1)[0][0] if rates else None
+    return StepWindow(index, target_c, t0, t1, partial=True, min_requests=None, ended_by=None,
+                      target_rate=target_rate)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
+from analysis.goodput import sent_in, slo_figures
 from analysis.request_metrics import (
     acceptance_length,
     itl_samples_s,
@@ -24,8 +25,9 @@ from analysis.request_metrics import (
     ttft_s,
 )
 from analysis.steps import StepWindow, overlapping, step_windows
-from contract.policy import default_min_requests
+from contract.policy import default_min_requests, default_min_requests_at_rate
 from contract.schema import META_FILE, RequestRecord, RunData, RunMeta
+from contract.slo import Slo, SloError, parse_slo
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
 
 
@@ -59,6 +61,22 @@ class StepRow:
     accept_length: float | None  # total output tokens / total verify passes (speculative runs)
     chunk_counted_requests: int  # ok requests whose output_tokens were counted from chunks
     flags: tuple[str, ...] = ()  # warning codes that concern this step
+    target_rate: float | None = None  # open loop: requests/s asked for (target_c is then 0)
+    achieved_rate: float | None = None  # open loop: requests sent in the window / window length
+    dropped: int = 0  # open loop: requests due while every user was busy, never sent
+    slo_requests: int | None = None  # with an SLO: requests sent in the window (all statuses)
+    slo_attainment: float | None = None  # share of those that met every SLO target
+    goodput_req_s: float | None = None  # requests meeting the SLO / window length
+    goodput_tok_s: float | None = None  # in-window output tokens of requests meeting the SLO / window length
+
+    @property
+    def level(self) -> float:
+        """What the step held: its request rate in open loop, its concurrency in closed loop."""
+        return self.target_rate if self.target_rate is not None else float(self.target_c)
+
+    @property
+    def level_text(self) -> str:
+        return f"rate={self.target_rate:g}/s" if self.target_rate is not None else f"C={self.target_c}"
 
 
 @dataclass(frozen=True)
@@ -73,6 +91,11 @@ class RunSummary:
     warnings: list[ValidityWarning] = field(default_factory=list)
     skipped_lines: int = 0
     cached_share: float | None = None  # prompt tokens the server served from its cache (ok requests)
+    slo: Slo | None = None  # the SLO the rows' attainment and goodput were judged by
+
+    @property
+    def open_loop(self) -> bool:
+        return any(r.target_rate is not None for r in self.rows)
 
     def row_at(self, target_c: int) -> StepRow | None:
         """The last step with this target concurrency that has a window (a re-run step wins)."""
@@ -80,13 +103,25 @@ class RunSummary:
         return rows[-1] if rows else None
 
 
-def summarize_run(run: RunData, *, name: str | None = None) -> RunSummary:
-    """Per-step rows and validity warnings for one run directory's data."""
+def run_slo(run: RunData) -> Slo | None:
+    """The SLO the run was started with (meta.json settings), None when it had none or it does not parse."""
+    try:
+        return parse_slo(str(run.meta.settings.get("slo") or ""))
+    except SloError:
+        return None
+
+
+def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = None) -> RunSummary:
+    """Per-step rows and validity warnings for one run directory's data.
+
+    ``slo``: judge attainment and goodput by this SLO; default: the one the run was started with (if any).
+    """
     run_name = name or run.meta.label or run.path.name
+    slo = slo if slo is not None else run_slo(run)
     rows: list[StepRow] = []
     warnings: list[ValidityWarning] = []
     for window in step_windows(run):
-        row = summarize_step(run, window)
+        row = summarize_step(run, window, slo)
         found = step_warnings(run_name, row)
         warnings.extend(found)
         codes = [w.code for w in found] + ([CHUNK_COUNTED_TOKENS] if row.chunk_counted_requests else [])
@@ -94,7 +129,7 @@ def summarize_run(run: RunData, *, name: str | None = None) -> RunSummary:
     has_meta = (run.path / META_FILE).exists()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
-                      cached_share(run.records))
+                      cached_share(run.records), slo)
 
 
 def cached_share(records: Sequence[RequestRecord]) -> float | None:
@@ -107,11 +142,16 @@ def cached_share(records: Sequence[RequestRecord]) -> float | None:
     return cached / prompt if prompt else None
 
 
-def summarize_step(run: RunData, window: StepWindow) -> StepRow:
+def summarize_step(run: RunData, window: StepWindow, slo: Slo | None = None) -> StepRow:
     """The figures of one step (flags are filled in by ``summarize_run``)."""
-    min_requests = window.min_requests or default_min_requests(window.target_c)
+    if window.min_requests:
+        min_requests = window.min_requests
+    elif window.target_rate is not None:
+        min_requests = default_min_requests_at_rate(window.target_rate)
+    else:
+        min_requests = default_min_requests(window.target_c)
     if window.bounds is None:
-        return _empty_row(window, min_requests)
+        return replace(_empty_row(window, min_requests), target_rate=window.target_rate, dropped=window.dropped)
     t0, t1 = window.bounds
     nearby = overlapping(run.records, t0, t1)
     inside = measured_in_window(nearby, t0, t1)
@@ -122,7 +162,7 @@ def summarize_step(run: RunData, window: StepWindow) -> StepRow:
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
     itls = np.concatenate([itl_samples_s(r) for r in ok]) if ok else np.zeros(0)
     e2es = [r["e2e_s"] for r in ok]
-    return StepRow(
+    row = StepRow(
         step=window.index,
         target_c=window.target_c,
         achieved_c=achieved_concurrency(nearby, t0, t1),
@@ -148,7 +188,15 @@ def summarize_step(run: RunData, window: StepWindow) -> StepRow:
         e2e_p99_s=percentile_or_none(e2es, 99),
         accept_length=acceptance_length(ok),
         chunk_counted_requests=sum(r.get("output_tokens_source") == "chunks" for r in ok),
+        target_rate=window.target_rate,
+        achieved_rate=len(sent_in(nearby, t0, t1)) / (t1 - t0) if window.target_rate is not None else None,
+        dropped=window.dropped,
     )
+    if slo is None:
+        return row
+    figures = slo_figures(nearby, t0, t1, slo)
+    return replace(row, slo_requests=figures.requests, slo_attainment=figures.attainment,
+                   goodput_req_s=figures.goodput_req_s, goodput_tok_s=figures.goodput_tok_s)
 
 
 def _empty_row(window: StepWindow, min_requests: int) -> StepRow:

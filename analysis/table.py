@@ -48,6 +48,10 @@ def fmt_num(value: float | None, decimals: int = 1) -> str:
     return MISSING if value is None else f"{value:.{decimals}f}"
 
 
+def fmt_pct(value: float | None) -> str:
+    return MISSING if value is None else f"{value:.0%}"
+
+
 def fmt_ratio(value: float | None) -> str:
     return MISSING if value is None else f"{value:.2f}x"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def test_constant_rates_are_held_within_2_percent_and_sent_on_schedule(tmp_path,
         starts = sorted(r["start_s"] for r in mine)
         assert abs((len(starts) - 1) / (starts[-1] - starts[0]) / rate - 1) < 0.02
         scheduled = sorted(r["scheduled_s"] for r in mine)
-        gaps = [b - a for a, b in zip(scheduled, scheduled[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(scheduled)]
         assert max(abs(g - 1 / rate) for g in gaps) < 1e-6  # constant: every gap exactly 1/rate
         late = sorted(r["start_s"] - r["scheduled_s"] for r in mine)
         assert late[0] >= 0 and late[int(0.99 * len(late))] < 0.05, late[-5:]
@@ -59,7 +60,7 @@ def test_poisson_gaps_pass_ks_and_a_stalled_server_does_not_delay_arrivals(tmp_p
     scheduled = sorted(r["scheduled_s"] for r in mine)
     starts = sorted(r["start_s"] for r in mine)
     for times in (scheduled, starts):  # the schedule, and what was actually sent
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         assert len(gaps) >= 200
         assert passes_at_1pct(gaps, 25.0), ks_exponential(gaps, 25.0)
     # the same test rejects gaps that are not exponential (it can fail)

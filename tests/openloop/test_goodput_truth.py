@@ -1,0 +1,74 @@
+"""SLO attainment and goodput from the suite's records equal the same figures computed from the emulator's
+own ledger (server-side arrival, first-token and finish times), in open and in closed loop."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis.cli import main as analysis_main
+from analysis.goodput import meets_slo
+from analysis.summary import summarize_run
+from contract.schema import read_run
+from contract.slo import parse_slo
+from tests.conftest import ledger, run_locust
+
+# A third of the streams stall 0.5 s half-way (10 s at speed 20) and a tenth fail with 503: the SLO's TPOT
+# and E2E targets sit far between the two kinds of request, so client and server timing agree on each one.
+FAULTS = ["--fault-stall", "0.3", "--stall-s", "10", "--fault-503", "0.1"]
+SLO = "ttft=1s,tpot=20ms,e2e=300ms"
+
+
+def _ledger_verdict(entry: dict) -> bool:
+    """The SLO judged on the server's clock alone."""
+    if entry["status"] != 200 or entry["error"] or entry["first_token_s"] is None:
+        return False
+    ttft = entry["first_token_s"] - entry["arrival_s"]
+    e2e = entry["finished_s"] - entry["arrival_s"]
+    n = entry["completion_tokens"]
+    tpot = (e2e - ttft) / (n - 1) if n > 1 else 0.0
+    return ttft <= 1.0 and tpot <= 0.020 and e2e <= 0.300
+
+
+@pytest.mark.parametrize("mode", [("--rate-ladder", "20"), ("--ladder", "4")], ids=["open", "closed"])
+def test_attainment_and_goodput_equal_the_ledgers(tmp_path, emulator, mode):
+    emu = emulator("baseline", speed=20, extra=FAULTS)
+    out = tmp_path / "run"
+    proc = run_locust(emu.url, out, *mode, "--slo", SLO, "--max-tokens", "16", "--min-requests", "80",
+                      "--exit-code-on-error", "0",
+                      "--min-step-time", "2", "--max-step-time", "60", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = read_run(out)
+    assert run.meta.settings["slo"] == SLO
+    summary = summarize_run(run)  # the SLO comes from meta.json
+    (row,) = summary.rows
+    truth = {e["rid"]: e for e in ledger(emu.url)}
+    slo = parse_slo(SLO)
+    assert slo is not None
+
+    # Per request: the suite's verdict (client clock) equals the ledger's (server clock).
+    sent = [r for r in run.records if row.window_start_s <= r["start_s"] < row.window_end_s]
+    verdicts = {r["request_id"]: meets_slo(r, slo) for r in sent}
+    for rid, verdict in verdicts.items():
+        assert verdict == _ledger_verdict(truth[rid]), (rid, truth[rid])
+    assert 0 < sum(verdicts.values()) < len(verdicts)  # both kinds present: the test can fail
+
+    # Per window, from the ledger alone (its arrival times decide membership).
+    t0, t1 = row.window_start_s, row.window_end_s
+    window = [e for e in truth.values() if t0 <= e["arrival_s"] < t1]
+    good = [e for e in window if _ledger_verdict(e)]
+    assert abs(len(window) - row.slo_requests) <= 1  # a send within a millisecond of an edge may differ
+    assert abs(row.slo_attainment - len(good) / len(window)) <= 1.5 / len(window)
+    assert abs(row.goodput_req_s - len(good) / (t1 - t0)) <= 1.0 / (t1 - t0)
+    # tokens: good requests' tokens that the server emitted inside the window (all 16 unless they straddle it)
+    inside = sum(e["completion_tokens"] for e in good if e["finished_s"] <= t1)
+    assert row.goodput_tok_s * (t1 - t0) >= inside - 16
+    assert row.goodput_tok_s <= row.throughput_tok_s
+
+    # The same figures reach the JSON summary and the terminal table.
+    assert analysis_main(["summarize", str(out), "--out", str(tmp_path / "s")]) == 0
+    data = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert data["slo"]["text"] == "TTFT<=1s, TPOT<=20ms, E2E<=300ms"
+    assert data["steps"][0]["slo_attainment"] == pytest.approx(row.slo_attainment)
+    assert "SLO met" in (tmp_path / "s" / "summary.txt").read_text()
