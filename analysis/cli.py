@@ -17,6 +17,7 @@ from analysis.render import render_comparison, render_summary_table
 from analysis.serialize import comparison_json, summary_json
 from analysis.summary import summarize_run
 from contract.schema import RunFormatError
+from contract.slo import Slo, SloError, parse_slo
 
 EXIT_BAD_INPUT = 2
 
@@ -38,11 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
     summ.add_argument("run_dir", help="run directory (records.jsonl, steps.jsonl, meta.json)")
     summ.add_argument("--json", action="store_true", help="print the table as JSON (schema in README)")
     summ.add_argument("--out", metavar="DIR", help="also write summary.txt/.json/.csv and plots into DIR")
+    summ.add_argument("--slo", default="", help="judge SLO attainment and goodput by these targets, e.g. "
+                      "ttft=2s,tpot=50ms (default: the SLO the run was started with)")
     comp = sub.add_parser("compare", help="baseline against speculative, level by level")
     comp.add_argument("baseline_run", help="run directory of the baseline (no speculation)")
     comp.add_argument("spec_run", help="run directory of the speculative server")
     comp.add_argument("--out", metavar="DIR", help="write report.md, comparison.csv/.json and plots into DIR")
     comp.add_argument("--json", action="store_true", help="print comparison.json instead of the tables")
+    comp.add_argument("--slo", default="", help="compare goodput and capacity under these targets "
+                      "(default: the SLO the baseline run was started with)")
     comp.add_argument("--seed", type=_at_least(0), default=DEFAULT_SEED, help="bootstrap seed (default %(default)s)")
     comp.add_argument("--n-boot", type=_at_least(1), default=DEFAULT_N_BOOT,
                       help="bootstrap resamples (default %(default)s)")
@@ -56,13 +61,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "summarize":
             return _summarize(args)
         return _compare(args)
-    except RunFormatError as exc:
+    except (RunFormatError, SloError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 
+def _slo(args: argparse.Namespace) -> Slo | None:
+    return parse_slo(args.slo)
+
+
 def _summarize(args: argparse.Namespace) -> int:
-    summary = summarize_run(load_run(args.run_dir))
+    summary = summarize_run(load_run(args.run_dir), slo=_slo(args))
     print(json.dumps(summary_json(summary), indent=2) if args.json else render_summary_table(summary))
     if args.out:
         paths = write_summary_outputs(summary, args.out)
@@ -72,7 +81,7 @@ def _summarize(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     comparison = compare_runs(load_run(args.baseline_run), load_run(args.spec_run), seed=args.seed,
-                              n_boot=args.n_boot)
+                              n_boot=args.n_boot, slo=_slo(args))
     print(json.dumps(comparison_json(comparison), indent=2) if args.json else render_comparison(comparison))
     if args.out:
         paths = write_comparison_outputs(comparison, args.out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from analysis.categories import CategoryRow
 from analysis.compare import LevelComparison
 from analysis.recommend import SwitchLevel
+from analysis.slo_compare import SloLevel
 from analysis.summary import RunSummary, StepRow
 from analysis.table import Column, fmt_interval, fmt_ms, fmt_num, fmt_pct, fmt_ratio, fmt_s, joined
 
@@ -86,3 +87,19 @@ CATEGORY_COLUMNS: list[Column[CategoryRow]] = [
     Column("best prompt", lambda r: _prompt_cell(r.best_prompt_id, r.best_prompt_speedup), left=True),
     Column("worst prompt", lambda r: _prompt_cell(r.worst_prompt_id, r.worst_prompt_speedup), left=True),
 ]
+
+
+def slo_level_columns(open_loop: bool) -> list[Column[SloLevel]]:
+    """The SLO table of a comparison: attainment and goodput of both servers per level."""
+    return [
+        Column("rate req/s" if open_loop else "C", lambda lv: f"{lv.level:g}"),
+        Column("spec SLO met", lambda lv: fmt_pct(lv.spec.slo_attainment)),
+        Column("base SLO met", lambda lv: fmt_pct(lv.baseline.slo_attainment)),
+        Column("spec goodput req/s", lambda lv: fmt_num(lv.spec.goodput_req_s, 2)),
+        Column("base goodput req/s", lambda lv: fmt_num(lv.baseline.goodput_req_s, 2)),
+        Column("goodput ratio", lambda lv: fmt_ratio(lv.goodput_ratio)),
+        Column("spec goodput tok/s", lambda lv: fmt_num(lv.spec.goodput_tok_s)),
+        Column("base goodput tok/s", lambda lv: fmt_num(lv.baseline.goodput_tok_s)),
+        Column("spec/base TTFT p99 ms", lambda lv: joined(fmt_ms(lv.spec.ttft_p99_s), fmt_ms(lv.baseline.ttft_p99_s))),
+        Column("dropped spec/base", lambda lv: f"{lv.spec.dropped}/{lv.baseline.dropped}"),
+    ]

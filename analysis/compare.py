@@ -16,9 +16,11 @@ from analysis.checks import NO_INTERVAL, ValidityWarning
 from analysis.crossover import RatioPoint, Verdict, judge
 from analysis.pair_checks import pair_warnings
 from analysis.recommend import LevelThroughput, Recommendation, recommend
+from analysis.slo_compare import SloComparison, compare_slo
 from analysis.steps import StepWindow, measured_ok, overlapping, step_windows
 from analysis.summary import RunSummary, StepRow, summarize_run
 from contract.schema import RunData
+from contract.slo import Slo
 
 DEFAULT_SEED = 0
 DEFAULT_N_BOOT = 2000
@@ -73,20 +75,33 @@ class Comparison:
     warnings: tuple[ValidityWarning, ...]  # both runs' warnings, then the pair's
     seed: int
     n_boot: int
+    slo: SloComparison | None = None  # goodput and capacity under the SLO, when the runs had (or got) one
+
+    @property
+    def open_loop(self) -> bool:
+        return self.baseline.open_loop or self.spec.open_loop
 
 
 def compare_runs(
-    base: RunData, spec: RunData, *, seed: int = DEFAULT_SEED, n_boot: int = DEFAULT_N_BOOT
+    base: RunData, spec: RunData, *, seed: int = DEFAULT_SEED, n_boot: int = DEFAULT_N_BOOT,
+    slo: Slo | None = None,
 ) -> Comparison:
-    """Compare a baseline run with a speculative run level by level (bootstrap seeded for repeatability)."""
-    base_sum = summarize_run(base, name=_role_name("baseline", base))
-    spec_sum = summarize_run(spec, name=_role_name("spec", spec))
+    """Compare a baseline run with a speculative run level by level (bootstrap seeded for repeatability).
+
+    Closed-loop levels are paired by concurrency and judged on throughput. Open-loop levels (request rates)
+    offer both servers the same traffic, so throughput says little: they are judged on goodput and capacity
+    under the SLO (``slo``, else the one the baseline run was started with), which replaces the verdict and
+    recommendation. With an SLO, closed-loop comparisons get the SLO section too.
+    """
+    base_sum = summarize_run(base, name=_role_name("baseline", base), slo=slo)
+    spec_sum = summarize_run(spec, name=_role_name("spec", spec), slo=slo or base_sum.slo)
     base_windows = {w.index: w for w in step_windows(base)}
     spec_windows = {w.index: w for w in step_windows(spec)}
     levels: list[LevelComparison] = []
     requests: list[LevelRequests] = []
     notes: list[ValidityWarning] = []
-    common = sorted({r.target_c for r in base_sum.rows} & {r.target_c for r in spec_sum.rows})
+    common = sorted({r.target_c for r in base_sum.rows if r.target_rate is None}
+                    & {r.target_c for r in spec_sum.rows if r.target_rate is None})
     for c in common:
         b_row, s_row = base_sum.row_at(c), spec_sum.row_at(c)
         if b_row is None or s_row is None:
@@ -117,10 +132,21 @@ def compare_runs(
     priced = [LevelThroughput(lv.target_c, lv.spec.throughput_tok_s, lv.baseline.throughput_tok_s)
               for lv in levels if lv.spec.throughput_tok_s is not None and lv.baseline.throughput_tok_s is not None]
     warnings = (*base_sum.warnings, *spec_sum.warnings, *pair_warnings(base_sum, spec_sum), *notes)
+    recommendation = recommend(verdict, priced)
+    judged = base_sum.slo or spec_sum.slo
+    under_slo = compare_slo(base_sum, spec_sum, judged) if judged is not None else None
+    if base_sum.open_loop or spec_sum.open_loop:
+        if under_slo is not None:
+            verdict = Verdict("slo_capacity", under_slo.verdict)
+            recommendation = Recommendation("slo_capacity", None, under_slo.recommendation)
+        else:
+            verdict = Verdict("no_slo", "open-loop runs offer both servers the same traffic and are compared on "
+                              "goodput under an SLO; none was given (run with --slo, or compare with --slo)")
+            recommendation = Recommendation("none", None, "no recommendation without an SLO")
     return Comparison(
         baseline=base_sum, spec=spec_sum, levels=tuple(levels), verdict=verdict,
-        recommendation=recommend(verdict, priced), categories=category_spread(requests),
-        warnings=warnings, seed=seed, n_boot=n_boot,
+        recommendation=recommendation, categories=category_spread(requests),
+        warnings=warnings, seed=seed, n_boot=n_boot, slo=under_slo,
     )
 
 

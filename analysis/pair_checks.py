@@ -28,6 +28,12 @@ def _settings(meta: RunMeta) -> dict[str, Any]:
         "temperature": meta.temperature,
         "ladder": list(meta.ladder) or None,
         "model": meta.server.get("model") or None,
+        # workload settings (absent from runs made before they existed: not compared then)
+        "rate ladder": meta.settings.get("rate_ladder") or None,
+        "arrivals": meta.settings.get("arrivals") if meta.settings.get("rate_ladder") else None,
+        "max in flight": meta.settings.get("max_in_flight") if meta.settings.get("rate_ladder") else None,
+        "SLO": meta.settings.get("slo") or None,
+        "seed": meta.prompts.get("seed"),
     }
 
 
@@ -86,12 +92,13 @@ def _settings_mismatches(base: RunSummary, spec: RunSummary) -> list[ValidityWar
 
 
 def _unmatched_levels(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:
-    have_base = {r.target_c for r in base.rows if r.window_s}
-    have_spec = {r.target_c for r in spec.rows if r.window_s}
+    have_base = {r.level_text: r for r in base.rows if r.window_s}
+    have_spec = {r.level_text: r for r in spec.rows if r.window_s}
     found = []
-    for c in sorted(have_base ^ have_spec):
-        only, missing = (base, spec) if c in have_base else (spec, base)
+    for text in sorted(have_base.keys() ^ have_spec.keys(), key=lambda t: (have_base.get(t) or have_spec[t]).level):
+        only, missing = (base, spec) if text in have_base else (spec, base)
+        row = (have_base if text in have_base else have_spec)[text]
         found.append(ValidityWarning(
-            UNMATCHED_LEVEL, f"C={c} was measured in {only.name} only (no window in {missing.name}); not "
-            "compared", only.name, c))
+            UNMATCHED_LEVEL, f"{text} was measured in {only.name} only (no window in {missing.name}); not "
+            "compared", only.name, row.target_c))
     return found

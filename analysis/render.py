@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from analysis.categories import ALL
 from analysis.checks import ValidityWarning
-from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, SWITCH_COLUMNS, step_columns
+from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, SWITCH_COLUMNS, slo_level_columns, step_columns
 from analysis.compare import Comparison
 from analysis.summary import RunSummary
 from analysis.table import text_table
@@ -55,10 +55,16 @@ def render_comparison(comparison: Comparison) -> str:
         f"Baseline  {describe_run(c.baseline)}",
         f"Spec      {describe_run(c.spec)}",
         "",
-        "Per level: ratios are spec / baseline (>1x: spec higher); throughput 95% CI by bootstrap over time "
-        f"batches (seed {c.seed}, {c.n_boot} resamples)",
-        text_table(LEVEL_COLUMNS, c.levels) if c.levels else "(no level measured in both runs)",
-        "",
+    ]
+    if not c.open_loop:
+        out += [
+            "Per level: ratios are spec / baseline (>1x: spec higher); throughput 95% CI by bootstrap over time "
+            f"batches (seed {c.seed}, {c.n_boot} resamples)",
+            text_table(LEVEL_COLUMNS, c.levels) if c.levels else "(no level measured in both runs)",
+            "",
+        ]
+    out += [*slo_section(c), ""] if c.slo is not None else []
+    out += [
         f"Verdict: {c.verdict.text}",
         f"Recommendation: {c.recommendation.text}",
     ]
@@ -67,6 +73,26 @@ def render_comparison(comparison: Comparison) -> str:
     out += ["", *category_section(c)]
     out += ["", render_warnings(c.warnings)]
     return "\n".join(out)
+
+
+def slo_heading(comparison: Comparison) -> str:
+    slo = comparison.slo
+    assert slo is not None
+    return (f"Under the SLO ({slo.slo.text()}): attainment = share of requests sent in the window that met every "
+            f"target; goodput counts only those (DistServe); capacity = highest {slo.unit.split()[-1]} "
+            f"with attainment >= {slo.threshold:.0%} there and below")
+
+
+def slo_section(comparison: Comparison) -> list[str]:
+    """The SLO table and each server's capacity under the SLO."""
+    slo = comparison.slo
+    assert slo is not None
+    return [
+        slo_heading(comparison),
+        text_table(slo_level_columns(slo.open_loop), slo.levels) if slo.levels else "(no level with SLO figures)",
+        f"Capacity under the SLO: spec {slo.spec_capacity.text(slo.unit)}; baseline "
+        f"{slo.baseline_capacity.text(slo.unit)}",
+    ]
 
 
 def category_section(comparison: Comparison) -> list[str]:

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.categories import ALL
-from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, SWITCH_COLUMNS, step_columns
+from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, SWITCH_COLUMNS, slo_level_columns, step_columns
 from analysis.compare import Comparison
-from analysis.render import describe_run
+from analysis.render import describe_run, slo_heading
 from analysis.table import fmt_num, markdown_table
 
 PLOT_CAPTIONS = {
@@ -39,15 +39,25 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
     ]
     if c.recommendation.levels:
         md += [markdown_table(SWITCH_COLUMNS, c.recommendation.levels), ""]
-    md += [
-        "## Per level",
-        "",
-        f"Ratios are spec / baseline. Throughput intervals: 95% bootstrap over each window's time batches "
-        f"(seed {c.seed}, {c.n_boot} resamples).",
-        "",
-        markdown_table(LEVEL_COLUMNS, c.levels) if c.levels else "No level was measured in both runs.",
-        "",
-    ]
+    if c.slo is not None:
+        s = c.slo
+        md += [
+            "## Under the SLO", "", slo_heading(c) + ".", "",
+            f"- **Capacity under the SLO, spec**: {s.spec_capacity.text(s.unit)}",
+            f"- **Capacity under the SLO, baseline**: {s.baseline_capacity.text(s.unit)}", "",
+            markdown_table(slo_level_columns(s.open_loop), s.levels) if s.levels else "No level with SLO figures.",
+            "",
+        ]
+    if not c.open_loop:
+        md += [
+            "## Per level",
+            "",
+            f"Ratios are spec / baseline. Throughput intervals: 95% bootstrap over each window's time batches "
+            f"(seed {c.seed}, {c.n_boot} resamples).",
+            "",
+            markdown_table(LEVEL_COLUMNS, c.levels) if c.levels else "No level was measured in both runs.",
+            "",
+        ]
     md += _categories(c)
     md += ["## Warnings", ""]
     md += [f"- `{w.code}`: {w.message}" for w in c.warnings] or ["None."]

@@ -146,6 +146,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
             "levels": [{**asdict(s), "vs_always_on": s.vs_always_on, "vs_always_off": s.vs_always_off}
                        for s in rec.levels],
         },
+        "slo": _slo_comparison_json(c),
         "categories": {
             "rows": [asdict(r) for r in c.categories.rows],
             "accept_by_category": [{"category": k, "accept_length": v} for k, v in c.categories.accept_by_category],
@@ -153,6 +154,24 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
         },
         "warnings": [warning_json(w) for w in c.warnings],
     })
+
+
+def _slo_comparison_json(c: Comparison) -> dict[str, Any] | None:
+    s = c.slo
+    if s is None:
+        return None
+    return {
+        "slo": s.slo.text(), "threshold": s.threshold, "open_loop": s.open_loop, "unit": s.unit,
+        "spec_capacity": {**asdict(s.spec_capacity), "text": s.spec_capacity.text(s.unit)},
+        "baseline_capacity": {**asdict(s.baseline_capacity), "text": s.baseline_capacity.text(s.unit)},
+        "verdict": s.verdict, "recommendation": s.recommendation,
+        "levels": [{
+            "level": lv.level, "goodput_ratio": lv.goodput_ratio, "goodput_tok_ratio": lv.goodput_tok_ratio,
+            **{f"{side}_{key}": getattr(row, key) for side, row in (("spec", lv.spec), ("baseline", lv.baseline))
+               for key in ("slo_attainment", "goodput_req_s", "goodput_tok_s", "slo_requests", "achieved_rate",
+                           "dropped", "ttft_p99_s", "tpot_p99_s")},
+        } for lv in s.levels],
+    }
 
 
 def csv_text(fieldnames: Sequence[str], rows: list[dict[str, Any]]) -> str:

@@ -46,6 +46,7 @@ class Level:
     error_every: int = 0  # every n-th request of the level fails with an HTTP error
     tokens_per_chunk: int = 1
     write_step: bool = True  # False: the run was killed during this step (no steps.jsonl line)
+    step_extra: dict[str, Any] = field(default_factory=dict)  # extra steps.jsonl fields (open-loop ones)
 
 
 @dataclass
@@ -135,7 +136,7 @@ def _level(spec: RunSpec, index: int, level: Level, start: float) -> tuple[list[
     step = {
         "schema": SCHEMA_VERSION, "index": index, "target_c": c, "start_s": start, "steady_start_s": t0,
         "end_s": t1, "min_requests": max(30, 3 * c), "requests_measured": 0, "achieved_c": None,
-        "throughput_tok_s": None, "ended_by": "target", "flags": [],
+        "throughput_tok_s": None, "ended_by": "target", "flags": [], **level.step_extra,
     }
     return records, step
 

@@ -80,6 +80,8 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "unmatched_level": (_fewer_levels, "C=4 was measured in baseline only"),
     "no_interval": (_short_windows, "no 95% interval"),
     "prompt_cache_mismatch": (_set(cached_tokens=90), "served from cache: 0% on baseline, 90% on"),
+    "dropped_requests": (_level(1, step_extra={"dropped": 7}), "C=2: 7 request(s) fell due while all"),
+    "low_rate": (_level(0, step_extra={"target_rate": 1000.0}), "rate=1000/s: requests were sent at"),
 }
 
 
