@@ -70,7 +70,8 @@ def render_comparison(comparison: Comparison) -> str:
     ]
     if c.recommendation.levels:
         out += ["", text_table(SWITCH_COLUMNS, c.recommendation.levels)]
-    out += ["", *category_section(c)]
+    if not c.open_loop:  # open loop: levels are rates, compared under the SLO, not per category
+        out += ["", *category_section(c)]
     out += ["", render_warnings(c.warnings)]
     return "\n".join(out)
 

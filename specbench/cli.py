@@ -1,6 +1,7 @@
 """``specbench``: the main job in one command, and thin wrappers over the analysis.
 
     specbench demo                                   # two built-in emulators, full comparison, report
+    specbench demo --rate                            # the same in open loop, judged by goodput under an SLO
     specbench compare --baseline URL --spec URL      # preflight, ladder on each, comparison report
     specbench run --host URL --label NAME            # one ladder, one run directory
     specbench report RUN_DIR                         # python -m analysis summarize RUN_DIR
@@ -24,6 +25,8 @@ from specbench.preflight import PreflightError, check_server
 from specbench.servers import start_emulator_process
 
 DEMO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "suite" / "demo.yaml"
+DEMO_RATE_CONFIG = DEMO_CONFIG.with_name("demo-rate.yaml")
+DEMO_RATE_SPEED = 4.0  # the SLO in demo-rate.yaml is the seed-scale one divided by this
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,9 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out")
 
     p = sub.add_parser("demo", help="the whole comparison against two built-in emulators")
-    p.add_argument("--out", default="reports/demo", help="report directory (default reports/demo)")
-    p.add_argument("--speed", type=float, default=10.0, help="emulator time scale (default 10)")
-    p.add_argument("--suite-config", default=str(DEMO_CONFIG))
+    p.add_argument("--out", default=None, help="report directory (default reports/demo, or reports/demo-rate)")
+    p.add_argument("--speed", type=float, default=None, help="emulator time scale (default 10; 4 with --rate)")
+    p.add_argument("--rate", action="store_true", help="open loop: a rate ladder judged by goodput and "
+                   "capacity under an SLO (config/suite/demo-rate.yaml; report in reports/demo-rate)")
+    p.add_argument("--suite-config", default=None)
     p.add_argument("--processes", type=int, default=0)
     p.add_argument("--api-key-env", default="")
     return parser
@@ -137,6 +142,12 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
 def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
+    if args.speed is None:
+        args.speed = DEMO_RATE_SPEED if args.rate else 10.0
+    if args.suite_config is None:
+        args.suite_config = str(DEMO_RATE_CONFIG if args.rate else DEMO_CONFIG)
+    if args.out is None:
+        args.out = "reports/demo-rate" if args.rate else "reports/demo"
     print(f"Starting two built-in emulators (baseline and eagle3, speed {args.speed:g}) on 127.0.0.1 ...",
           flush=True)
     servers = []

@@ -59,6 +59,7 @@ class RunSpec:
     max_tokens: int = 512
     api: str = "generate"
     ignore_eos: bool = True
+    settings: dict[str, Any] = field(default_factory=dict)  # meta.json "settings" (workload options)
     prompts_sha256: str = "0" * 64
     prompt_mode: str = "shuffled"
     output_tokens_source: str = "meta_info"
@@ -102,7 +103,7 @@ def write_run(root: Path, spec: RunSpec) -> Path:
 def meta_json(spec: RunSpec, started: float, ended: float) -> dict[str, Any]:
     return {
         "schema": SCHEMA_VERSION, "suite_version": "test", "label": spec.label, "command_line": [],
-        "settings": {}, "api": spec.api, "max_tokens": spec.max_tokens, "ignore_eos": spec.ignore_eos,
+        "settings": dict(spec.settings), "api": spec.api, "max_tokens": spec.max_tokens, "ignore_eos": spec.ignore_eos,
         "temperature": 0.0, "ladder": [lv.target_c for lv in spec.levels],
         "prompts": {"name": "synthetic", "sha256": spec.prompts_sha256, "count": len(spec.prompts),
                     "mode": spec.prompt_mode, "seed": 0},

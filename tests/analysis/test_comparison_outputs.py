@@ -42,8 +42,9 @@ def test_comparison_json_has_a_schema_version_and_documented_fields(out_dir: Pat
     data = json.loads((out_dir / "comparison.json").read_text())
     assert data["schema"] == COMPARISON_SCHEMA and data["kind"] == "comparison"
     assert set(data) == {"schema", "kind", "method", "baseline", "spec", "levels", "verdict",
-                         "recommendation", "categories", "warnings"}
+                         "recommendation", "slo", "categories", "warnings"}
     assert tuple(data["levels"][0]) == LEVEL_FIELDS
+    assert data["slo"] is None  # closed-loop runs started without --slo
     assert tuple(data["baseline"]["steps"][0]) == STEP_FIELDS
     assert [f"{lv['ratio']:.2f}x" for lv in data["levels"]] == list(SEED_RATIOS)
     assert data["verdict"]["kind"] == "baseline_wins_all"

@@ -117,6 +117,19 @@ def test_each_compared_setting_is_named_when_it_differs(tmp_path: Path, field: s
     assert any(m.startswith(f"{name} differs") for m in messages), messages
 
 
+@pytest.mark.parametrize("settings, name", [
+    ({"slo": "ttft=2s"}, "SLO"),
+    ({"rate_ladder": [1.0, 2.0], "arrivals": "poisson"}, "rate ladder"),
+])
+def test_workload_settings_that_differ_are_named(tmp_path: Path, settings: dict, name: str) -> None:
+    def mutate(base: RunSpec, spec: RunSpec) -> None:
+        base.settings = {"slo": "ttft=1s", "rate_ladder": [1.0, 4.0], "arrivals": "poisson"}
+        spec.settings = {**base.settings, **settings}
+    comparison = _compare(tmp_path, mutate)
+    messages = [w.message for w in comparison.warnings if w.code == "settings_mismatch"]
+    assert any(m.startswith(f"{name} differs") and "not like for like" in m for m in messages), messages
+
+
 def test_a_torn_last_line_is_reported_as_partial(tmp_path: Path) -> None:
     comparison = _compare(tmp_path, _set(torn_tail=True))
     assert any(w.code == "partial_run" and "torn line" in w.message for w in comparison.warnings)

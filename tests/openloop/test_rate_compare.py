@@ -1,0 +1,63 @@
+"""A rate-mode comparison under an SLO: the capacity rule, and a real `specbench compare` on two emulators."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from analysis.slo_compare import capacity
+from analysis.summary import StepRow
+
+
+def _row(rate: float, attainment: float | None) -> StepRow:
+    row = StepRow(step=0, target_c=0, achieved_c=None, window_start_s=0.0, window_end_s=1.0, window_s=1.0,
+                  partial=False, requests_ok=0, requests_total=0, failures={}, error_rate=None, min_requests=0,
+                  throughput_tok_s=None, per_request_tok_s=None, ttft_p50_s=None, ttft_p99_s=None,
+                  itl_p50_s=None, itl_p99_s=None, tpot_p50_s=None, tpot_p99_s=None, e2e_avg_s=None,
+                  e2e_p50_s=None, e2e_p99_s=None, accept_length=None, chunk_counted_requests=0)
+    return replace(row, target_rate=rate, slo_attainment=attainment)
+
+
+def test_capacity_is_the_highest_rate_held_here_and_below_interpolated_to_90_percent():
+    cap = capacity([_row(1, 1.0), _row(2, 0.95), _row(4, 0.55), _row(8, 0.97)])
+    assert (cap.last_held, cap.first_missed, cap.at_least) == (2, 4, False)
+    assert cap.value == pytest.approx(2 + (0.95 - 0.90) / (0.95 - 0.55) * 2)  # 2.25: a later recovery at 8 is ignored
+    held = capacity([_row(1, 1.0), _row(2, 0.9)])
+    assert held.at_least and held.value == 2  # 90% exactly holds
+    assert capacity([_row(1, 0.5)]).value is None
+    assert "misses the SLO at the lowest tested level, 1 req/s" in capacity([_row(1, 0.5)]).text("req/s")
+
+
+def test_rate_mode_compare_names_each_servers_capacity_under_the_slo(tmp_path, emulator):
+    # Speed 4 with 128 tokens: the seed-scale rates 1 and 4 req/s, and the seed-scale SLO TTFT<=2s, TPOT<=50ms.
+    base = emulator("baseline", speed=4)
+    spec = emulator("eagle3", speed=4)
+    out = tmp_path / "report"
+    cmd = [sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec", spec.url,
+           "--out", str(out), "--rate-ladder", "4,16", "--slo", "ttft=500ms,tpot=12.5ms", "--max-tokens", "128",
+           "--min-requests", "16", "--min-step-time", "2", "--max-step-time", "15"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    data = json.loads((out / "comparison.json").read_text())
+    slo = data["slo"]
+    assert slo["slo"] == "TTFT<=500ms, TPOT<=12.5ms" and slo["open_loop"] and slo["unit"] == "req/s"
+    assert [lv["level"] for lv in slo["levels"]] == [4.0, 16.0]
+    # EAGLE-3 (capped at 48 running, slower per step under load) misses the SLO at 16 req/s; the baseline holds
+    assert slo["spec_capacity"]["last_held"] == 4.0 and slo["spec_capacity"]["first_missed"] == 16.0
+    assert slo["baseline_capacity"]["at_least"] and slo["baseline_capacity"]["value"] == 16.0
+    assert slo["levels"][1]["goodput_ratio"] < 0.5
+    assert data["recommendation"]["kind"] == "slo_capacity"
+    assert data["recommendation"]["text"] == "keep speculation off above 4 req/s"
+    report = (out / "report.md").read_text()
+    spec_cap = slo["spec_capacity"]["value"]
+    assert f"**Capacity under the SLO, spec**: {spec_cap:.3g} req/s (holds at 4, misses at 16)" in report
+    assert "**Capacity under the SLO, baseline**: at least 16 req/s" in report
+    assert "Keep speculation off above 4 req/s." in report
+    # both runs carry the workload settings they ran with
+    for side in ("baseline", "spec"):
+        meta = json.loads((out / side / "meta.json").read_text())
+        assert meta["settings"]["rate_ladder"] == [4.0, 16.0] and meta["settings"]["slo"] == "ttft=500ms,tpot=12.5ms"
