@@ -33,6 +33,8 @@ def _settings(meta: RunMeta) -> dict[str, Any]:
         "arrivals": meta.settings.get("arrivals") if meta.settings.get("rate_ladder") else None,
         "max in flight": meta.settings.get("max_in_flight") if meta.settings.get("rate_ladder") else None,
         "SLO": meta.settings.get("slo") or None,
+        "input lengths": meta.settings.get("input_len") or None,
+        "output lengths": meta.settings.get("output_len") or None,
         "seed": meta.prompts.get("seed"),
     }
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from contract.lengths import LengthError, parse_length
 from contract.policy import DEFAULT_LADDER
 from contract.schema import APIS
 from contract.slo import SloError, parse_rates, parse_slo
@@ -71,6 +72,10 @@ OPTIONS: tuple[Option, ...] = (
            "is dropped, counted and flagged"),
     Option("slo", "", "latency targets for SLO attainment and goodput, e.g. ttft=2s,tpot=50ms "
            "(keys ttft, tpot, e2e, itl_p99)"),
+    Option("input-len", "", "prompt length in tokens per request: fixed:N, uniform:A-B, normal:MEAN,SD, or "
+           "dataset (as the prompt file has it; the default): prompts are padded with, or cut to, real text"),
+    Option("output-len", "", "output tokens per request: fixed:N, uniform:A-B or normal:MEAN,SD (default: "
+           "--max-tokens for every request); exact with --ignore-eos"),
     Option("emulator-profile", "baseline", "with no --host: built-in emulator profile to start", in_web_ui=False),
     Option("emulator-speed", 1.0, "with no --host: time scale of the built-in emulator", in_web_ui=False),
     Option("suite-config", "", "YAML profile setting any of these options (command line wins)",
@@ -233,6 +238,8 @@ class SuiteSettings:
     arrivals: str = "poisson"
     max_in_flight: int = 256
     slo: str = ""
+    input_len: str = ""
+    output_len: str = ""
 
     @property
     def open_loop(self) -> bool:
@@ -259,6 +266,7 @@ class SuiteSettings:
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
             rate_ladder=_rates(get("rate_ladder")), arrivals=str(get("arrivals")),
             max_in_flight=int(get("max_in_flight")), slo=str(get("slo") or ""),
+            input_len=str(get("input_len") or ""), output_len=str(get("output_len") or ""),
         )
         settings.validate()
         return settings
@@ -279,7 +287,9 @@ class SuiteSettings:
             raise SettingsError(f"--max-in-flight: expected a positive whole number, got {self.max_in_flight}")
         try:
             parse_slo(self.slo)
-        except SloError as exc:
+            parse_length(self.input_len, "--input-len")
+            parse_length(self.output_len, "--output-len", allow_dataset=False)
+        except (SloError, LengthError) as exc:
             raise SettingsError(str(exc)) from None
         if self.api_key_env and self.api_key_env not in os.environ:
             raise SettingsError(f"--api-key-env: environment variable {self.api_key_env} is not set")

@@ -23,6 +23,7 @@ from locustfiles.dialects import Dialect, Sampling, dialect
 from locustfiles.prompts import PromptOrder, PromptSet, load_prompts
 from locustfiles.recorder import JsonlAppender, write_meta
 from locustfiles.serverinfo import ServerIdentity, identify
+from locustfiles.workload import Workload
 from shapes.arrivals import ArrivalClock
 from shapes.live import LiveStep
 
@@ -47,6 +48,7 @@ class RunContext:
     records: JsonlAppender | None  # None on a master, which runs no users
     live: LiveStep = field(default_factory=LiveStep)
     arrivals: ArrivalClock | None = None  # open loop: this process's schedule of due times
+    workload: Workload | None = None  # per-request input and output lengths (None: as the prompts and --max-tokens)
     run_token: str = field(default_factory=lambda: secrets.token_hex(3))
     _requests: itertools.count = field(default_factory=itertools.count)
     _users: itertools.count = field(default_factory=itertools.count)
@@ -114,6 +116,7 @@ def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, runs_user
         sampling=Sampling(settings.max_tokens, settings.temperature, settings.ignore_eos),
         prompt_set=prompt_set, prompts=order, worker=worker, records=records,
         arrivals=ArrivalClock(settings.arrivals, settings.seed, worker, workers) if settings.open_loop else None,
+        workload=Workload.from_settings(settings) if settings.input_len or settings.output_len else None,
     )
 
 

@@ -9,6 +9,7 @@ own entry, logged outside the Aggregated row.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import time
 from dataclasses import dataclass, field
@@ -112,6 +113,7 @@ class InFlight:
     outcome: Outcome = field(default_factory=lambda: Outcome())
     end: float = 0.0  # perf_counter when the stream ended or failed
     target_rate: float | None = None  # open loop: the step's request rate when it was sent
+    max_tokens: int = 0  # what this request asked for
 
 
 def entry_name(path: str, target_c: int | None, target_rate: float | None = None) -> str:
@@ -149,10 +151,13 @@ class LLMUser(HttpUser):
             if scheduled_s is None:
                 return
         seq, prompt = ctx.prompts.next()
+        sampling = ctx.sampling
+        if ctx.workload is not None:  # --input-len / --output-len: this request's own lengths
+            prompt = ctx.workload.prompt(seq, prompt, ctx.prompts)
+            sampling = dataclasses.replace(sampling, max_tokens=ctx.workload.max_tokens(seq))
         live = ctx.live
         request_id = ctx.next_request_id()
-        body = ctx.dialect.body(prompt, ctx.sampling, model=ctx.model, server_kind=ctx.server.kind,
-                                rid=request_id)
+        body = ctx.dialect.body(prompt, sampling, model=ctx.model, server_kind=ctx.server.kind, rid=request_id)
         headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
                    **auth_headers(ctx.settings.api_key())}
         name = entry_name(ctx.dialect.path, live.target_c, live.target_rate)
@@ -160,6 +165,7 @@ class LLMUser(HttpUser):
         req = InFlight(request_id, seq, prompt, live.index, live.target_c, start_s, scheduled_s,
                        time.perf_counter(), StreamState(ctx.api))
         req.target_rate = live.target_rate if scheduled_s is not None else None
+        req.max_tokens = sampling.max_tokens
         self._send(START_MESSAGE, {"request_id": request_id, "start_s": start_s, "step": req.step})
         req.t0 = req.end = time.perf_counter()
         try:
@@ -263,7 +269,7 @@ class LLMUser(HttpUser):
             output_tokens_source=counts.output_tokens_source,  # type: ignore[typeddict-item]
             prompt_tokens=state.prompt_tokens, cached_tokens=state.cached_tokens, spec=state.spec,
             status=outcome.status, http_status=outcome.http_status,  # type: ignore[typeddict-item]
-            error=outcome.error, finish_reason=state.finish_reason, max_tokens=ctx.sampling.max_tokens,
+            error=outcome.error, finish_reason=state.finish_reason, max_tokens=req.max_tokens,
             target_rate=req.target_rate,
             scheduled_s=req.scheduled_s,
         )

@@ -9,7 +9,7 @@ import sys
 
 from contract.schema import read_run
 from tests.conftest import LOCUSTFILE, run_locust
-from tests.openloop.kstest import ks_exponential, passes_at_1pct
+from tests.workloads.kstest import ks_exponential, passes_at_1pct
 
 FAST = ("--min-step-time", "2", "--max-step-time", "60", "--max-tokens", "16")
 
