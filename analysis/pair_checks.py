@@ -35,6 +35,7 @@ def _settings(meta: RunMeta) -> dict[str, Any]:
         "SLO": meta.settings.get("slo") or None,
         "input lengths": meta.settings.get("input_len") or None,
         "output lengths": meta.settings.get("output_len") or None,
+        "shared prefix": meta.settings.get("shared_prefix") or None,
         "seed": meta.prompts.get("seed"),
     }
 

@@ -74,3 +74,18 @@ def parse_length(text: str, where: str, allow_dataset: bool = True) -> LengthDis
     if not ok:
         raise LengthError(expected)
     return dist
+
+
+_PREFIX = re.compile(r"^(\d+):(\d+)$")
+
+
+def parse_shared_prefix(text: str, where: str = "--shared-prefix") -> tuple[int, int] | None:
+    """'4:512' -> (4 system prompts, about 512 tokens each); '' -> None."""
+    text = str(text or "").strip()
+    if not text:
+        return None
+    m = _PREFIX.match(text)
+    if m is None or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise LengthError(f"{where}: expected N:LEN (N shared system prompts of about LEN tokens, both positive "
+                          f"whole numbers, e.g. 4:512), got {text!r}")
+    return int(m.group(1)), int(m.group(2))

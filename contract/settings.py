@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from contract.lengths import LengthError, parse_length
+from contract.lengths import LengthError, parse_length, parse_shared_prefix
 from contract.policy import DEFAULT_LADDER
 from contract.schema import APIS
 from contract.slo import SloError, parse_rates, parse_slo
@@ -76,6 +76,8 @@ OPTIONS: tuple[Option, ...] = (
            "dataset (as the prompt file has it; the default): prompts are padded with, or cut to, real text"),
     Option("output-len", "", "output tokens per request: fixed:N, uniform:A-B or normal:MEAN,SD (default: "
            "--max-tokens for every request); exact with --ignore-eos"),
+    Option("shared-prefix", "", "N:LEN: N shared system prompts of about LEN tokens of real text, each request "
+           "drawn to one (exercises the server's prefix cache)"),
     Option("emulator-profile", "baseline", "with no --host: built-in emulator profile to start", in_web_ui=False),
     Option("emulator-speed", 1.0, "with no --host: time scale of the built-in emulator", in_web_ui=False),
     Option("suite-config", "", "YAML profile setting any of these options (command line wins)",
@@ -240,6 +242,7 @@ class SuiteSettings:
     slo: str = ""
     input_len: str = ""
     output_len: str = ""
+    shared_prefix: str = ""
 
     @property
     def open_loop(self) -> bool:
@@ -267,6 +270,7 @@ class SuiteSettings:
             rate_ladder=_rates(get("rate_ladder")), arrivals=str(get("arrivals")),
             max_in_flight=int(get("max_in_flight")), slo=str(get("slo") or ""),
             input_len=str(get("input_len") or ""), output_len=str(get("output_len") or ""),
+            shared_prefix=str(get("shared_prefix") or ""),
         )
         settings.validate()
         return settings
@@ -289,6 +293,7 @@ class SuiteSettings:
             parse_slo(self.slo)
             parse_length(self.input_len, "--input-len")
             parse_length(self.output_len, "--output-len", allow_dataset=False)
+            parse_shared_prefix(self.shared_prefix)
         except (SloError, LengthError) as exc:
             raise SettingsError(str(exc)) from None
         if self.api_key_env and self.api_key_env not in os.environ:

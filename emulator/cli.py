@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-running-requests", type=int)
     parser.add_argument("--startup-delay", type=float, help="seconds (at speed 1) of 503 on /ready and /health")
     parser.add_argument("--seed", type=int, help="seed for per-request randomness")
+    parser.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=None,
+                        help="serve shared prompt prefixes from an emulated prefix cache (profile key prefix_cache)")
     faults = parser.add_argument_group("faults (fractions of requests, 0..1)")
     for flag, key in _FAULT_FLAGS.items():
         kind = int if key == "seed" else float
@@ -58,6 +60,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["startup_delay_s"] = args.startup_delay
     if args.seed is not None:
         out["seed"] = args.seed
+    if args.prefix_cache is not None:
+        out["prefix_cache"] = args.prefix_cache
     faults = {key: getattr(args, flag) for flag, key in _FAULT_FLAGS.items() if getattr(args, flag) is not None}
     if faults:
         out["faults"] = faults

@@ -42,7 +42,7 @@ class Emulator:
         self.scheduler = Scheduler(profile)
         self.ledger = Ledger()
         self.metrics = Metrics(profile, self.scheduler)
-        self.cache = PrefixCache(profile.prefix_cache)
+        self.cache = PrefixCache(profile.prefix_cache, chars_per_token=profile.chars_per_token)
         self._faults = FaultPicker(profile.faults)
         self._numbers = itertools.count()
         self._ctx = SessionContext(profile, self.scheduler, self.cache, self._record)

@@ -19,6 +19,7 @@ from .faults import STREAM_FAULTS, http_fault
 from .httpserver import ClientGone, Responder
 from .output import Output
 from .parsing import GenRequest
+from .prefixcache import PrefixCache
 from .profile import Profile
 from .scheduler import Job, QueueFull, Scheduler
 from .textmodel import natural_answer_tokens
@@ -48,27 +49,6 @@ class Wire(Protocol):
 
 def send_json(responder: Responder, status: int, body: Any) -> None:
     responder.send(status, json.dumps(body, separators=(",", ":")).encode())
-
-
-class PrefixCache:
-    """Exact-prompt reuse: a repeated prompt has all but its last token cached (when enabled)."""
-
-    def __init__(self, enabled: bool, max_entries: int = 50_000) -> None:
-        self.enabled, self._max = enabled, max_entries
-        self._seen: set[str] = set()
-
-    def cached_tokens(self, text: str, prompt_tokens: int) -> int:
-        if not self.enabled:
-            return 0
-        if text in self._seen:
-            return prompt_tokens - 1
-        if len(self._seen) >= self._max:
-            self._seen.clear()
-        self._seen.add(text)
-        return 0
-
-    def flush(self) -> None:
-        self._seen.clear()
 
 
 @dataclass

@@ -116,7 +116,8 @@ def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, runs_user
         sampling=Sampling(settings.max_tokens, settings.temperature, settings.ignore_eos),
         prompt_set=prompt_set, prompts=order, worker=worker, records=records,
         arrivals=ArrivalClock(settings.arrivals, settings.seed, worker, workers) if settings.open_loop else None,
-        workload=Workload.from_settings(settings) if settings.input_len or settings.output_len else None,
+        workload=(Workload.from_settings(settings, prompt_set)
+                  if settings.input_len or settings.output_len or settings.shared_prefix else None),
     )
 
 

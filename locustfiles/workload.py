@@ -5,16 +5,20 @@ the order, placed before it as context, or cut at a word boundary, to about the 
 (``CHARS_PER_TOKEN`` characters each: an estimate; the server's own ``prompt_tokens`` in each record says what
 was reached). Never random token ids: a speculative draft's acceptance depends on the text, and random ids are
 text no production draft sees. Output: the drawn number is the request's max tokens (exact with ignore_eos).
+Shared prefixes (``--shared-prefix N:LEN``): N system prompts of about LEN tokens, each a header and real text
+from the prompt set; every request is drawn to one and sent with it in front (a system message on the chat
+route), so a server with a prefix cache serves that part from cache.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from contract.lengths import LengthDist, parse_length
+from contract.lengths import LengthDist, parse_length, parse_shared_prefix
 from contract.settings import SuiteSettings
-from locustfiles.prompts import Prompt, PromptOrder
+from locustfiles.prompts import Prompt, PromptOrder, PromptSet
 
 #: Characters per token for English text (the usual rule of thumb; also the emulator's tokenizer).
 CHARS_PER_TOKEN = 4.0
@@ -26,21 +30,57 @@ class Workload:
     input_len: LengthDist | None
     output_len: LengthDist | None
     default_max_tokens: int
+    prefixes: tuple[str, ...] = ()  # --shared-prefix: the shared system prompts
 
     @classmethod
-    def from_settings(cls, settings: SuiteSettings) -> Workload:
+    def from_settings(cls, settings: SuiteSettings, prompt_set: PromptSet) -> Workload:
+        shared = parse_shared_prefix(settings.shared_prefix)
+        prefixes = shared_prefixes(*shared, prompt_set, settings.seed) if shared else ()
         return cls(settings.seed, parse_length(settings.input_len, "--input-len"),
-                   parse_length(settings.output_len, "--output-len", allow_dataset=False), settings.max_tokens)
+                   parse_length(settings.output_len, "--output-len", allow_dataset=False), settings.max_tokens,
+                   prefixes)
 
     def max_tokens(self, seq: int) -> int:
         drawn = self.output_len.draw(self.seed, seq, "output") if self.output_len is not None else None
         return drawn if drawn is not None else self.default_max_tokens
 
     def prompt(self, seq: int, prompt: Prompt, order: PromptOrder) -> Prompt:
+        """The request's prompt: met to its drawn input length, then given its shared prefix."""
         target = self.input_len.draw(self.seed, seq, "input") if self.input_len is not None else None
-        if target is None:
-            return prompt
-        return fit_prompt(prompt, round(target * CHARS_PER_TOKEN), lambda k: order.at(seq + 1 + k).as_text())
+        if target is not None:
+            prompt = fit_prompt(prompt, round(target * CHARS_PER_TOKEN),
+                                lambda k: order.at(seq + 1 + k).as_text())
+        if self.prefixes:
+            which = random.Random(f"{self.seed}:prefix:{seq}").randrange(len(self.prefixes))
+            prompt = with_prefix(prompt, self.prefixes[which])
+        return prompt
+
+
+def shared_prefixes(n: int, tokens: int, prompt_set: PromptSet, seed: int) -> tuple[str, ...]:
+    """N system prompts of about ``tokens`` tokens: a header, then prompt-set text in a seeded order."""
+    texts = [p.as_text() for p in prompt_set.prompts]
+    random.Random(f"{seed}:prefixes").shuffle(texts)
+    out = []
+    for i in range(n):
+        header = (f"You are assistant {i + 1} of {n}. Answer the user's request; the reference material below "
+                  "may help.\n\n")
+        body = fit_prompt(Prompt(id="", category="", text=" "), round(tokens * CHARS_PER_TOKEN) - len(header),
+                          lambda k, i=i: texts[(i * 7 + k) % len(texts)])
+        out.append(header + (body.text or "").strip())
+    return tuple(out)
+
+
+def with_prefix(prompt: Prompt, prefix: str) -> Prompt:
+    """``prompt`` with ``prefix`` in front: before a text prompt, as (the start of) a chat's system message."""
+    if prompt.text is not None:
+        return replace(prompt, text=f"{prefix}\n\n{prompt.text}")
+    assert prompt.messages is not None
+    messages = [dict(m) for m in prompt.messages]
+    if messages[0]["role"] == "system":
+        messages[0]["content"] = f"{prefix}\n\n{messages[0]['content']}"
+    else:
+        messages.insert(0, {"role": "system", "content": prefix})
+    return replace(prompt, messages=tuple(messages))
 
 
 def _cut(text: str, chars: int) -> str:
