@@ -21,11 +21,12 @@ from pathlib import Path
 
 from contract.schema import APIS
 from contract.settings import default_run_dir
+from locustfiles.target import start_emulator_process
 from specbench.preflight import PreflightError, check_server
-from specbench.servers import start_emulator_process
+from specbench_config import data_path
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "suite" / "demo.yaml"
-DEMO_RATE_CONFIG = DEMO_CONFIG.with_name("demo-rate.yaml")
+DEMO_CONFIG = data_path("suite", "demo.yaml")
+DEMO_RATE_CONFIG = data_path("suite", "demo-rate.yaml")
 DEMO_RATE_SPEED = 4.0  # the SLO in demo-rate.yaml is the seed-scale one divided by this
 
 
