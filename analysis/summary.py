@@ -42,8 +42,8 @@ class StepRow:
     window_end_s: float | None
     window_s: float | None
     partial: bool  # window rebuilt from records of a killed run
-    requests_ok: int  # ok requests that started and finished in the window
-    requests_total: int  # all requests that started and finished in the window
+    requests_ok: int  # ok requests that started and finished in the window (open loop: sent in it)
+    requests_total: int  # all requests that started and finished in the window (open loop: sent in it)
     failures: dict[str, int]  # status -> count among requests_total
     error_rate: float | None  # failures / requests_total
     min_requests: int  # requests the step needed: the ladder's min_requests, else max(30, 3*C)
@@ -154,7 +154,9 @@ def summarize_step(run: RunData, window: StepWindow, slo: Slo | None = None) -> 
         return replace(_empty_row(window, min_requests), target_rate=window.target_rate, dropped=window.dropped)
     t0, t1 = window.bounds
     nearby = overlapping(run.records, t0, t1)
-    inside = measured_in_window(nearby, t0, t1)
+    # Closed loop: requests that started and finished in the window. Open loop: every request sent in it (the
+    # slowest finish after the window; leaving them out would flatter an overloaded level's latencies).
+    inside = sent_in(nearby, t0, t1) if window.target_rate is not None else measured_in_window(nearby, t0, t1)
     ok = [r for r in inside if r["status"] == "ok"]
     failures = Counter(r["status"] for r in inside if r["status"] != "ok")
     speeds = [s for s in (per_request_tok_s(r) for r in ok) if s is not None]

@@ -77,6 +77,7 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str =
             window = end - book.steady_start_s
             sent = sent_in_window(records, book.steady_start_s, end)
             achieved_rate = sent / window
+            measured = sent  # open loop: a window's requests are those sent in it
             if not rate_held(sent, book.target_rate, window, arrivals):
                 flags.append("low_rate")
     if book.dropped:

@@ -121,6 +121,10 @@ class ConcurrencyLadder(LoadTestShape):
         """Users that must each finish a request before the window opens (closed loop: all C)."""
         return book.target_c
 
+    def _measured_so_far(self, book: StepBook, steady: float) -> int:
+        """Requests that count towards the step's minimum: closed loop, those finished inside the window."""
+        return count_measured(self.collector.records([book.index]), steady)
+
     def _begin_step(self, index: int, now: float) -> None:
         book = self._new_book(index, now)
         min_requests = book.min_requests
@@ -150,7 +154,7 @@ class ConcurrencyLadder(LoadTestShape):
         steady = book.steady_start_s
         if steady is None or now < steady:
             return None
-        measured = count_measured(self.collector.records([book.index]), steady)
+        measured = self._measured_so_far(book, steady)
         if measured < book.min_requests or now - steady < cfg.min_step_time:
             return None
         if cfg.step_ci <= 0:

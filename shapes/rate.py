@@ -5,6 +5,8 @@ rate; the users send on their process's arrival schedule (``shapes.arrivals``, `
 arrivals never wait for answers. Steps follow the concurrency ladder's rules: warm-up (``--warmup-time``, or
 until the step's first request has finished: one request lifetime under the new load), then a window of at
 least ``--min-requests`` (default max(30, 3 x rate)) and ``--min-step-time``, capped by ``--max-step-time``.
+In open loop a window's requests are those *sent* in it (finished in it or after it: the step's books close
+only once all are recorded), so an overloaded step is not held open waiting for requests that finish in time.
 Without ``--rate-ladder`` it is exactly the ``ConcurrencyLadder`` it extends, so one locustfile serves both.
 """
 
@@ -33,6 +35,12 @@ class RateLadder(ConcurrencyLadder):
 
     def _users_needed(self, book: StepBook) -> int:
         return 1 if book.target_rate is not None else super()._users_needed(book)
+
+    def _measured_so_far(self, book: StepBook, steady: float) -> int:
+        if book.target_rate is None:
+            return super()._measured_so_far(book, steady)
+        finished = sum(1 for r in self.collector.records([book.index]) if r["start_s"] >= steady)
+        return finished + sum(1 for start in self.collector.in_flight.values() if start >= steady)
 
     def _level_text(self, book: StepBook) -> str:
         return f"rate={book.target_rate:g}/s" if book.target_rate is not None else super()._level_text(book)

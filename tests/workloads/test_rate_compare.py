@@ -39,7 +39,7 @@ def test_rate_mode_compare_names_each_servers_capacity_under_the_slo(tmp_path, e
     out = tmp_path / "report"
     cmd = [sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec", spec.url,
            "--out", str(out), "--rate-ladder", "4,16", "--slo", "ttft=500ms,tpot=12.5ms", "--max-tokens", "128",
-           "--min-requests", "16", "--min-step-time", "2", "--max-step-time", "15"]
+           "--min-requests", "16", "--min-step-time", "2", "--max-step-time", "6", "--warmup-time", "1"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     data = json.loads((out / "comparison.json").read_text())
