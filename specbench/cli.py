@@ -67,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("base_run")
     p.add_argument("spec_runs", nargs="+", metavar="[NAME=]RUN")
     p.add_argument("--out")
+    p.add_argument("--baseline-name", default="baseline", help="the baseline's name in a many-run report")
 
     p = sub.add_parser("sweep", help="start, measure and stop each server configuration of a sweep file")
     p.add_argument("sweep_file", help="YAML sweep file (config/sweep/example.yaml)")
@@ -103,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.command == "report":
             return analysis_main(["summarize", args.run_dir] + (["--json"] if args.json else []))
-        return analysis_main(["compare", args.base_run, *args.spec_runs] + (["--out", args.out] if args.out else []))
+        return analysis_main(["compare", args.base_run, *args.spec_runs, "--baseline-name", args.baseline_name]
+                             + (["--out", args.out] if args.out else []))
     except (PreflightError, UsageError, SweepFileError, LaunchError) as exc:
         print(f"specbench: error: {exc}", file=sys.stderr)
         return 2

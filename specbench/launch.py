@@ -25,6 +25,21 @@ class LaunchError(RuntimeError):
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is left in the group.
+
+    Zombies count as members for ``killpg``, and in a container whose init does not reap orphans they stay
+    forever, so on Linux the group is read from /proc instead.
+    """
+    proc = Path("/proc")
+    if proc.is_dir():
+        for stat in proc.glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                return True
+        return False
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

@@ -178,6 +178,11 @@ def _entry(item: Any, i: int, source: str, shared: dict[str, str], ready_default
         raise SweepFileError(source, f"configurations[{i}]", "expected a mapping (name, url or command, ...)")
     _unknown(item, ENTRY_KEYS, source, where)
     name = item.get("name")
+    if isinstance(name, bool):
+        raise SweepFileError(source, where + "name", f"got {name!r}: YAML reads off/on/no/yes as booleans, so "
+                             "quote the name ('off')")
+    if isinstance(name, (int, float)):
+        name = str(name)
     if not isinstance(name, str) or not NAME_RE.match(name) or name in RESERVED:
         raise SweepFileError(source, where + "name", f"expected a name of letters, digits and . _ + - "
                              f"(at most 64, not {' or '.join(sorted(RESERVED))}), got {name!r}")
