@@ -17,9 +17,9 @@ from analysis.load import load_run
 from analysis.multi import compare_many
 from analysis.outputs import write_outputs, write_summary_outputs
 from analysis.render import render_comparison, render_summary_table
-from analysis.schema import RunData, RunFormatError
 from analysis.serialize import comparison_json, summary_json
 from analysis.summary import summarize_run
+from contract.schema import RunData, RunFormatError
 
 EXIT_BAD_INPUT = 2
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")

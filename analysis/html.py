@@ -36,52 +36,76 @@ _INLINE = re.compile(r"(`[^`]+`|\*\*[^*]+\*\*)")
 def markdown_to_html(markdown: str, *, base_dir: Path, title: str) -> str:
     """The whole page; images named in the Markdown are read from ``base_dir`` and inlined."""
     body: list[str] = []
-    lines = markdown.splitlines()
-    i = 0
-    in_verdict = False
-    while i < len(lines):
-        line = lines[i].rstrip()
-        if not line:
-            i += 1
-            continue
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            text = line[level:].strip()
-            if in_verdict:
+    boxed = False
+    for kind, block in _blocks(markdown.splitlines()):
+        if kind == "heading":
+            if boxed:
                 body.append("</section>")
-                in_verdict = False
-            slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-            if text in ("Verdict", "Recommendation", "Policy"):
-                body.append('<section class="verdict">')
-                in_verdict = True
-            body.append(f'<h{level} id="{slug}">{_inline(text)}</h{level}>')
-            i += 1
-        elif line.startswith("|"):
-            block = []
-            while i < len(lines) and lines[i].startswith("|"):
-                block.append(lines[i])
-                i += 1
-            body.append(_table(block))
-        elif line.startswith("- "):
-            items = []
-            while i < len(lines) and lines[i].startswith("- "):
-                items.append(f"<li>{_inline(lines[i][2:])}</li>")
-                i += 1
-            body.append("<ul>" + "".join(items) + "</ul>")
-        elif (match := _IMAGE.match(line)) is not None:
-            body.append(_figure(match.group("alt"), base_dir / match.group("src")))
-            i += 1
+            boxed = _heading_text(block[0]) in BOXED
+            body.append(('<section class="verdict">' if boxed else "") + _heading(block[0]))
         else:
-            para = []
-            while i < len(lines) and lines[i].strip() and not lines[i].startswith(("#", "|", "- ", "![")):
-                para.append(lines[i].strip())
-                i += 1
-            body.append(f"<p>{_inline(' '.join(para))}</p>")
-    if in_verdict:
+            body.append(RENDER[kind](block, base_dir))
+    if boxed:
         body.append("</section>")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
             + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+BOXED = ("Verdict", "Recommendation", "Policy")
+
+
+def _kind(line: str) -> str:
+    if line.startswith("#"):
+        return "heading"
+    if line.startswith("|"):
+        return "table"
+    if line.startswith("- "):
+        return "list"
+    if _IMAGE.match(line.rstrip()):
+        return "image"
+    return "para"
+
+
+def _blocks(lines: list[str]) -> list[tuple[str, list[str]]]:
+    """Consecutive lines of one kind, blank lines ending a block; headings and images stand alone."""
+    blocks: list[tuple[str, list[str]]] = []
+    for raw in lines:
+        line = raw.rstrip()
+        if not line:
+            blocks.append(("blank", []))
+            continue
+        kind = _kind(line)
+        if blocks and blocks[-1][0] == kind and kind not in ("heading", "image"):
+            blocks[-1][1].append(line)
+        else:
+            blocks.append((kind, [line]))
+    return [(k, b) for k, b in blocks if k != "blank"]
+
+
+def _heading_text(line: str) -> str:
+    return line.lstrip("#").strip()
+
+
+def _heading(line: str) -> str:
+    level = len(line) - len(line.lstrip("#"))
+    text = _heading_text(line)
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return f'<h{level} id="{slug}">{_inline(text)}</h{level}>'
+
+
+def _list(block: list[str], _: Path) -> str:
+    return "<ul>" + "".join(f"<li>{_inline(line[2:])}</li>" for line in block) + "</ul>"
+
+
+def _para(block: list[str], _: Path) -> str:
+    return f"<p>{_inline(' '.join(line.strip() for line in block))}</p>"
+
+
+def _image(block: list[str], base_dir: Path) -> str:
+    match = _IMAGE.match(block[0])
+    assert match is not None
+    return _figure(match.group("alt"), base_dir / match.group("src"))
 
 
 def _inline(text: str) -> str:
@@ -102,7 +126,7 @@ def _cells(row: str) -> list[str]:
     return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
 
 
-def _table(block: list[str]) -> str:
+def _table(block: list[str], _: Path | None = None) -> str:
     head = _cells(block[0])
     rule = _cells(block[1]) if len(block) > 1 else []
     right = [c.endswith(":") and not c.startswith(":") for c in rule]
@@ -124,6 +148,9 @@ def _figure(alt: str, path: Path) -> str:
         return f"<p><em>(missing figure: {html.escape(path.name)})</em></p>"
     return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
             f"<figcaption>{html.escape(alt)}</figcaption></figure>")
+
+
+RENDER = {"table": _table, "list": _list, "para": _para, "image": _image}
 
 
 def write_html(markdown: str, out_dir: Path, *, title: str, name: str = "report.html") -> Path:

@@ -19,8 +19,8 @@ from analysis.bootstrap import ratio_interval
 from analysis.checks import ValidityWarning
 from analysis.compare import DEFAULT_N_BOOT, DEFAULT_SEED, Comparison, compare_runs
 from analysis.policy import Candidate, Policy, switching_policy
-from analysis.schema import RunData
 from analysis.summary import RunSummary
+from contract.schema import RunData
 
 BEST_STREAM = 1  # third seed word of the best / runner-up bootstrap at a level
 

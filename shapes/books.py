@@ -1,6 +1,6 @@
 """A ladder step's bookkeeping: when it started, warmed up and ended, and its closing figures.
 
-Pure functions over records; the figures themselves are defined once in ``analysis.window``.
+Pure functions over records; the figures themselves are defined once in ``contract.window``.
 """
 
 from __future__ import annotations
@@ -8,15 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.schema import SCHEMA_VERSION, RequestRecord, StepRecord
-from analysis.window import achieved_concurrency, measured_in_window, window_throughput
-
-LOW_CONCURRENCY_FRACTION = 0.95
-
-
-def default_min_requests(target_c: int) -> int:
-    """Requests a step must measure unless told otherwise: enough for stable figures at every C."""
-    return max(30, 3 * target_c)
+from contract.policy import MIN_ACHIEVED_FRACTION
+from contract.schema import SCHEMA_VERSION, RequestRecord, StepRecord
+from contract.window import achieved_concurrency, measured_in_window, window_throughput
 
 
 @dataclass
@@ -69,7 +63,7 @@ def close_step(book: StepBook, records: Sequence[RequestRecord]) -> StepRecord:
         achieved = achieved_concurrency(records, book.steady_start_s, end)
         throughput = window_throughput(records, book.steady_start_s, end)
         measured = len(measured_in_window(records, book.steady_start_s, end))
-        if achieved < LOW_CONCURRENCY_FRACTION * book.target_c:
+        if achieved < MIN_ACHIEVED_FRACTION * book.target_c:
             flags.append("low_concurrency")
     if measured < book.min_requests:
         flags.append("too_few_requests")

@@ -14,20 +14,18 @@ import logging
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from locust import LoadTestShape
 
 from analysis.bootstrap import MIN_BATCHES, batch_count
-from analysis.schema import StepRecord
-from analysis.window import throughput_relative_halfwidth
-from locustfiles.settings import option_default, parse_ladder
+from contract.policy import default_min_requests
+from contract.schema import StepRecord
+from contract.settings import SuiteSettings, settings_of
+from contract.window import throughput_relative_halfwidth
 from shapes.books import (
     StepBook,
     close_step,
     count_measured,
-    default_min_requests,
     describe_close,
     warmup_end,
 )
@@ -37,34 +35,6 @@ from shapes.live import STEP_MESSAGE, LiveStep
 log = logging.getLogger("specbench.ladder")
 
 
-@dataclass(frozen=True)
-class LadderConfig:
-    """The ladder's policy knobs (see ``locustfiles.settings`` for their meaning and defaults)."""
-
-    levels: tuple[int, ...] = (1, 2, 5, 10, 30, 70, 100, 250)
-    warmup_time: float = 0.0
-    min_requests: int = 0
-    min_step_time: float = 10.0
-    max_step_time: float = 600.0
-    step_ci: float = 0.0
-    request_timeout: float = 900.0
-
-    @classmethod
-    def from_options(cls, options: Any) -> LadderConfig:
-        """From Locust's parsed options; anything unset falls back to the suite's one table of defaults."""
-
-        def get(dest: str) -> Any:
-            value = getattr(options, dest, None) if options is not None else None
-            return option_default(dest) if value is None else value
-
-        return cls(
-            levels=tuple(parse_ladder(get("ladder"))), warmup_time=float(get("warmup_time")),
-            min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
-            max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
-            request_timeout=float(get("request_timeout")),
-        )
-
-
 class ConcurrencyLadder(LoadTestShape):
     """Runs the whole ladder once per Start; Locust calls ``reset_time`` before each run's first tick."""
 
@@ -72,7 +42,7 @@ class ConcurrencyLadder(LoadTestShape):
         super().__init__()
         self.collector = RequestCollector()
         self.on_step_closed: list[Callable[[StepRecord], None]] = []
-        self.config = LadderConfig()
+        self.settings = SuiteSettings.from_options(None)  # the defaults, until a Start brings options
         self._reset_ladder()
 
     # -- Locust's contract ----------------------------------------------------------------------------------
@@ -82,7 +52,8 @@ class ConcurrencyLadder(LoadTestShape):
         if self._just_started():  # MasterRunner.start() calls this again right after the first tick
             return
         options = self.runner.environment.parsed_options if self.runner is not None else None
-        self.config = LadderConfig.from_options(options)
+        if options is not None:
+            self.settings = settings_of(options)
         self._reset_ladder()
         if self.runner is not None:  # a web-UI restart: the previous run's stats are still there
             self.runner.stats.clear_all()
@@ -103,7 +74,7 @@ class ConcurrencyLadder(LoadTestShape):
         ended_by = self._end_reason(book, now)
         if ended_by is not None:
             self._end_step(book, now, ended_by)
-            if book.index + 1 < len(self.config.levels):
+            if book.index + 1 < len(self.settings.ladder):
                 self._begin_step(book.index + 1, now)
             else:
                 self._draining = True
@@ -135,19 +106,19 @@ class ConcurrencyLadder(LoadTestShape):
             self.runner.send_message(STEP_MESSAGE, self.live.to_message())
 
     def _begin_step(self, index: int, now: float) -> None:
-        target = self.config.levels[index]
-        min_requests = self.config.min_requests or default_min_requests(target)
+        target = self.settings.ladder[index]
+        min_requests = self.settings.min_requests or default_min_requests(target)
         book = StepBook(index=index, target_c=target, min_requests=min_requests, start_s=now)
         self.books.append(book)
         self._book = book
         self.live = LiveStep(index=index, target_c=target)
-        if self.config.warmup_time > 0:  # a set warm-up time is known now
-            book.steady_start_s = now + self.config.warmup_time
+        if self.settings.warmup_time > 0:  # a set warm-up time is known now
+            book.steady_start_s = now + self.settings.warmup_time
             self.live.steady_start_s = book.steady_start_s
         self._broadcast()
         log.info("step %d/%d C=%d: started (measures >= %d requests and >= %.0f s; at most %.0f s)",
-                 index + 1, len(self.config.levels), target, min_requests, self.config.min_step_time,
-                 self.config.max_step_time)
+                 index + 1, len(self.settings.ladder), target, min_requests, self.settings.min_step_time,
+                 self.settings.max_step_time)
 
     def _check_warmup(self, book: StepBook, now: float) -> None:
         # The window opens at this tick, not back-dated to when the last user finished its first request:
@@ -158,7 +129,7 @@ class ConcurrencyLadder(LoadTestShape):
             self._broadcast()
 
     def _end_reason(self, book: StepBook, now: float) -> str | None:
-        cfg = self.config
+        cfg = self.settings
         if now - book.start_s >= cfg.max_step_time:
             return "max_time"
         steady = book.steady_start_s
@@ -199,12 +170,12 @@ class ConcurrencyLadder(LoadTestShape):
             book.closed = True
             for callback in self.on_step_closed:
                 callback(step)
-            log.info(describe_close(step, len(self.config.levels)))
+            log.info(describe_close(step, len(self.settings.ladder)))
             self.collector.drop_steps_before(book.index)
 
     def _drain_tick(self, now: float) -> tuple[int, float] | None:
         """Users start nothing new while draining; once nothing is in flight, stop them and end the test."""
-        timed_out = now - self._drain_started > self.config.request_timeout + 10.0
+        timed_out = now - self._drain_started > self.settings.request_timeout + 10.0
         if not self.collector.in_flight or timed_out:
             self._close_ready_books(force=True)
             self._finished = True
@@ -222,8 +193,3 @@ class ConcurrencyLadder(LoadTestShape):
             self._end_step(self._book, now, "stopped")
         self._close_ready_books(force=True)
         self._finished = True
-
-    @property
-    def finished(self) -> bool:
-        return self._finished
-

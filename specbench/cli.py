@@ -20,14 +20,16 @@ import sys
 import time
 from pathlib import Path
 
-from locustfiles.settings import default_run_dir
+from contract.schema import APIS
+from contract.settings import default_run_dir
+from locustfiles.target import start_emulator_process
 from specbench.launch import LaunchError
 from specbench.preflight import PreflightError, check_server
-from specbench.servers import start_emulator_process
 from specbench.sweepfile import SweepFileError
+from specbench_config import data_path
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "suite" / "demo.yaml"
-DEMO_SWEEP_CONFIG = DEMO_CONFIG.with_name("demo-sweep.yaml")
+DEMO_CONFIG = data_path("suite", "demo.yaml")
+DEMO_SWEEP_CONFIG = data_path("suite", "demo-sweep.yaml")
 # The demo sweep: the baseline, three draft lengths whose cost makes longer drafts win at low C and lose
 # sooner as C grows (config/emulator/eagle3-steps*.yaml), and the seed's calibrated EAGLE-3 (loses everywhere).
 DEMO_SWEEP = (("off", "baseline"), ("steps5", "eagle3-steps5"), ("steps3", "eagle3-steps3"),
@@ -50,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="URL of a speculative server; repeat as --spec NAME=URL to compare several")
     p.add_argument("--out", help="report directory (default reports/compare-YYYYmmdd-HHMMSS)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
-    p.add_argument("--api", default="auto", choices=("auto", "generate", "chat", "completions"))
+    p.add_argument("--api", default="auto", choices=("auto", *APIS))
     common_load(p)
 
     p = sub.add_parser("run", help="one ladder against one server")

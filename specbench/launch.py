@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Mapping
@@ -18,6 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago, for a ``{port}`` placeholder."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 class LaunchError(RuntimeError):

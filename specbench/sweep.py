@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.compare import run_ladder, write_report
-from specbench.launch import LaunchError, ServerCommand
+from specbench.launch import LaunchError, ServerCommand, free_port
 from specbench.preflight import check_server
-from specbench.servers import free_port
 from specbench.sweepfile import Entry, Sweep
 
 

@@ -177,7 +177,25 @@ def _entry(item: Any, i: int, source: str, shared: dict[str, str], ready_default
     if not isinstance(item, dict):
         raise SweepFileError(source, f"configurations[{i}]", "expected a mapping (name, url or command, ...)")
     _unknown(item, ENTRY_KEYS, source, where)
-    name = item.get("name")
+    name = _name(item.get("name"), source, where)
+    baseline = item.get("baseline", False)
+    if not isinstance(baseline, bool):
+        raise SweepFileError(source, where + "baseline", f"expected true or false, got {baseline!r}")
+    params = {**shared, **_scalar_map(item.get("params"), source, where + "params")}
+    known = set(params) | set(BUILTIN_PARAMS)
+    if item.get("command") is None and item.get("url") is None:
+        raise SweepFileError(source, where + "url", "give the server's url, or a command that starts it")
+    command = _command(item.get("command"), source, where, known)
+    url = _template(item.get("url", "http://127.0.0.1:{port}"), source, where + "url", known)
+    if not re.match(r"^https?://", url):
+        raise SweepFileError(source, where + "url", f"expected an http:// or https:// URL, got {url!r}")
+    ready = _ready(item.get("ready") or {}, url, source, where, known, ready_default)
+    env = _scalar_map(item.get("env"), source, where + "env")
+    return Entry(name, baseline, url, command, params, ready,
+                 _number(item, "stop_timeout_s", stop_default, source, where), env)
+
+
+def _name(name: Any, source: str, where: str) -> str:
     if isinstance(name, bool):
         raise SweepFileError(source, where + "name", f"got {name!r}: YAML reads off/on/no/yes as booleans, so "
                              "quote the name ('off')")
@@ -186,33 +204,24 @@ def _entry(item: Any, i: int, source: str, shared: dict[str, str], ready_default
     if not isinstance(name, str) or not NAME_RE.match(name) or name in RESERVED:
         raise SweepFileError(source, where + "name", f"expected a name of letters, digits and . _ + - "
                              f"(at most 64, not {' or '.join(sorted(RESERVED))}), got {name!r}")
-    baseline = item.get("baseline", False)
-    if not isinstance(baseline, bool):
-        raise SweepFileError(source, where + "baseline", f"expected true or false, got {baseline!r}")
-    params = {**shared, **_scalar_map(item.get("params"), source, where + "params")}
-    known = set(params) | set(BUILTIN_PARAMS)
-    command = item.get("command")
-    if command is None and item.get("url") is None:
-        raise SweepFileError(source, where + "url", "give the server's url, or a command that starts it")
-    parsed_command: str | tuple[str, ...] | None = None
-    if isinstance(command, list):
-        if not command:
-            raise SweepFileError(source, where + "command", "expected a non-empty list or string")
-        parsed_command = tuple(_template(str(p) if isinstance(p, (int, float)) else p, source,
-                                         f"{where}command[{j}]", known) for j, p in enumerate(command))
-    elif command is not None:
-        parsed_command = _template(command, source, where + "command", known)
-    url = _template(item.get("url", "http://127.0.0.1:{port}"), source, where + "url", known)
-    if not re.match(r"^https?://", url):
-        raise SweepFileError(source, where + "url", f"expected an http:// or https:// URL, got {url!r}")
-    ready_raw = item.get("ready") or {}
-    if not isinstance(ready_raw, dict):
+    return name
+
+
+def _command(command: Any, source: str, where: str, known: set[str]) -> str | tuple[str, ...] | None:
+    if command is None:
+        return None
+    if not isinstance(command, list):
+        return _template(command, source, where + "command", known)
+    if not command:
+        raise SweepFileError(source, where + "command", "expected a non-empty list or string")
+    return tuple(_template(str(p) if isinstance(p, (int, float)) else p, source, f"{where}command[{j}]", known)
+                 for j, p in enumerate(command))
+
+
+def _ready(raw: Any, url: str, source: str, where: str, known: set[str], default_timeout: float) -> Ready:
+    if not isinstance(raw, dict):
         raise SweepFileError(source, where + "ready", "expected a mapping (url, timeout_s, interval_s)")
-    _unknown(ready_raw, READY_KEYS, source, where + "ready.")
-    ready_url = _template(ready_raw.get("url", url.rstrip("/") + "/health"), source, where + "ready.url",
-                          known)
-    ready = Ready(ready_url, _number(ready_raw, "timeout_s", ready_default, source, where + "ready."),
-                  _number(ready_raw, "interval_s", 0.5, source, where + "ready."))
-    env = _scalar_map(item.get("env"), source, where + "env")
-    return Entry(name, baseline, url, parsed_command, params, ready,
-                 _number(item, "stop_timeout_s", stop_default, source, where), env)
+    _unknown(raw, READY_KEYS, source, where + "ready.")
+    ready_url = _template(raw.get("url", url.rstrip("/") + "/health"), source, where + "ready.url", known)
+    return Ready(ready_url, _number(raw, "timeout_s", default_timeout, source, where + "ready."),
+                 _number(raw, "interval_s", 0.5, source, where + "ready."))

@@ -22,9 +22,9 @@ import pytest
 
 from emulator.costmodel import expected_throughput_for_prompts
 from emulator.profile import load_profile
-from emulator.suiteprompts import load_suite_prompts
 from specbench.cli import main as specbench_main
 from specbench.launch import ServerCommand, _group_alive
+from specbench_config import data_path
 
 pytestmark = pytest.mark.slow
 
@@ -66,8 +66,14 @@ def sweep_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return out, proc.stdout
 
 
+def _suite_prompts() -> list:
+    """The built-in prompt set as the emulator's cost model takes it (text, or a message list)."""
+    rows = [json.loads(line) for line in data_path("prompts", "diverse.jsonl").read_text().splitlines() if line]
+    return [row["prompt"] if isinstance(row.get("prompt"), str) else row["messages"] for row in rows]
+
+
 def _model(name: str, c: float) -> float:
-    prompts, _ = load_suite_prompts()
+    prompts = _suite_prompts()
     return expected_throughput_for_prompts(load_profile(PROFILES[name], speed=SPEED), c, prompts, MAX_TOKENS)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.schema import read_run
+from contract.schema import read_run
 
 from .conftest import PROMPTS_SHORT
 
