@@ -14,7 +14,7 @@ import math
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from analysis.columns import STEP_COLUMNS
@@ -44,7 +44,7 @@ class TabRow:
     """One row of the tab: a step's figures, plus what only a running step has."""
 
     row: StepRow
-    state: str  # "warming up", "measuring" or "final"
+    state: str  # "warming up", "measuring", "closing" (window ended, last requests streaming) or "final"
     in_flight: int | None = None
     recent_tok_s: float | None = None
     recent_start_s: float | None = None
@@ -70,10 +70,20 @@ def live_row(run_name: str, step: OpenStep, records: Sequence[RequestRecord], *,
     window = StepWindow(step.index, step.target_c, steady, until if steady is not None else None, partial=False,
                         min_requests=step.min_requests, ended_by=None)
     row, _ = flag_step(run_name, step_figures(records, window))
-    recent_start = max(step.start_s, until - RECENT_S)
-    recent = window_throughput(records, recent_start, until) if until > recent_start else None
     state = "measuring" if steady is not None and until > steady else "warming up"
-    return TabRow(row, state, in_flight, recent, recent_start, until)
+    if state == "warming up":
+        row = replace(row, flags=())  # no window yet is the state, not a fault
+    recent_start = max(step.start_s, until - RECENT_S)
+    if until <= recent_start:  # a request from before this step is still streaming: nothing exact yet
+        return TabRow(row, state, in_flight)
+    return TabRow(row, state, in_flight, window_throughput(records, recent_start, until), recent_start, until)
+
+
+def closing_row(step: OpenStep) -> TabRow:
+    """A step whose window has ended but whose last requests are still streaming: figures once they finish."""
+    window = StepWindow(step.index, step.target_c, None, None, partial=False, min_requests=step.min_requests,
+                        ended_by=None)
+    return TabRow(step_figures([], window), "closing")
 
 
 def clock(t: float | None) -> str:

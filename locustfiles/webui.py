@@ -20,7 +20,7 @@ from flask import Response, request, send_from_directory
 from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
-from analysis.live import OpenStep, TabRow, final_row, live_row, tab_cells, tab_csv, tab_structure
+from analysis.live import OpenStep, TabRow, closing_row, final_row, live_row, tab_cells, tab_csv, tab_structure
 from contract.schema import RunFormatError, StepRecord
 
 log = logging.getLogger("specbench.webui")
@@ -68,11 +68,19 @@ class TokensTab:
         if self._cache is not None and now - self._cache[0] < REFRESH_S:
             return self._cache[1]
         rows = list(self.final)
+        rows.extend(self._closing())
         live = self._live(now)
         if live is not None:
             rows.append(live)
         self._cache = (now, rows)
         return rows
+
+    def _closing(self) -> list[TabRow]:
+        shape = self.hooks.shape
+        if shape is None or not self.running:
+            return []
+        return [closing_row(OpenStep(b.index, b.target_c, b.min_requests, b.start_s, b.steady_start_s))
+                for b in shape.books if b.end_s is not None and not b.closed]
 
     def _live(self, now: float) -> TabRow | None:
         shape = self.hooks.shape
