@@ -44,7 +44,7 @@ def _need_browser() -> Any:
     except ImportError:
         missing = missing or "playwright is not installed (pip install -e '.[dev]')"
     if missing:
-        if os.environ.get("CI") == "true":
+        if os.environ.get("CI", "").strip().lower() == "true":
             pytest.fail(f"CI=true but {missing}")
         pytest.skip(missing)
     return sync_playwright
