@@ -121,15 +121,20 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     rows: list[StepRow] = []
     warnings: list[ValidityWarning] = []
     for window in step_windows(run):
-        row = summarize_step(run, window, slo)
-        found = step_warnings(run_name, row)
+        row, found = flag_step(run_name, summarize_step(run, window, slo))
         warnings.extend(found)
-        codes = [w.code for w in found] + ([CHUNK_COUNTED_TOKENS] if row.chunk_counted_requests else [])
-        rows.append(replace(row, flags=tuple(dict.fromkeys(codes))))
+        rows.append(row)
     has_meta = (run.path / META_FILE).exists()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
                       cached_share(run.records), slo)
+
+
+def flag_step(run_name: str, row: StepRow) -> tuple[StepRow, list[ValidityWarning]]:
+    """The row with its flags filled in, and the warnings behind them."""
+    found = step_warnings(run_name, row)
+    codes = [w.code for w in found] + ([CHUNK_COUNTED_TOKENS] if row.chunk_counted_requests else [])
+    return replace(row, flags=tuple(dict.fromkeys(codes))), found
 
 
 def cached_share(records: Sequence[RequestRecord]) -> float | None:
@@ -144,6 +149,14 @@ def cached_share(records: Sequence[RequestRecord]) -> float | None:
 
 def summarize_step(run: RunData, window: StepWindow, slo: Slo | None = None) -> StepRow:
     """The figures of one step (flags are filled in by ``summarize_run``)."""
+    return step_figures(run.records, window, slo)
+
+
+def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo | None = None) -> StepRow:
+    """A step's figures from any set of records holding those in flight during its window.
+
+    The live web-UI tab calls this on the master's records as a run goes, ``summarize`` on the run directory.
+    """
     if window.min_requests:
         min_requests = window.min_requests
     elif window.target_rate is not None:
@@ -153,7 +166,7 @@ def summarize_step(run: RunData, window: StepWindow, slo: Slo | None = None) -> 
     if window.bounds is None:
         return replace(_empty_row(window, min_requests), target_rate=window.target_rate, dropped=window.dropped)
     t0, t1 = window.bounds
-    nearby = overlapping(run.records, t0, t1)
+    nearby = overlapping(records, t0, t1)
     # Closed loop: requests that started and finished in the window. Open loop: every request sent in it (the
     # slowest finish after the window; leaving them out would flatter an overloaded level's latencies).
     inside = sent_in(nearby, t0, t1) if window.target_rate is not None else measured_in_window(nearby, t0, t1)

@@ -23,6 +23,8 @@ from contract.policy import DEFAULT_LADDER
 from contract.schema import APIS
 from contract.slo import SloError, parse_rates, parse_slo
 
+LOAD_MODES: tuple[str, ...] = ("ladder", "users")
+
 
 @dataclass(frozen=True)
 class Option:
@@ -57,6 +59,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("connect-timeout", 10.0, "seconds to connect"),
     Option("read-timeout", 120.0, "seconds a stream may stay silent before it counts as a timeout"),
     Option("request-timeout", 900.0, "seconds a whole request may take before it counts as a timeout"),
+    Option("load-mode", "ladder", "ladder: walk the --ladder levels (the Users field is not used); users: hold "
+           "Locust's number of users as one measured step, for Run time if set, else until Stop",
+           choices=LOAD_MODES),
     Option("ladder", ",".join(map(str, DEFAULT_LADDER)), "concurrency levels of the ladder, comma-separated"),
     Option("warmup-time", 0.0, "warm-up seconds per step; 0: until every user has finished one request"),
     Option("min-requests", 0, "requests each step must measure; 0: max(30, 3*C)"),
@@ -230,6 +235,7 @@ class SuiteSettings:
     connect_timeout: float
     read_timeout: float
     request_timeout: float
+    load_mode: str
     ladder: list[int]
     warmup_time: float
     min_requests: int
@@ -248,10 +254,6 @@ class SuiteSettings:
     def open_loop(self) -> bool:
         return bool(self.rate_ladder)
 
-    @property
-    def n_steps(self) -> int:
-        return len(self.rate_ladder) if self.rate_ladder else len(self.ladder)
-
     @classmethod
     def from_options(cls, options: Any) -> SuiteSettings:
         def get(dest: str) -> Any:
@@ -264,7 +266,7 @@ class SuiteSettings:
             label=str(get("label")), out=str(get("out") or ""), model=str(get("model") or ""),
             api_key_env=str(get("api_key_env") or ""), connect_timeout=float(get("connect_timeout")),
             read_timeout=float(get("read_timeout")), request_timeout=float(get("request_timeout")),
-            ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
+            load_mode=str(get("load_mode")), ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
             min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
             rate_ladder=_rates(get("rate_ladder")), arrivals=str(get("arrivals")),
@@ -278,6 +280,8 @@ class SuiteSettings:
     def validate(self) -> None:
         if self.api not in ("auto", *APIS):
             raise SettingsError(f"--api: expected one of auto, {', '.join(APIS)}, got {self.api!r}")
+        if self.load_mode not in LOAD_MODES:
+            raise SettingsError(f"--load-mode: expected one of {', '.join(LOAD_MODES)}, got {self.load_mode!r}")
         if self.max_tokens < 1:
             raise SettingsError(f"--max-tokens: expected a positive whole number, got {self.max_tokens}")
         for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time"):
@@ -285,6 +289,15 @@ class SuiteSettings:
                 raise SettingsError(f"--{name.replace('_', '-')}: expected a positive number of seconds")
         if self.step_ci < 0 or self.step_ci >= 1:
             raise SettingsError(f"--step-ci: expected a fraction in [0, 1), got {self.step_ci}")
+        self._validate_workload()
+        if self.api_key_env and self.api_key_env not in os.environ:
+            raise SettingsError(f"--api-key-env: environment variable {self.api_key_env} is not set")
+
+    def _validate_workload(self) -> None:
+        """Open loop, SLO, lengths and shared prefixes (issue #16's options)."""
+        if self.rate_ladder and self.load_mode == "users":
+            raise SettingsError("--rate-ladder: open loop walks request rates; it cannot be combined with "
+                                "--load-mode users (which holds a user count)")
         if self.arrivals not in ("poisson", "constant"):
             raise SettingsError(f"--arrivals: expected poisson or constant, got {self.arrivals!r}")
         if self.max_in_flight < 1:
@@ -296,8 +309,6 @@ class SuiteSettings:
             parse_shared_prefix(self.shared_prefix)
         except (SloError, LengthError) as exc:
             raise SettingsError(str(exc)) from None
-        if self.api_key_env and self.api_key_env not in os.environ:
-            raise SettingsError(f"--api-key-env: environment variable {self.api_key_env} is not set")
 
     def api_key(self) -> str | None:
         """The secret itself, read from the environment at the moment it is needed; never stored."""

@@ -6,6 +6,7 @@ takes one Environment, so tests can wire several in one process, each with its o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import sys
@@ -37,6 +38,8 @@ class RunHooks:
         self.steps = runmod.StepsWriter()
         self.emulator: EmulatorProcess | None = None
         self.plan: runmod.RunPlan | None = None  # on a worker: the master's plan for the current run
+        self.run_dirs: set[str] = set()  # run directories this process has written (one per Start)
+        self.tokens_tab: Any = None  # the web UI's Tokens tab, on the process that serves the UI
 
     @property
     def shape(self) -> ConcurrencyLadder | None:
@@ -75,14 +78,22 @@ class RunHooks:
         runner.register_message(START_MESSAGE, self._on_start_message)
         runner.register_message(RECORD_MESSAGE, self._on_record_message)
         runner.register_message(DROP_MESSAGE, self._on_drop_message)
-        if self.shape is not None:
-            self.shape.on_step_closed.append(self.steps)
+        self._wire_outputs()
         if options is not None and getattr(options, "headless", False):
             # Locust 2.47 installs its SIGTERM handler only after a headless shape run has ended (a SIGTERM
             # during the ladder kills the process with nothing closed), and Ctrl-C raises KeyboardInterrupt
             # in whichever greenlet happens to run. Both now end the shape, so Locust stops in order.
             for signum in (signal.SIGTERM, signal.SIGINT):
                 gevent.signal_handler(signum, self._on_stop_signal, signum)
+
+    def _wire_outputs(self) -> None:
+        """Closed steps go to steps.jsonl, and (where a web UI is served) to the Tokens tab."""
+        if self.shape is not None:
+            self.shape.on_step_closed.append(self.steps)
+        if self.env.web_ui is not None:
+            from locustfiles.webui import install_tokens_tab  # only where a web UI is served
+
+            self.tokens_tab = install_tokens_tab(self.env, self)
 
     def _on_stop_signal(self, signum: int) -> None:
         log.info("Got %s: stopping the ladder; every finished request is kept", signal.Signals(signum).name)
@@ -134,6 +145,8 @@ class RunHooks:
             settings = settings_of(options)
             if self.coordinates:
                 plan = runmod.plan_run(settings, self.env.host or "")
+                plan = dataclasses.replace(plan, run_dir=unused_run_dir(plan.run_dir, self.run_dirs))
+                self.run_dirs.add(plan.run_dir)
                 if isinstance(runner, MasterRunner):  # sent before Locust's spawn messages, so it arrives first
                     runner.send_message(PLAN_MESSAGE, plan.to_message())
             elif self.plan is None:
@@ -149,23 +162,41 @@ class RunHooks:
         setattr(self.env, "specbench_run", ctx)  # noqa: B010 - read by the users through LLMUser
         if self.coordinates:
             self.meta = runmod.initial_meta(ctx, self.env.host or "")
+            if self.shape is not None:
+                self.meta.ladder = list(self.shape.levels)  # users mode: the one level it holds
             write_meta(ctx.run_dir, self.meta)
             self.steps.open(ctx.run_dir)
+            if self.tokens_tab is not None:
+                self.tokens_tab.run_started(ctx.run_dir)
             log.info("Run directory: %s (api %s, model %s, server %s%s)", ctx.run_dir, ctx.api, ctx.model,
                      ctx.server.kind, ", speculative" if ctx.server.speculative else "")
 
-    def on_test_stop(self) -> None:
+    def on_test_stopping(self) -> None:
+        """Before Locust cuts the users' requests short: the open step's window ends while it is still exact."""
         if self.shape is not None and self.coordinates:
             self.shape.stop_now()
+
+    def on_test_stop(self) -> None:
+        """Each run ends its directory (every Start of the web UI has its own): last step written, meta final."""
+        if self.shape is not None and self.coordinates:
+            self.shape.stop_now()
+        self._finish_run()
+
+    def _finish_run(self) -> None:
+        ctx = getattr(self.env, "specbench_run", None)
+        if self.coordinates and ctx is not None and self.meta is not None:
+            completed = self.shape.completed if self.shape is not None else True
+            runmod.finish_meta(ctx.run_dir, self.meta, completed)
+            self.meta = None
+        self.steps.close()
+        if self.tokens_tab is not None and ctx is not None:
+            self.tokens_tab.run_ended(ctx.run_dir)
 
     def on_quitting(self) -> None:
         ctx = getattr(self.env, "specbench_run", None)
         if ctx is not None and ctx.records is not None:
             ctx.records.close()
-        if self.coordinates and ctx is not None and self.meta is not None:
-            completed = self.shape.completed if self.shape is not None else True
-            runmod.finish_meta(ctx.run_dir, self.meta, completed)
-        self.steps.close()
+        self._finish_run()
         if self.emulator is not None:
             self.emulator.stop()
             log.info("Stopped the built-in emulator at %s", self.emulator.url)
@@ -178,10 +209,20 @@ def fail(message: str) -> None:
     raise SystemExit(2)
 
 
+def unused_run_dir(run_dir: str, used: set[str]) -> str:
+    """``run_dir``, or ``run_dir-2``, ``-3`` ... when an earlier Start of this process already wrote there."""
+    candidate, n = run_dir, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{run_dir}-{n}"
+    return candidate
+
+
 def install(environment: Environment, argv: list[str] | None = None) -> RunHooks:
     """Attach the suite to one Environment whose runner exists (call from the ``init`` event)."""
     hooks = RunHooks(environment)
     environment.events.test_start.add_listener(lambda **_kw: hooks.on_test_start())
+    environment.events.test_stopping.add_listener(lambda **_kw: hooks.on_test_stopping())
     environment.events.test_stop.add_listener(lambda **_kw: hooks.on_test_stop())
     environment.events.quitting.add_listener(lambda **_kw: hooks.on_quitting())
     hooks.on_init(sys.argv if argv is None else argv)

@@ -27,6 +27,9 @@ class RateLadder(ConcurrencyLadder):
         min_requests = self.settings.min_requests or default_min_requests_at_rate(rate)
         return StepBook(index=index, target_c=0, min_requests=min_requests, start_s=now, target_rate=rate)
 
+    def _n_steps(self) -> int:
+        return len(self.settings.rate_ladder) if self.settings.open_loop else super()._n_steps()
+
     def _users(self, book: StepBook) -> tuple[int, float]:
         if book.target_rate is None:
             return super()._users(book)
