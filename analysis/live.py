@@ -68,7 +68,8 @@ def live_row(run_name: str, step: OpenStep, records: Sequence[RequestRecord], *,
     until = exact_until(now, oldest_in_flight_start)
     steady = step.steady_start_s
     window = StepWindow(step.index, step.target_c, steady, until if steady is not None else None, partial=False,
-                        min_requests=step.min_requests, ended_by=None)
+                        min_requests=step.min_requests, ended_by=None,
+                        target_rate=getattr(step, "target_rate", None))  # open loop: a rate step
     row, _ = flag_step(run_name, step_figures(records, window))
     state = "measuring" if steady is not None and until > steady else "warming up"
     if state == "warming up":

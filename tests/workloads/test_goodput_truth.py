@@ -14,10 +14,11 @@ from contract.schema import read_run
 from contract.slo import parse_slo
 from tests.conftest import ledger, run_locust
 
-# A third of the streams stall 0.5 s half-way (10 s at speed 20) and a tenth fail with 503: the SLO's TPOT
-# and E2E targets sit far between the two kinds of request, so client and server timing agree on each one.
-FAULTS = ["--fault-stall", "0.3", "--stall-s", "10", "--fault-503", "0.1"]
-SLO = "ttft=1s,tpot=20ms,e2e=300ms"
+# A third of the streams stall 1 s half-way (20 s at speed 20) and a tenth fail with 503: the SLO's TPOT and
+# E2E targets sit far between the two kinds of request (about 0.6 ms against 67 ms per token, 20 ms against
+# 1.02 s end to end), so client and server clocks agree on each request even on a loaded machine.
+FAULTS = ["--fault-stall", "0.3", "--stall-s", "20", "--fault-503", "0.1"]
+SLO = "ttft=1s,tpot=35ms,e2e=600ms"
 
 
 def _ledger_verdict(entry: dict) -> bool:
@@ -28,7 +29,7 @@ def _ledger_verdict(entry: dict) -> bool:
     e2e = entry["finished_s"] - entry["arrival_s"]
     n = entry["completion_tokens"]
     tpot = (e2e - ttft) / (n - 1) if n > 1 else 0.0
-    return ttft <= 1.0 and tpot <= 0.020 and e2e <= 0.300
+    return ttft <= 1.0 and tpot <= 0.035 and e2e <= 0.600
 
 
 @pytest.mark.parametrize("mode", [("--rate-ladder", "20"), ("--ladder", "4")], ids=["open", "closed"])
@@ -61,14 +62,18 @@ def test_attainment_and_goodput_equal_the_ledgers(tmp_path, emulator, mode):
     assert abs(len(window) - row.slo_requests) <= 1  # a send within a millisecond of an edge may differ
     assert abs(row.slo_attainment - len(good) / len(window)) <= 1.5 / len(window)
     assert abs(row.goodput_req_s - len(good) / (t1 - t0)) <= 1.0 / (t1 - t0)
-    # tokens: good requests' tokens that the server emitted inside the window (all 16 unless they straddle it)
-    inside = sum(e["completion_tokens"] for e in good if e["finished_s"] <= t1)
-    assert row.goodput_tok_s * (t1 - t0) >= inside - 16
+    # tokens: at least every token of the good requests sent in the window that the server finished 50 ms before
+    # its end (so they reached the client in it), at most every token of good requests overlapping it (its
+    # edges widened by 50 ms: the client receives a chunk a little after the server sends it)
+    surely_in = sum(e["completion_tokens"] for e in good if e["finished_s"] <= t1 - 0.05)
+    overlapping = sum(e["completion_tokens"] for e in truth.values()
+                      if _ledger_verdict(e) and e["arrival_s"] < t1 and e["finished_s"] > t0 - 0.05)
+    assert surely_in <= row.goodput_tok_s * (t1 - t0) <= overlapping
     assert row.goodput_tok_s <= row.throughput_tok_s
 
     # The same figures reach the JSON summary and the terminal table.
     assert analysis_main(["summarize", str(out), "--out", str(tmp_path / "s")]) == 0
     data = json.loads((tmp_path / "s" / "summary.json").read_text())
-    assert data["slo"]["text"] == "TTFT<=1s, TPOT<=20ms, E2E<=300ms"
+    assert data["slo"]["text"] == "TTFT<=1s, TPOT<=35ms, E2E<=600ms"
     assert data["steps"][0]["slo_attainment"] == pytest.approx(row.slo_attainment)
     assert "SLO met" in (tmp_path / "s" / "summary.txt").read_text()
