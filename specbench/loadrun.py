@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import locustfiles
+from specbench.servers import free_port
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
 
@@ -35,8 +36,9 @@ class LoadRun:
             cmd += ["--host", self.host]
         if self.suite_config:
             cmd += ["--suite-config", self.suite_config]
-        if self.processes:
-            cmd += ["--processes", str(self.processes)]
+        if self.processes:  # a free port: never Locust's fixed 5557, which another run may hold
+            port = free_port()
+            cmd += ["--processes", str(self.processes), "--master-bind-port", str(port), "--master-port", str(port)]
         return cmd + list(self.extra)
 
 
