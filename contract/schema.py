@@ -59,7 +59,7 @@ class RequestRecord(TypedDict):
     api: Api
     prompt_id: str
     category: str
-    prompt_seq: int  # position of the prompt in the shared prompt order
+    prompt_seq: int  # position of the prompt in the prompt order: request N of a level has N
     step: int | None  # ladder step index at request start; None outside a ladder
     target_c: int | None  # ladder target concurrency at request start
     phase: Phase | None  # as seen by the client when the request finished

@@ -17,6 +17,7 @@ from pathlib import Path
 import requests
 
 from contract.schema import read_run
+from locustfiles.link import ClockOffset
 from specbench.servers import free_port
 from tests.conftest import LOCUSTFILE, run_locust
 
@@ -138,3 +139,11 @@ def test_killed_worker_is_counted_and_a_stray_worker_is_refused(tmp_path, emulat
     t = step["end_s"] - 1.0  # the lost users were re-spawned on the remaining worker: C is back to 6
     assert sum(1 for r in run.records if r["start_s"] <= t <= r["start_s"] + r["e2e_s"]) >= 5
     assert list((tmp_path / "stray").iterdir()) == [], "the stray wrote nothing"
+
+
+def test_clock_offset_keeps_the_probe_with_the_shortest_round_trip():
+    clock = ClockOffset()
+    clock.add(t0=100.0, tm=150.2, t1=100.4)  # round trip 0.4 s: offset 50.0 +- 0.2
+    clock.add(t0=200.0, tm=250.3, t1=200.02)  # 0.02 s: offset 50.29 +- 0.01, kept
+    clock.add(t0=300.0, tm=349.0, t1=301.0)  # a slow probe never replaces a faster one
+    assert abs(clock.offset_s - 50.29) < 1e-9 and clock.rtt_s is not None and abs(clock.rtt_s - 0.02) < 1e-9
