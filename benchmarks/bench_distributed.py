@@ -18,8 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from specbench.loadrun import LOCUSTFILE
-from specbench.servers import free_port, start_emulator_process
+from locustfiles.target import start_emulator_process
+from specbench.loadrun import LOCUSTFILE, free_port
 
 
 def one_run(url: str, processes: int, users: int, seconds: float, out: Path) -> dict[str, float]:

@@ -39,6 +39,7 @@ from locustfiles.sequencer import (
     StepCounters,
     WorkerSequence,
 )
+from locustfiles.target import EmulatorProcess, start_emulator_process
 from shapes.ladder import ConcurrencyLadder
 from shapes.live import PLAN_MESSAGE, RECORD_MESSAGE, START_MESSAGE, STEP_MESSAGE, LiveStep
 
@@ -53,7 +54,7 @@ class RunHooks:
         self.live = LiveStep()
         self.meta: RunMeta | None = None
         self.steps = runmod.StepsWriter()
-        self.emulator: Any = None
+        self.emulator: EmulatorProcess | None = None
         self.plan: runmod.RunPlan | None = None  # on a worker: the master's plan for the current run
         self.counters = StepCounters()  # master/local: prompt sequence numbers per step
         self.fleet: Fleet | None = None  # master: workers admitted by token, their record counts, losses
@@ -172,11 +173,13 @@ class RunHooks:
             runner.quit()
 
     def _start_embedded_emulator(self, options: Any) -> None:
-        from emulator import start_emulator  # only when there is no --host: the default target
-
+        """No --host: start the default target in its own process (never in Locust's); stopped at quitting."""
         profile = str(getattr(options, "emulator_profile", "baseline"))
         speed = float(getattr(options, "emulator_speed", 1.0))
-        self.emulator = start_emulator(profile, speed=speed)
+        try:
+            self.emulator = start_emulator_process(profile, speed=speed)
+        except RuntimeError as exc:
+            fail(f"--emulator-profile {profile}: the built-in emulator did not start: {exc}")
         self.env.host = self.emulator.url
         log.info("No --host given: started the built-in emulator (profile %s, speed %g) at %s",
                  profile, speed, self.emulator.url)
@@ -285,6 +288,7 @@ class RunHooks:
         self.steps.close()
         if self.emulator is not None:
             self.emulator.stop()
+            log.info("Stopped the built-in emulator at %s", self.emulator.url)
 
     def _report_losses(self) -> None:
         """A run that lost data says so in one line and exits non-zero (3)."""

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from contract.schema import APIS
 from contract.settings import default_run_dir
+from locustfiles.target import start_emulator_process
 from specbench.preflight import PreflightError, check_server
-from specbench.servers import start_emulator_process
+from specbench_config import data_path
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "suite" / "demo.yaml"
+DEMO_CONFIG = data_path("suite", "demo.yaml")
 
 
 def _parser() -> argparse.ArgumentParser:

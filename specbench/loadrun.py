@@ -7,15 +7,22 @@ too; we wait for it to write what it has, and the caller then reports on the par
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import locustfiles
-from specbench.servers import free_port
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1, for the master of a ``--processes`` run (never Locust's fixed 5557)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 @dataclass

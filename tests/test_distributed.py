@@ -18,7 +18,7 @@ import requests
 
 from contract.schema import read_run
 from locustfiles.link import ClockOffset
-from specbench.servers import free_port
+from specbench.loadrun import free_port
 from tests.conftest import LOCUSTFILE, run_locust
 
 LADDER = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "40", "--min-step-time", "3",
