@@ -49,7 +49,9 @@ class Fleet:
 
     # -- admission --------------------------------------------------------------------------------------------
 
-    def on_hello(self, runner: MasterRunner, node: str, data: dict[str, Any]) -> None:
+    def on_hello(self, runner: MasterRunner, node: str, data: dict[str, Any],
+                 before_welcome: Callable[[str], None] | None = None) -> None:
+        """Admit or refuse; ``before_welcome(node)`` brings a worker that joins a running test up to date."""
         index = runner.get_worker_index(node)
         if data.get("token") != self.token:
             self.refused.add(node)
@@ -64,6 +66,8 @@ class Fleet:
             runner.handle_message(node, Message("client_stopped", None, node))
             return
         self.trusted[node] = index
+        if before_welcome is not None:
+            before_welcome(node)
         runner.send_message(WELCOME_MESSAGE, {"t0": data.get("t0"), "tm": time.time()}, client_id=node)
 
     def accepts(self, node: str) -> bool:

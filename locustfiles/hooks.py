@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 import gevent
-import gevent.event
 from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
@@ -60,8 +59,9 @@ class RunHooks:
         self.fleet: Fleet | None = None  # master: workers admitted by token, their record counts, losses
         self.link: WorkerLink | None = None  # worker: token handshake and clock offset
         self.sequence: WorkerSequence | None = None  # worker: prompt numbers granted by the master
-        self.refused = gevent.event.Event()
         self._watch: gevent.Greenlet | None = None
+        self._pending_start = False  # worker: a spawn arrived before the master's welcome
+        self._plan_message: dict[str, Any] | None = None  # master: the current run's plan, for late joiners
 
     @property
     def shape(self) -> ConcurrencyLadder | None:
@@ -113,7 +113,7 @@ class RunHooks:
         runner.register_message(PLAN_MESSAGE, self._on_plan_message)
         token, _given = run_token(self.env.parsed_options)
         self.link = WorkerLink(runner.send_message, token, self._on_refused)
-        runner.register_message(WELCOME_MESSAGE, lambda msg, **_kw: self.link and self.link.on_welcome(msg.data))
+        runner.register_message(WELCOME_MESSAGE, lambda msg, **_kw: self._on_welcome(msg.data))
         runner.register_message(CLOCK_MESSAGE, lambda msg, **_kw: self.link and self.link.on_clock(msg.data))
         runner.register_message(SEQ_GRANT_MESSAGE,
                                 lambda msg, **_kw: self.sequence and self.sequence.on_grant(msg.data))
@@ -122,7 +122,6 @@ class RunHooks:
     def _on_refused(self, reason: str) -> None:
         log.error("specbench: %s; this worker quits and sends nothing", reason)
         self.env.process_exit_code = 2
-        self.refused.set()
         runner = self.env.runner
         if runner is not None:
             gevent.spawn_later(0.2, runner.quit)
@@ -142,7 +141,14 @@ class RunHooks:
 
     def _on_hello(self, runner: MasterRunner, msg: Any) -> None:
         if self.fleet is not None:
-            self.fleet.on_hello(runner, msg.node_id, msg.data)
+            self.fleet.on_hello(runner, msg.node_id, msg.data, before_welcome=lambda node: self._catch_up(runner, node))
+
+    def _catch_up(self, runner: MasterRunner, node: str) -> None:
+        """A worker joining a running test (a replacement) gets the run's plan and the current step first."""
+        if self._plan_message is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+            runner.send_message(PLAN_MESSAGE, self._plan_message, client_id=node)
+            if self.shape is not None:
+                runner.send_message(STEP_MESSAGE, self.shape.live.to_message(), client_id=node)
 
     def _on_clock(self, runner: MasterRunner, msg: Any) -> None:
         if self.fleet is not None and self.fleet.accepts(msg.node_id):
@@ -215,8 +221,11 @@ class RunHooks:
 
     def on_test_start(self) -> None:
         runner = self.env.runner
-        if isinstance(runner, WorkerRunner) and not self._admitted():
-            return  # refused: users find no run context and send nothing
+        if self.link is not None and not self.link.welcomed:
+            # A worker that joined a running test hears "spawn" before the answer to its hello; it starts
+            # once welcomed (a refused one never does: its users find no run context and send nothing).
+            self._pending_start = True
+            return
         worker = int(getattr(runner, "worker_index", 0) or 0)
         try:
             settings = settings_of(self.env.parsed_options)
@@ -232,19 +241,22 @@ class RunHooks:
         if self.coordinates:
             self._open_run(ctx, runner)
 
-    def _admitted(self) -> bool:
-        """A worker waits (briefly) for the master's answer to its hello before it runs anything."""
-        link = self.link
-        deadline = time.monotonic() + 10.0
-        while link is not None and not link.welcomed and not self.refused.is_set() and time.monotonic() < deadline:
-            gevent.sleep(0.05)
-        return link is None or (link.welcomed and not self.refused.is_set())
+    def _on_welcome(self, data: dict[str, Any]) -> None:
+        if self.link is None:
+            return
+        self.link.on_welcome(data)
+        # Joined a running test: its spawn came first (maybe even before these hooks were installed).
+        running = getattr(self.env.runner, "worker_state", None) in (STATE_SPAWNING, STATE_RUNNING)
+        if self.link.welcomed and (self._pending_start or running):
+            self._pending_start = False
+            self.on_test_start()
 
     def _plan(self, settings: Any, runner: Any) -> runmod.RunPlan:
         if self.coordinates:
             plan = runmod.plan_run(settings, self.env.host or "")
             if isinstance(runner, MasterRunner):  # sent before Locust's spawn messages, so it arrives first
-                runner.send_message(PLAN_MESSAGE, plan.to_message())
+                self._plan_message = plan.to_message()
+                runner.send_message(PLAN_MESSAGE, self._plan_message)
             return plan
         if self.plan is None:
             fail("worker: no run plan arrived from the master before the test started")
