@@ -6,6 +6,7 @@ takes one Environment, so tests can wire several in one process, each with its o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import sys
@@ -62,6 +63,8 @@ class RunHooks:
         self._watch: gevent.Greenlet | None = None
         self._pending_start = False  # worker: a spawn arrived before the master's welcome
         self._plan_message: dict[str, Any] | None = None  # master: the current run's plan, for late joiners
+        self.run_dirs: set[str] = set()  # run directories this process has written (one per Start)
+        self.tokens_tab: Any = None  # the web UI's Tokens tab, on the process that serves the UI
 
     @property
     def shape(self) -> ConcurrencyLadder | None:
@@ -100,8 +103,7 @@ class RunHooks:
         runner.register_message(RECORD_MESSAGE, self._on_record_message)
         if isinstance(runner, MasterRunner):
             self._init_master(runner, options)
-        if self.shape is not None:
-            self.shape.on_step_closed.append(self.steps)
+        self._wire_outputs()
         if options is not None and getattr(options, "headless", False):
             # Locust 2.47 installs its SIGTERM handler only after a headless shape run has ended (a SIGTERM
             # during the ladder kills the process with nothing closed), and Ctrl-C raises KeyboardInterrupt
@@ -169,6 +171,15 @@ class RunHooks:
                   "re-spawning its users on the %d remaining workers", index, users, len(steps), remaining)
         if isinstance(runner, MasterRunner) and remaining > 0 and runner.state in (STATE_RUNNING, STATE_SPAWNING):
             gevent.spawn(runner.start, runner.target_user_count, runner.spawn_rate)
+
+    def _wire_outputs(self) -> None:
+        """Closed steps go to steps.jsonl, and (where a web UI is served) to the Tokens tab."""
+        if self.shape is not None:
+            self.shape.on_step_closed.append(self.steps)
+        if self.env.web_ui is not None:
+            from locustfiles.webui import install_tokens_tab  # only where a web UI is served
+
+            self.tokens_tab = install_tokens_tab(self.env, self)
 
     def _on_stop_signal(self, signum: int) -> None:
         log.info("Got %s: stopping the ladder; every finished request is kept", signal.Signals(signum).name)
@@ -254,6 +265,8 @@ class RunHooks:
     def _plan(self, settings: Any, runner: Any) -> runmod.RunPlan:
         if self.coordinates:
             plan = runmod.plan_run(settings, self.env.host or "")
+            plan = dataclasses.replace(plan, run_dir=unused_run_dir(plan.run_dir, self.run_dirs))
+            self.run_dirs.add(plan.run_dir)
             if isinstance(runner, MasterRunner):  # sent before Locust's spawn messages, so it arrives first
                 self._plan_message = plan.to_message()
                 runner.send_message(PLAN_MESSAGE, self._plan_message)
@@ -272,8 +285,12 @@ class RunHooks:
 
     def _open_run(self, ctx: runmod.RunContext, runner: Any) -> None:
         self.meta = runmod.initial_meta(ctx, self.env.host or "")
+        if self.shape is not None:
+            self.meta.ladder = list(self.shape.levels)  # users mode: the one level it holds
         write_meta(ctx.run_dir, self.meta)
         self.steps.open(ctx.run_dir)
+        if self.tokens_tab is not None:
+            self.tokens_tab.run_started(ctx.run_dir)
         log.info("Run directory: %s (api %s, model %s, server %s%s)", ctx.run_dir, ctx.api, ctx.model,
                  ctx.server.kind, ", speculative" if ctx.server.speculative else "")
         if self.fleet is not None and isinstance(runner, MasterRunner):
@@ -282,22 +299,37 @@ class RunHooks:
                 self._watch.kill(block=False)
             self._watch = self.fleet.watch(runner, self._on_worker_lost)
 
+    def on_test_stopping(self) -> None:
+        """Before Locust cuts the users' requests short: the open step's window ends while it is still exact."""
+        if self.shape is not None and self.coordinates:
+            self.shape.stop_now()
+
     def on_test_stop(self) -> None:
+        """Each run ends its directory (every Start of the web UI has its own): last step written, meta final."""
         if self._watch is not None:  # workers quitting at the end are not lost
             self._watch.kill(block=False)
             self._watch = None
         if self.shape is not None and self.coordinates:
             self.shape.stop_now()
+        self._finish_run()
+
+    def _finish_run(self) -> None:
+        ctx = getattr(self.env, "specbench_run", None)
+        if self.coordinates and ctx is not None and self.meta is not None:
+            completed = self.shape.completed if self.shape is not None else True
+            runmod.finish_meta(ctx.run_dir, self.meta, completed)
+            self.meta = None
+        self.steps.close()
+        if self.tokens_tab is not None and ctx is not None:
+            self.tokens_tab.run_ended(ctx.run_dir)
 
     def on_quitting(self) -> None:
         ctx = getattr(self.env, "specbench_run", None)
         if ctx is not None and ctx.records is not None:
             ctx.records.close()
-        if self.coordinates and ctx is not None and self.meta is not None:
-            completed = self.shape.completed if self.shape is not None else True
-            runmod.finish_meta(ctx.run_dir, self.meta, completed)
+        self._finish_run()
+        if self.coordinates:
             self._report_losses()
-        self.steps.close()
         if self.emulator is not None:
             self.emulator.stop()
             log.info("Stopped the built-in emulator at %s", self.emulator.url)
@@ -325,10 +357,20 @@ def fail(message: str) -> None:
     raise SystemExit(2)
 
 
+def unused_run_dir(run_dir: str, used: set[str]) -> str:
+    """``run_dir``, or ``run_dir-2``, ``-3`` ... when an earlier Start of this process already wrote there."""
+    candidate, n = run_dir, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{run_dir}-{n}"
+    return candidate
+
+
 def install(environment: Environment, argv: list[str] | None = None) -> RunHooks:
     """Attach the suite to one Environment whose runner exists (call from the ``init`` event)."""
     hooks = RunHooks(environment)
     environment.events.test_start.add_listener(lambda **_kw: hooks.on_test_start())
+    environment.events.test_stopping.add_listener(lambda **_kw: hooks.on_test_stopping())
     environment.events.test_stop.add_listener(lambda **_kw: hooks.on_test_stop())
     environment.events.quitting.add_listener(lambda **_kw: hooks.on_quitting())
     hooks.on_init(sys.argv if argv is None else argv)
