@@ -150,21 +150,23 @@ class LLMUser(HttpUser):
             scheduled_s = wait_for_due(ctx, self.environment.runner)
             if scheduled_s is None:
                 return
-        seq, prompt = ctx.prompts.next()
+            scheduled_s += ctx.now() - time.time()  # recorded in the master's clock, as start_s is
+        step, target_c, target_rate = ctx.live.index, ctx.live.target_c, ctx.live.target_rate
+        seq = ctx.next_seq(step)  # request N of a level gets prompt N (locustfiles.sequencer)
+        prompt = ctx.prompts.at(seq)
         sampling = ctx.sampling
-        if ctx.workload is not None:  # --input-len / --output-len: this request's own lengths
+        if ctx.workload is not None:  # --input-len / --output-len / --shared-prefix: this request's own
             prompt = ctx.workload.prompt(seq, prompt, ctx.prompts)
             sampling = dataclasses.replace(sampling, max_tokens=ctx.workload.max_tokens(seq))
-        live = ctx.live
         request_id = ctx.next_request_id()
         body = ctx.dialect.body(prompt, sampling, model=ctx.model, server_kind=ctx.server.kind, rid=request_id)
         headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
                    **auth_headers(ctx.settings.api_key())}
-        name = entry_name(ctx.dialect.path, live.target_c, live.target_rate)
-        start_s = time.time()
-        req = InFlight(request_id, seq, prompt, live.index, live.target_c, start_s, scheduled_s,
-                       time.perf_counter(), StreamState(ctx.api))
-        req.target_rate = live.target_rate if scheduled_s is not None else None
+        name = entry_name(ctx.dialect.path, target_c, target_rate)
+        start_s = ctx.now()  # in the master's clock
+        req = InFlight(request_id, seq, prompt, step, target_c, start_s, scheduled_s, time.perf_counter(),
+                       StreamState(ctx.api))
+        req.target_rate = target_rate if scheduled_s is not None else None
         req.max_tokens = sampling.max_tokens
         self._send(START_MESSAGE, {"request_id": request_id, "start_s": start_s, "step": req.step})
         req.t0 = req.end = time.perf_counter()
@@ -180,8 +182,10 @@ class LLMUser(HttpUser):
             raise
         finally:
             record = self._record(ctx, req)
-            ctx.write_record(record)
-            self._send(RECORD_MESSAGE, record)
+            if self.environment.runner is None:
+                ctx.write_record(record)
+            else:  # the master (or the local runner) writes it
+                self.environment.runner.send_message(RECORD_MESSAGE, ctx.envelope(record))
         if record["ttft_s"] is not None:
             # Logged on the entry directly: its own row, without inflating the Aggregated row.
             self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from contract.policy import MIN_ACHIEVED_FRACTION, rate_held
 from contract.schema import SCHEMA_VERSION, RequestRecord, StepRecord
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
+from shapes.loadcpu import client_bound
 
 
 @dataclass
@@ -27,6 +28,9 @@ class StepBook:
     closed: bool = False
     target_rate: float | None = None  # open loop: requests/s (target_c is then 0)
     dropped: int = 0  # open loop: requests due while every user of the pool was busy
+    users_lost: int = 0  # users that ran on workers lost during this step
+    lost_requests: int = 0  # requests of this step in flight on a lost worker: never recorded
+    load_cpu: dict[str, float] | None = None  # percent of one core per load process (shapes.loadcpu)
 
 
 def warmup_end(records: Sequence[RequestRecord], since_s: float, users_needed: int) -> float | None:
@@ -86,13 +90,28 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str =
         flags.append("too_few_requests")
     if book.ended_by == "stopped":
         flags.append("stopped")
-    return StepRecord(
+    flags.extend(loss_flags(book))
+    step = StepRecord(
         schema=SCHEMA_VERSION, index=book.index, target_c=book.target_c, start_s=book.start_s,
         steady_start_s=book.steady_start_s, end_s=end, min_requests=book.min_requests,
         requests_measured=measured, achieved_c=achieved, throughput_tok_s=throughput,
         ended_by=book.ended_by or "stopped", flags=flags, target_rate=book.target_rate,
         achieved_rate=achieved_rate, dropped=book.dropped,
     )
+    if book.users_lost or book.lost_requests:
+        step["users_lost"] = book.users_lost
+        step["lost_requests"] = book.lost_requests
+    if book.load_cpu is not None:
+        step["load_cpu"] = book.load_cpu
+    return step
+
+
+def loss_flags(book: StepBook) -> list[str]:
+    """``worker_lost`` when a worker died during the step; ``client_bound`` when a load process ran hot."""
+    flags = ["worker_lost"] if book.users_lost or book.lost_requests else []
+    if book.load_cpu is not None and client_bound(book.load_cpu):
+        flags.append("client_bound")
+    return flags
 
 
 def describe_close(step: StepRecord, n_steps: int) -> str:
@@ -107,5 +126,7 @@ def describe_close(step: StepRecord, n_steps: int) -> str:
         ach = (f"achieved {rate:.3g} req/s" if rate is not None else "achieved - req/s") + f", {ach}"
         ach += f", {step.get('dropped', 0)} dropped"
     flags = f" FLAGS: {', '.join(step['flags'])}" if step["flags"] else ""
+    if step.get("lost_requests") or step.get("users_lost"):
+        flags += f" (lost {step.get('users_lost', 0)} users, {step.get('lost_requests', 0)} requests in flight)"
     return (f"step {step['index'] + 1}/{n_steps} {level}: ended ({step['ended_by']}) after "
             f"{window:.1f} s window, {step['requests_measured']} requests, {tput}, {ach}{flags}")
