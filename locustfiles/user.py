@@ -150,7 +150,7 @@ class LLMUser(HttpUser):
             scheduled_s = wait_for_due(ctx, self.environment.runner)
             if scheduled_s is None:
                 return
-            scheduled_s += ctx.now() - time.time()  # recorded in the master's clock, as start_s is
+            scheduled_s += ctx.clock.offset_s  # recorded in the master's clock, as start_s is
         step, target_c, target_rate = ctx.live.index, ctx.live.target_c, ctx.live.target_rate
         seq = ctx.next_seq(step)  # request N of a level gets prompt N (locustfiles.sequencer)
         prompt = ctx.prompts.at(seq)
