@@ -62,6 +62,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-step-time", 600.0, "maximum seconds per step, warm-up included"),
     Option("step-ci", 0.0, "end a step early once its throughput's 95%% CI half-width is below this "
            "fraction (0: off)"),
+    Option("server-metrics", True, "sample the server's /metrics during the run into server_metrics.jsonl "
+           "(--no-server-metrics: off)"),
+    Option("server-metrics-interval", 1.0, "seconds between two reads of the server's /metrics"),
     Option("emulator-profile", "baseline", "with no --host: built-in emulator profile to start", in_web_ui=False),
     Option("emulator-speed", 1.0, "with no --host: time scale of the built-in emulator", in_web_ui=False),
     Option("suite-config", "", "YAML profile setting any of these options (command line wins)",
@@ -213,6 +216,8 @@ class SuiteSettings:
     min_step_time: float
     max_step_time: float
     step_ci: float
+    server_metrics: bool
+    server_metrics_interval: float
 
     @classmethod
     def from_options(cls, options: Any) -> SuiteSettings:
@@ -229,6 +234,8 @@ class SuiteSettings:
             ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
             min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
+            server_metrics=bool(get("server_metrics")),
+            server_metrics_interval=float(get("server_metrics_interval")),
         )
         settings.validate()
         return settings
@@ -238,7 +245,8 @@ class SuiteSettings:
             raise SettingsError(f"--api: expected one of auto, {', '.join(APIS)}, got {self.api!r}")
         if self.max_tokens < 1:
             raise SettingsError(f"--max-tokens: expected a positive whole number, got {self.max_tokens}")
-        for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time"):
+        for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time",
+                     "server_metrics_interval"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"--{name.replace('_', '-')}: expected a positive number of seconds")
         if self.step_ci < 0 or self.step_ci >= 1:
