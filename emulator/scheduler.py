@@ -91,6 +91,7 @@ class WindowGauges:
     gen_throughput: float = 0.0
     spec_accept_length: float = 0.0
     spec_accept_rate: float = 0.0
+    kv_used_tokens: int = 0  # prompt + generated tokens of the running requests (SGLang's num_used_tokens)
 
 
 class Scheduler:
@@ -202,7 +203,7 @@ class Scheduler:
         if self.stats.tokens > self._window_start[1]:
             self._log_window(time.monotonic())
         self.stats.running = self.stats.waiting = 0
-        self.window = dataclasses.replace(self.window, running=0, waiting=0)
+        self.window = dataclasses.replace(self.window, running=0, waiting=0, kv_used_tokens=0)
         while not self._stopping and not self._waiting:
             self._wake.clear()
             self._wake.wait(timeout=1.0)
@@ -263,6 +264,7 @@ class Scheduler:
         passes = stats.verify_passes - last[2]
         self.window = WindowGauges(
             running=len(self._running),
+            kv_used_tokens=sum(job.prefill_tokens + job.produced for job in self._running),
             waiting=len(self._waiting),
             gen_throughput=(stats.tokens - last[1]) / elapsed if elapsed > 0 else 0.0,
             spec_accept_length=(stats.verify_tokens - last[3]) / passes if passes else 0.0,
