@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -16,10 +17,12 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from contract.schema import RunMeta
-from contract.settings import SettingsError, add_arguments, apply_profile, settings_of
+from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile, settings_of
 from locustfiles import run as runmod
+from locustfiles.client_cpu import ClientCpu
 from locustfiles.prompts import PromptError
 from locustfiles.recorder import write_meta
+from locustfiles.server_metrics import ServerMetricsSampler
 from shapes.ladder import ConcurrencyLadder
 from shapes.live import PLAN_MESSAGE, RECORD_MESSAGE, START_MESSAGE, STEP_MESSAGE, LiveStep
 
@@ -36,6 +39,8 @@ class RunHooks:
         self.steps = runmod.StepsWriter()
         self.emulator: Any = None
         self.plan: runmod.RunPlan | None = None  # on a worker: the master's plan for the current run
+        self.sampler: ServerMetricsSampler | None = None  # the coordinating process samples /metrics
+        self.cpu: ClientCpu | None = None
 
     @property
     def shape(self) -> ConcurrencyLadder | None:
@@ -58,6 +63,7 @@ class RunHooks:
         assert runner is not None
         if self.runs_users:
             runner.register_message(STEP_MESSAGE, self._on_step_message)
+        self.cpu = ClientCpu(runner, "worker" if not self.coordinates else "local" if self.runs_users else "master")
         if not self.coordinates:
             runner.register_message(PLAN_MESSAGE, self._on_plan_message)
         if not self.coordinates:
@@ -74,7 +80,7 @@ class RunHooks:
         runner.register_message(START_MESSAGE, self._on_start_message)
         runner.register_message(RECORD_MESSAGE, self._on_record_message)
         if self.shape is not None:
-            self.shape.on_step_closed.append(self.steps)
+            self.shape.on_step_closed.extend([self.cpu.annotate, self.steps])
         if options is not None and getattr(options, "headless", False):
             # Locust 2.47 installs its SIGTERM handler only after a headless shape run has ended (a SIGTERM
             # during the ladder kills the process with nothing closed), and Ctrl-C raises KeyboardInterrupt
@@ -139,16 +145,30 @@ class RunHooks:
             fail(str(exc))
         ctx.live = self.live
         setattr(self.env, "specbench_run", ctx)  # noqa: B010 - read by the users through LLMUser
+        if self.cpu is not None:
+            self.cpu.start()
         if self.coordinates:
             self.meta = runmod.initial_meta(ctx, self.env.host or "")
             write_meta(ctx.run_dir, self.meta)
             self.steps.open(ctx.run_dir)
+            self._start_sampler(settings, ctx.run_dir)
             log.info("Run directory: %s (api %s, model %s, server %s%s)", ctx.run_dir, ctx.api, ctx.model,
                      ctx.server.kind, ", speculative" if ctx.server.speculative else "")
+
+    def _start_sampler(self, settings: SuiteSettings, run_dir: Path) -> None:
+        if self.sampler is not None:  # a web-UI restart: the previous run's sampler ends with it
+            self.sampler.stop()
+            self.sampler = None
+        if settings.server_metrics:
+            self.sampler = ServerMetricsSampler(self.env.host or "", run_dir, settings.server_metrics_interval,
+                                                api_key=settings.api_key(), timeout_s=settings.connect_timeout)
+            self.sampler.start()
 
     def on_test_stop(self) -> None:
         if self.shape is not None and self.coordinates:
             self.shape.stop_now()
+        if self.sampler is not None:
+            self.sampler.stop()
 
     def on_quitting(self) -> None:
         ctx = getattr(self.env, "specbench_run", None)
@@ -158,6 +178,10 @@ class RunHooks:
             completed = self.shape.completed if self.shape is not None else True
             runmod.finish_meta(ctx.run_dir, self.meta, completed)
         self.steps.close()
+        if self.sampler is not None:
+            self.sampler.stop()
+        if self.cpu is not None:
+            self.cpu.stop()
         if self.emulator is not None:
             self.emulator.stop()
 
