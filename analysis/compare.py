@@ -18,6 +18,7 @@ from analysis.pair_checks import pair_warnings
 from analysis.recommend import LevelThroughput, Recommendation, recommend
 from analysis.steps import StepWindow, measured_ok, overlapping, step_windows
 from analysis.summary import RunSummary, StepRow, summarize_run
+from analysis.why import level_why
 from contract.schema import RunData
 
 DEFAULT_SEED = 0
@@ -41,6 +42,7 @@ class LevelComparison:
     ttft_p99_ratio: float | None
     e2e_p50_ratio: float | None
     e2e_p99_ratio: float | None
+    why: str | None = None  # what the servers' own figures say about this level (``analysis.why``)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -109,6 +111,7 @@ def compare_runs(
             ttft_p99_ratio=_ratio(s_row.ttft_p99_s, b_row.ttft_p99_s),
             e2e_p50_ratio=_ratio(s_row.e2e_p50_s, b_row.e2e_p50_s),
             e2e_p99_ratio=_ratio(s_row.e2e_p99_s, b_row.e2e_p99_s),
+            why=level_why(b_row, s_row, spec_sum.rows),
         ))
         requests.append(LevelRequests(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win)))
     points = [RatioPoint(lv.target_c, lv.ratio, lv.ratio_low, lv.ratio_high) for lv in levels
