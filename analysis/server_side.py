@@ -4,15 +4,16 @@ Reads the samples of server_metrics.jsonl (``contract.server_metrics``) that fal
 the server's view next to the client's: requests running and queued, KV-cache use, acceptance length, and
 the server's generation-token counter as a rate.
 
-The token cross-check is made over the span between the first and the last sample inside the window, so
-both sides count over exactly the same seconds. Servers count generated tokens either as they are made
-(vLLM) or when a request finishes (SGLang, llama.cpp); the client's tokens are attributed both ways over
-that span (chunk arrivals, and whole requests by the time they finished) and the gap is to the closer of the
-two. A gap above ``MAX_TOKEN_GAP`` means one of the two counts is wrong.
+The token cross-check is made over the span between two samples inside the window (the first and last that
+no request finished close to), so both sides count over exactly the same seconds. Servers count generated
+tokens either as they are made (vLLM) or when a request finishes (SGLang, llama.cpp); the client's tokens are
+attributed both ways over that span (chunk arrivals, and whole requests by the time they finished) and the
+gap is to the closer of the two. A gap above ``MAX_TOKEN_GAP`` means one of the two counts is wrong.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from contract.server_metrics import ServerMetricsSample, accept_length_from_coun
 from contract.window import window_tokens
 
 MAX_TOKEN_GAP = 0.02  # server token counter vs client tokens over the same span
+QUIET_S = 0.01  # a span edge this far from every request's end cannot split a request between the two sides
 
 
 @dataclass(frozen=True)
@@ -74,13 +76,32 @@ def finished_tokens(records: Sequence[RequestRecord], t0: float, t1: float) -> f
                      if r["status"] == "ok" and t0 <= r["start_s"] + r["e2e_s"] < t1))
 
 
+def quiet_span(inside: Sequence[ServerMetricsSample], records: Sequence[RequestRecord]
+               ) -> tuple[ServerMetricsSample, ServerMetricsSample]:
+    """The first and last samples inside the window that no request finished close to (``QUIET_S``).
+
+    A request that ends within milliseconds of a sample may be counted by the server before the sample and
+    seen finished by the client after it (or the other way round), moving a whole request's tokens across
+    the edge. Samples away from every finish avoid that; without such samples, the first and last are used.
+    """
+    finishes = sorted(r["start_s"] + r["e2e_s"] for r in records if r["status"] == "ok")
+
+    def quiet(sample: ServerMetricsSample) -> bool:
+        i = bisect.bisect_left(finishes, sample["t_s"] - QUIET_S)
+        return i == len(finishes) or finishes[i] > sample["t_s"] + QUIET_S
+
+    calm = [s for s in inside if quiet(s)]
+    return (calm[0], calm[-1]) if len(calm) >= 2 else (inside[0], inside[-1])
+
+
 def token_rates(inside: Sequence[ServerMetricsSample], records: Sequence[RequestRecord]
                 ) -> tuple[float | None, float | None, float | None]:
-    """(server tok/s, client tok/s, gap) over the span between the first and last sample inside the window."""
+    """(server tok/s, client tok/s, gap) over the span between two samples inside the window."""
     if len(inside) < 2:
         return None, None, None
-    a, b = inside[0]["t_s"], inside[-1]["t_s"]
-    counted = _delta(inside[0], inside[-1], "generation_tokens_total")
+    first, last = quiet_span(inside, records)
+    a, b = first["t_s"], last["t_s"]
+    counted = _delta(first, last, "generation_tokens_total")
     if counted is None or b <= a:
         return None, None, None
     server = counted / (b - a)
