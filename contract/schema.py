@@ -103,7 +103,8 @@ class StepRecord(TypedDict, total=False):
     ended_by: str  # "target", "max_time", "ci", "stopped"
     flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window", "client_bound"
     client_cpu: dict[str, float]  # load process -> CPU over the step (1.0 = one core); "local", "master", "w<N>"
-    client_cpu_max: float | None  # the busiest load process's share; above CLIENT_BOUND_CPU: flag client_bound
+    client_cpu_max: float | None  # the busiest load process's share of a core
+    client_busy_max: float | None  # its loop's CPU + run-queue wait per second; above CLIENT_BOUND_CPU: client_bound
 
 
 @dataclass

@@ -83,6 +83,8 @@ def describe_close(step: StepRecord, n_steps: int) -> str:
     tput = f"{step['throughput_tok_s']:.1f} tok/s" if step.get("throughput_tok_s") is not None else "- tok/s"
     ach = f"achieved C {step['achieved_c']:.2f}" if step.get("achieved_c") is not None else "achieved C -"
     cpu = f", client CPU {step['client_cpu_max']:.0%} of a core" if step.get("client_cpu_max") is not None else ""
+    if step.get("client_busy_max") is not None:
+        cpu += f" (busy {step['client_busy_max']:.0%})"
     flags = f" FLAGS: {', '.join(step['flags'])}" if step["flags"] else ""
     return (f"step {step['index'] + 1}/{n_steps} C={step['target_c']}: ended ({step['ended_by']}) after "
             f"{window:.1f} s window, {step['requests_measured']} requests, {tput}, {ach}{cpu}{flags}")
