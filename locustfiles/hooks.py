@@ -6,6 +6,7 @@ takes one Environment, so tests can wire several in one process, each with its o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import sys
@@ -23,6 +24,7 @@ from locustfiles.client_cpu import ClientCpu
 from locustfiles.prompts import PromptError
 from locustfiles.recorder import write_meta
 from locustfiles.server_metrics import ServerMetricsSampler
+from locustfiles.target import EmulatorProcess, start_emulator_process
 from shapes.ladder import ConcurrencyLadder
 from shapes.live import PLAN_MESSAGE, RECORD_MESSAGE, START_MESSAGE, STEP_MESSAGE, LiveStep
 
@@ -37,10 +39,12 @@ class RunHooks:
         self.live = LiveStep()
         self.meta: RunMeta | None = None
         self.steps = runmod.StepsWriter()
-        self.emulator: Any = None
+        self.emulator: EmulatorProcess | None = None
         self.plan: runmod.RunPlan | None = None  # on a worker: the master's plan for the current run
         self.sampler: ServerMetricsSampler | None = None  # the coordinating process samples /metrics
         self.cpu: ClientCpu | None = None
+        self.run_dirs: set[str] = set()  # run directories this process has written (one per Start)
+        self.tokens_tab: Any = None  # the web UI's Tokens tab, on the process that serves the UI
 
     @property
     def shape(self) -> ConcurrencyLadder | None:
@@ -79,14 +83,22 @@ class RunHooks:
                 self._start_embedded_emulator(options)
         runner.register_message(START_MESSAGE, self._on_start_message)
         runner.register_message(RECORD_MESSAGE, self._on_record_message)
-        if self.shape is not None:
-            self.shape.on_step_closed.extend([self.cpu.annotate, self.steps])
+        self._wire_outputs()
         if options is not None and getattr(options, "headless", False):
             # Locust 2.47 installs its SIGTERM handler only after a headless shape run has ended (a SIGTERM
             # during the ladder kills the process with nothing closed), and Ctrl-C raises KeyboardInterrupt
             # in whichever greenlet happens to run. Both now end the shape, so Locust stops in order.
             for signum in (signal.SIGTERM, signal.SIGINT):
                 gevent.signal_handler(signum, self._on_stop_signal, signum)
+
+    def _wire_outputs(self) -> None:
+        """Closed steps go to steps.jsonl, and (where a web UI is served) to the Tokens tab."""
+        if self.shape is not None and self.cpu is not None:
+            self.shape.on_step_closed.extend([self.cpu.annotate, self.steps])
+        if self.env.web_ui is not None:
+            from locustfiles.webui import install_tokens_tab  # only where a web UI is served
+
+            self.tokens_tab = install_tokens_tab(self.env, self)
 
     def _on_stop_signal(self, signum: int) -> None:
         log.info("Got %s: stopping the ladder; every finished request is kept", signal.Signals(signum).name)
@@ -97,11 +109,13 @@ class RunHooks:
             runner.quit()
 
     def _start_embedded_emulator(self, options: Any) -> None:
-        from emulator import start_emulator  # only when there is no --host: the default target
-
+        """No --host: start the default target in its own process (never in Locust's); stopped at quitting."""
         profile = str(getattr(options, "emulator_profile", "baseline"))
         speed = float(getattr(options, "emulator_speed", 1.0))
-        self.emulator = start_emulator(profile, speed=speed)
+        try:
+            self.emulator = start_emulator_process(profile, speed=speed)
+        except RuntimeError as exc:
+            fail(f"--emulator-profile {profile}: the built-in emulator did not start: {exc}")
         self.env.host = self.emulator.url
         log.info("No --host given: started the built-in emulator (profile %s, speed %g) at %s",
                  profile, speed, self.emulator.url)
@@ -132,6 +146,8 @@ class RunHooks:
             settings = settings_of(options)
             if self.coordinates:
                 plan = runmod.plan_run(settings, self.env.host or "")
+                plan = dataclasses.replace(plan, run_dir=unused_run_dir(plan.run_dir, self.run_dirs))
+                self.run_dirs.add(plan.run_dir)
                 if isinstance(runner, MasterRunner):  # sent before Locust's spawn messages, so it arrives first
                     runner.send_message(PLAN_MESSAGE, plan.to_message())
             elif self.plan is None:
@@ -149,9 +165,13 @@ class RunHooks:
             self.cpu.start()
         if self.coordinates:
             self.meta = runmod.initial_meta(ctx, self.env.host or "")
+            if self.shape is not None:
+                self.meta.ladder = list(self.shape.levels)  # users mode: the one level it holds
             write_meta(ctx.run_dir, self.meta)
             self.steps.open(ctx.run_dir)
             self._start_sampler(settings, ctx.run_dir)
+            if self.tokens_tab is not None:
+                self.tokens_tab.run_started(ctx.run_dir)
             log.info("Run directory: %s (api %s, model %s, server %s%s)", ctx.run_dir, ctx.api, ctx.model,
                      ctx.server.kind, ", speculative" if ctx.server.speculative else "")
 
@@ -164,26 +184,39 @@ class RunHooks:
                                                 api_key=settings.api_key(), timeout_s=settings.connect_timeout)
             self.sampler.start()
 
-    def on_test_stop(self) -> None:
+    def on_test_stopping(self) -> None:
+        """Before Locust cuts the users' requests short: the open step's window ends while it is still exact."""
         if self.shape is not None and self.coordinates:
             self.shape.stop_now()
-        if self.sampler is not None:
+
+    def on_test_stop(self) -> None:
+        """Each run ends its directory (every Start of the web UI has its own): last step written, meta final."""
+        if self.shape is not None and self.coordinates:
+            self.shape.stop_now()
+        self._finish_run()
+
+    def _finish_run(self) -> None:
+        ctx = getattr(self.env, "specbench_run", None)
+        if self.coordinates and ctx is not None and self.meta is not None:
+            completed = self.shape.completed if self.shape is not None else True
+            runmod.finish_meta(ctx.run_dir, self.meta, completed)
+            self.meta = None
+        self.steps.close()
+        if self.sampler is not None:  # its last read comes after the ladder drained
             self.sampler.stop()
+        if self.tokens_tab is not None and ctx is not None:
+            self.tokens_tab.run_ended(ctx.run_dir)
 
     def on_quitting(self) -> None:
         ctx = getattr(self.env, "specbench_run", None)
         if ctx is not None and ctx.records is not None:
             ctx.records.close()
-        if self.coordinates and ctx is not None and self.meta is not None:
-            completed = self.shape.completed if self.shape is not None else True
-            runmod.finish_meta(ctx.run_dir, self.meta, completed)
-        self.steps.close()
-        if self.sampler is not None:
-            self.sampler.stop()
+        self._finish_run()
         if self.cpu is not None:
             self.cpu.stop()
         if self.emulator is not None:
             self.emulator.stop()
+            log.info("Stopped the built-in emulator at %s", self.emulator.url)
 
 
 def fail(message: str) -> None:
@@ -193,10 +226,20 @@ def fail(message: str) -> None:
     raise SystemExit(2)
 
 
+def unused_run_dir(run_dir: str, used: set[str]) -> str:
+    """``run_dir``, or ``run_dir-2``, ``-3`` ... when an earlier Start of this process already wrote there."""
+    candidate, n = run_dir, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{run_dir}-{n}"
+    return candidate
+
+
 def install(environment: Environment, argv: list[str] | None = None) -> RunHooks:
     """Attach the suite to one Environment whose runner exists (call from the ``init`` event)."""
     hooks = RunHooks(environment)
     environment.events.test_start.add_listener(lambda **_kw: hooks.on_test_start())
+    environment.events.test_stopping.add_listener(lambda **_kw: hooks.on_test_stopping())
     environment.events.test_stop.add_listener(lambda **_kw: hooks.on_test_stop())
     environment.events.quitting.add_listener(lambda **_kw: hooks.on_quitting())
     hooks.on_init(sys.argv if argv is None else argv)

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from specbench_config import data_path
+
 __all__ = [
     "BUILTIN_DIR",
     "DEFAULT_FIXED_ID",
@@ -47,10 +49,8 @@ __all__ = [
     "load_prompts",
 ]
 
-#: Repo root = parent of the ``locustfiles`` package directory.
-REPO_ROOT = Path(__file__).resolve().parent.parent
-#: Built-in prompt sets live here as ``<name>.jsonl``.
-BUILTIN_DIR = REPO_ROOT / "config" / "prompts"
+#: Built-in prompt sets live here as ``<name>.jsonl`` (``config/prompts/``, shipped inside the wheel too).
+BUILTIN_DIR = data_path("prompts")
 #: Prompt used by ``mode="fixed"`` when no id is given and the set contains it: the classic
 #: single-prompt benchmark that makes speculative decoding look better than it is under load.
 DEFAULT_FIXED_ID = "explanation-000"

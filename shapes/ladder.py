@@ -1,5 +1,9 @@
 """ConcurrencyLadder: a closed-loop LoadTestShape that walks C = 1, 2, 5, ... with honest windows.
 
+With ``--load-mode users`` the same shape holds Locust's own user count (``-u``, the web UI's Users field, started
+at its spawn rate) as one step instead, for ``--run-time`` if given, else until Stop: an ad-hoc run that the
+analysis summarises like any ladder step.
+
 Each step starts all C users at once (users wait 0 between requests, so users = concurrency), warms up
 until every user has finished one request (or for a set time), then measures until both a minimum number of
 requests and a minimum time are reached, capped by a maximum time; optionally it ends early once the
@@ -38,11 +42,17 @@ log = logging.getLogger("specbench.ladder")
 class ConcurrencyLadder(LoadTestShape):
     """Runs the whole ladder once per Start; Locust calls ``reset_time`` before each run's first tick."""
 
+    use_common_options = True  # Users, spawn rate and run time: read in users mode, shown in the web UI's form
+
     def __init__(self) -> None:
         super().__init__()
         self.collector = RequestCollector()
         self.on_step_closed: list[Callable[[StepRecord], None]] = []
         self.settings = SuiteSettings.from_options(None)  # the defaults, until a Start brings options
+        self.levels: list[int] = list(self.settings.ladder)
+        self.users_mode = False
+        self.run_time: float = 0.0  # users mode: seconds from the start; 0 = until Stop
+        self.spawn_rate: float | None = None  # users mode: Locust's spawn rate; None = all users at once
         self._reset_ladder()
 
     # -- Locust's contract ----------------------------------------------------------------------------------
@@ -54,6 +64,7 @@ class ConcurrencyLadder(LoadTestShape):
         options = self.runner.environment.parsed_options if self.runner is not None else None
         if options is not None:
             self.settings = settings_of(options)
+        self._read_mode(options)
         self._reset_ladder()
         if self.runner is not None:  # a web-UI restart: the previous run's stats are still there
             self.runner.stats.clear_all()
@@ -74,7 +85,7 @@ class ConcurrencyLadder(LoadTestShape):
         ended_by = self._end_reason(book, now)
         if ended_by is not None:
             self._end_step(book, now, ended_by)
-            if book.index + 1 < len(self.settings.ladder):
+            if book.index + 1 < len(self.levels):
                 self._begin_step(book.index + 1, now)
             else:
                 self._draining = True
@@ -84,6 +95,21 @@ class ConcurrencyLadder(LoadTestShape):
                 return self._drain_tick(now)
         assert self._book is not None
         return self._book.target_c, float(self._book.target_c)
+
+    def _read_mode(self, options: object) -> None:
+        """The levels of this run: the ladder, or (users mode) Locust's user count as the one level."""
+        self.users_mode = self.settings.load_mode == "users"
+        if not self.users_mode:
+            self.levels, self.run_time, self.spawn_rate = list(self.settings.ladder), 0.0, None
+            return
+        users = int(getattr(options, "num_users", None) or 1)
+        rate = getattr(options, "spawn_rate", None)
+        self.levels = [max(users, 1)]
+        self.run_time = float(getattr(options, "run_time", None) or 0.0)
+        self.spawn_rate = float(rate) if rate else None
+
+    def _users_tick(self, target: int) -> tuple[int, float]:
+        return target, float(self.spawn_rate or target)
 
     def _just_started(self) -> bool:
         return (len(self.books) == 1 and self.books[0].end_s is None and not self.collector.in_flight
@@ -106,7 +132,7 @@ class ConcurrencyLadder(LoadTestShape):
             self.runner.send_message(STEP_MESSAGE, self.live.to_message())
 
     def _begin_step(self, index: int, now: float) -> None:
-        target = self.settings.ladder[index]
+        target = self.levels[index]
         min_requests = self.settings.min_requests or default_min_requests(target)
         book = StepBook(index=index, target_c=target, min_requests=min_requests, start_s=now)
         self.books.append(book)
@@ -116,8 +142,13 @@ class ConcurrencyLadder(LoadTestShape):
             book.steady_start_s = now + self.settings.warmup_time
             self.live.steady_start_s = book.steady_start_s
         self._broadcast()
+        if self.users_mode:
+            until = f"for {self.run_time:g} s" if self.run_time else "until Stop"
+            log.info("users C=%d: started (measures from when every user has finished a request, %s)", target,
+                     until)
+            return
         log.info("step %d/%d C=%d: started (measures >= %d requests and >= %.0f s; at most %.0f s)",
-                 index + 1, len(self.settings.ladder), target, min_requests, self.settings.min_step_time,
+                 index + 1, len(self.levels), target, min_requests, self.settings.min_step_time,
                  self.settings.max_step_time)
 
     def _check_warmup(self, book: StepBook, now: float) -> None:
@@ -130,6 +161,8 @@ class ConcurrencyLadder(LoadTestShape):
 
     def _end_reason(self, book: StepBook, now: float) -> str | None:
         cfg = self.settings
+        if self.users_mode:  # the user's run time, else only Stop ends it
+            return "run_time" if self.run_time and now - book.start_s >= self.run_time else None
         if now - book.start_s >= cfg.max_step_time:
             return "max_time"
         steady = book.steady_start_s
@@ -170,7 +203,7 @@ class ConcurrencyLadder(LoadTestShape):
             book.closed = True
             for callback in self.on_step_closed:
                 callback(step)
-            log.info(describe_close(step, len(self.settings.ladder)))
+            log.info(describe_close(step, len(self.levels)))
             self.collector.drop_steps_before(book.index)
 
     def _drain_tick(self, now: float) -> tuple[int, float] | None:
@@ -182,14 +215,28 @@ class ConcurrencyLadder(LoadTestShape):
             self.completed = not timed_out
             return None
         assert self._book is not None
-        return self._book.target_c, float(self._book.target_c)
+        return self._users_tick(self._book.target_c)
+
+    def open_step(self) -> StepBook | None:
+        """The step whose window is still open (for live figures); None between steps, runs and while draining."""
+        book = self._book
+        return book if book is not None and book.end_s is None and not self._finished else None
 
     def stop_now(self) -> None:
-        """The run was stopped from outside (UI stop, Ctrl-C): close the open step with what is there."""
+        """The run is being stopped from outside (UI Stop, Ctrl-C, SIGTERM): close the open step's books now.
+
+        Called before Locust kills the users. The users' requests in flight will be cut short, and a cut request
+        counts no tokens, so the open window ends where the oldest of them started: every request overlapping
+        it has finished whole, and its figures are exact. In users mode a Stop is how a run ends: completed.
+        """
         if self._finished:
             return
         now = time.time()
-        if self._book is not None and self._book.end_s is None:
-            self._end_step(self._book, now, "stopped")
+        book = self._book
+        if book is not None and book.end_s is None:
+            oldest = self.collector.oldest_in_flight_start()
+            end = now if oldest is None else max(book.start_s, min(now, oldest))
+            self._end_step(book, end, "stopped")
         self._close_ready_books(force=True)
         self._finished = True
+        self.completed = self.users_mode

@@ -19,7 +19,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "contract": OURS - {"contract"},
     "analysis": {"locustfiles", "shapes", "specbench", "emulator", "locust", "gevent"},
     "shapes": {"locustfiles", "specbench", "emulator"},
-    "locustfiles": {"specbench"},  # and "emulator", once the embedded target is started by the one launcher
+    "locustfiles": {"specbench", "emulator"},  # the default target runs as its own program (locustfiles.target)
 }
 
 
