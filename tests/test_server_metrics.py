@@ -34,7 +34,7 @@ ARGS = ("--ladder", "8,60", "--max-tokens", str(MAX_TOKENS), "--no-ignore-eos", 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from specbench.servers import start_emulator_process
+    from locustfiles.target import start_emulator_process
 
     root = tmp_path_factory.mktemp("server_metrics")
     made: dict[str, Any] = {}
