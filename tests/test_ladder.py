@@ -179,3 +179,8 @@ def test_distributed_processes_share_the_masters_steps_and_one_run_directory(tmp
     assert all(r["status"] == "ok" for r in run.records)
     seqs = sorted(r["prompt_seq"] for r in run.records)
     assert len(set(seqs)) == len(seqs), "workers split one prompt order instead of repeating it"
+    # The master alone samples /metrics (one read a second, not one per process); each worker's CPU reaches
+    # the step line through the master.
+    times = [s["t_s"] for s in run.server_samples]
+    assert len(times) >= 3 and min(b - a for a, b in itertools.pairwise(times)) > 0.5
+    assert all(set(s["client_cpu"]) == {"master", "w0", "w1"} for s in run.steps)
