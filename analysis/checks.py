@@ -79,10 +79,9 @@ def step_warnings(run_name: str, row: StepRow) -> list[ValidityWarning]:
         warn(SERVER_TOKEN_GAP, f"the server's generation-token counter ({row.server_gen_tok_s:.1f} tok/s) and the "
              f"client's output tokens differ by {row.server_token_gap:+.1%} over the same seconds (over "
              f"{MAX_TOKEN_GAP:.0%}): one of the two counts is wrong")
-    if row.client_busy_max is not None and row.client_busy_max > CLIENT_BOUND_CPU:
-        warn(CLIENT_BOUND, f"a load process was busy {row.client_busy_max:.0%} of the time (over "
-             f"{CLIENT_BOUND_CPU:.0%}; on a CPU {row.client_cpu_max or 0:.0%}, the rest waiting for one): "
-             "the client may have limited this step (late reads inflate TTFT and ITL, "
+    if row.client_cpu_max is not None and row.client_cpu_max > CLIENT_BOUND_CPU:
+        warn(CLIENT_BOUND, f"a load process used {row.client_cpu_max:.0%} of a core (over "
+             f"{CLIENT_BOUND_CPU:.0%}): the client may have limited this step (late reads inflate TTFT and ITL, "
              "late sends lower throughput); run more load processes (--processes)")
     return found
 

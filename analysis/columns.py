@@ -42,7 +42,7 @@ SERVER_COLUMNS: list[Column[StepRow]] = [
     Column("server tok/s", lambda r: fmt_num(r.server_gen_tok_s)),
     Column("client tok/s", lambda r: fmt_num(r.throughput_tok_s)),
     Column("token gap", lambda r: _gap(r.server_token_gap)),
-    Column("client CPU/busy", lambda r: joined(_pct(r.client_cpu_max), _pct(r.client_busy_max))),
+    Column("client CPU", lambda r: _pct(r.client_cpu_max)),
 ]
 
 

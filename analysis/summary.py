@@ -71,7 +71,6 @@ class StepRow:
     server_gen_tok_s: float | None = None  # the server's generation-token counter as a rate
     server_token_gap: float | None = None  # server_gen_tok_s / client tok/s over the same span - 1
     client_cpu_max: float | None = None  # the busiest load process's CPU over the step, 1.0 = one core
-    client_busy_max: float | None = None  # CPU + waiting for a CPU (Linux): the share of a core it asked for
 
 
 @dataclass(frozen=True)
@@ -99,12 +98,10 @@ def summarize_run(run: RunData, *, name: str | None = None) -> RunSummary:
     run_name = name or run.meta.label or run.path.name
     rows: list[StepRow] = []
     warnings: list[ValidityWarning] = []
-    cpu = {s["index"]: (s.get("client_cpu_max"), s.get("client_busy_max")) for s in run.steps}
+    cpu = {s["index"]: max(s["load_cpu"].values()) / 100.0 if s.get("load_cpu") else None for s in run.steps}
     for window in step_windows(run):
         row = with_server_side(summarize_step(run, window), run, window)
-        used, busy = cpu.get(window.index, (None, None))
-        row, found = flag_step(run_name, replace(row, client_cpu_max=used,
-                                                 client_busy_max=busy if busy is not None else used))
+        row, found = flag_step(run_name, replace(row, client_cpu_max=cpu.get(window.index)))
         warnings.extend(found)
         rows.append(row)
     has_meta = (run.path / META_FILE).exists()

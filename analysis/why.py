@@ -26,9 +26,8 @@ def _side(name: str, row: StepRow, other: StepRow) -> list[str]:
         found.append(f"{name} queued {queued:.0f} requests on average{cap}")
     if row.server_kv_usage is not None and row.server_kv_usage >= KV_FULL:
         found.append(f"{name} KV cache {row.server_kv_usage:.0%} full")
-    if row.client_busy_max is not None and row.client_busy_max > CLIENT_BOUND_CPU:
-        found.append(f"{name}'s load process was busy {row.client_busy_max:.0%} of the time: the client may set "
-                     "the pace")
+    if row.client_cpu_max is not None and row.client_cpu_max > CLIENT_BOUND_CPU:
+        found.append(f"{name}'s load process used {row.client_cpu_max:.0%} of a core: the client may set the pace")
     return found
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from contract.policy import MIN_ACHIEVED_FRACTION
 from contract.schema import SCHEMA_VERSION, RequestRecord, StepRecord
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
+from shapes.loadcpu import client_bound
 
 
 @dataclass
@@ -25,6 +26,9 @@ class StepBook:
     end_s: float | None = None
     ended_by: str | None = None
     closed: bool = False
+    users_lost: int = 0  # users that ran on workers lost during this step
+    lost_requests: int = 0  # requests of this step in flight on a lost worker: never recorded
+    load_cpu: dict[str, float] | None = None  # percent of one core per load process (shapes.loadcpu)
 
 
 def warmup_end(records: Sequence[RequestRecord], since_s: float, users_needed: int) -> float | None:
@@ -69,12 +73,27 @@ def close_step(book: StepBook, records: Sequence[RequestRecord]) -> StepRecord:
         flags.append("too_few_requests")
     if book.ended_by == "stopped":
         flags.append("stopped")
-    return StepRecord(
+    flags.extend(loss_flags(book))
+    step = StepRecord(
         schema=SCHEMA_VERSION, index=book.index, target_c=book.target_c, start_s=book.start_s,
         steady_start_s=book.steady_start_s, end_s=end, min_requests=book.min_requests,
         requests_measured=measured, achieved_c=achieved, throughput_tok_s=throughput,
         ended_by=book.ended_by or "stopped", flags=flags,
     )
+    if book.users_lost or book.lost_requests:
+        step["users_lost"] = book.users_lost
+        step["lost_requests"] = book.lost_requests
+    if book.load_cpu is not None:
+        step["load_cpu"] = book.load_cpu
+    return step
+
+
+def loss_flags(book: StepBook) -> list[str]:
+    """``worker_lost`` when a worker died during the step; ``client_bound`` when a load process ran hot."""
+    flags = ["worker_lost"] if book.users_lost or book.lost_requests else []
+    if book.load_cpu is not None and client_bound(book.load_cpu):
+        flags.append("client_bound")
+    return flags
 
 
 def describe_close(step: StepRecord, n_steps: int) -> str:
@@ -82,9 +101,8 @@ def describe_close(step: StepRecord, n_steps: int) -> str:
     window = (step["end_s"] - step["steady_start_s"]) if step.get("steady_start_s") else 0.0
     tput = f"{step['throughput_tok_s']:.1f} tok/s" if step.get("throughput_tok_s") is not None else "- tok/s"
     ach = f"achieved C {step['achieved_c']:.2f}" if step.get("achieved_c") is not None else "achieved C -"
-    cpu = f", client CPU {step['client_cpu_max']:.0%} of a core" if step.get("client_cpu_max") is not None else ""
-    if step.get("client_busy_max") is not None:
-        cpu += f" (busy {step['client_busy_max']:.0%})"
     flags = f" FLAGS: {', '.join(step['flags'])}" if step["flags"] else ""
+    if step.get("lost_requests") or step.get("users_lost"):
+        flags += f" (lost {step.get('users_lost', 0)} users, {step.get('lost_requests', 0)} requests in flight)"
     return (f"step {step['index'] + 1}/{n_steps} C={step['target_c']}: ended ({step['ended_by']}) after "
-            f"{window:.1f} s window, {step['requests_measured']} requests, {tput}, {ach}{cpu}{flags}")
+            f"{window:.1f} s window, {step['requests_measured']} requests, {tput}, {ach}{flags}")

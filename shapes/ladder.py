@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from locust import LoadTestShape
+from locust.runners import MasterRunner
 
 from analysis.bootstrap import MIN_BATCHES, batch_count
 from contract.policy import default_min_requests
@@ -35,8 +36,13 @@ from shapes.books import (
 )
 from shapes.collector import RequestCollector
 from shapes.live import STEP_MESSAGE, LiveStep
+from shapes.loadcpu import LoadCpu
 
 log = logging.getLogger("specbench.ladder")
+
+#: The ladder ends once nothing has been in flight for this long: a request a worker started just before it
+#: heard "draining" announces itself within a message's latency, and its record then arrives before the end.
+DRAIN_QUIET_S = 1.0
 
 
 class ConcurrencyLadder(LoadTestShape):
@@ -49,6 +55,9 @@ class ConcurrencyLadder(LoadTestShape):
         self.collector = RequestCollector()
         self.on_step_closed: list[Callable[[StepRecord], None]] = []
         self.settings = SuiteSettings.from_options(None)  # the defaults, until a Start brings options
+        self._cpu: LoadCpu | None = None
+        #: set by the hooks on a master: each worker's latest (CPU seconds, its monotonic time), by name
+        self.worker_cpu: Callable[[], dict[str, tuple[float, float]]] | None = None
         self.levels: list[int] = list(self.settings.ladder)
         self.users_mode = False
         self.run_time: float = 0.0  # users mode: seconds from the start; 0 = until Stop
@@ -71,6 +80,7 @@ class ConcurrencyLadder(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         now = time.time()
+        self._sample_cpu()
         self._close_ready_books(force=False)
         if self._finished:
             return None
@@ -124,6 +134,7 @@ class ConcurrencyLadder(LoadTestShape):
         self._book: StepBook | None = None
         self._draining = False
         self._drain_started = 0.0
+        self._quiet_since: float | None = None
         self._finished = False
         self.completed = False  # the whole ladder ran and drained on its own
 
@@ -137,6 +148,7 @@ class ConcurrencyLadder(LoadTestShape):
         book = StepBook(index=index, target_c=target, min_requests=min_requests, start_s=now)
         self.books.append(book)
         self._book = book
+        self.cpu.begin()
         self.live = LiveStep(index=index, target_c=target)
         if self.settings.warmup_time > 0:  # a set warm-up time is known now
             book.steady_start_s = now + self.settings.warmup_time
@@ -188,6 +200,7 @@ class ConcurrencyLadder(LoadTestShape):
 
     def _end_step(self, book: StepBook, now: float, ended_by: str) -> None:
         book.end_s = now
+        book.load_cpu = self.cpu.finish()
         book.ended_by = ended_by
         self.live.end_s = now
         self._broadcast()
@@ -209,7 +222,12 @@ class ConcurrencyLadder(LoadTestShape):
     def _drain_tick(self, now: float) -> tuple[int, float] | None:
         """Users start nothing new while draining; once nothing is in flight, stop them and end the test."""
         timed_out = now - self._drain_started > self.settings.request_timeout + 10.0
-        if not self.collector.in_flight or timed_out:
+        if self.collector.in_flight:
+            self._quiet_since = None
+        elif self._quiet_since is None:
+            self._quiet_since = now
+        quiet = self._quiet_since is not None and now - self._quiet_since >= DRAIN_QUIET_S
+        if quiet or timed_out:
             self._close_ready_books(force=True)
             self._finished = True
             self.completed = not timed_out
@@ -221,6 +239,25 @@ class ConcurrencyLadder(LoadTestShape):
         """The step whose window is still open (for live figures); None between steps, runs and while draining."""
         book = self._book
         return book if book is not None and book.end_s is None and not self._finished else None
+
+    @property
+    def cpu(self) -> LoadCpu:
+        if getattr(self, "_cpu", None) is None:
+            self._cpu = LoadCpu("master" if isinstance(self.runner, MasterRunner) else "local")
+        return self._cpu
+
+    def _sample_cpu(self) -> None:
+        self.cpu.sample(self.worker_cpu() if self.worker_cpu is not None else {})
+
+    def note_worker_lost(self, users: int, lost_steps: list[int | None]) -> None:
+        """A worker died: the current step lost its users; each step lost the requests it had in flight."""
+        if self._book is not None:
+            self._book.users_lost += users
+        by_index = {b.index: b for b in self.books}
+        for step in lost_steps:
+            book = by_index.get(step) if step is not None else self._book
+            if book is not None:
+                book.lost_requests += 1
 
     def stop_now(self) -> None:
         """The run is being stopped from outside (UI Stop, Ctrl-C, SIGTERM): close the open step's books now.

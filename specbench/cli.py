@@ -9,7 +9,8 @@
     specbench compare-runs BASE_RUN RUN [RUN ...]    # python -m analysis compare BASE_RUN RUN [RUN ...]
 
 Options it does not know (``--ladder``, ``--max-tokens``, ``--prompts``, ...) go to the Locust runs as they are.
-Exit codes: 0 done, 2 a user or server problem (one line on stderr), 130 interrupted (partial report written).
+Exit codes: 0 done, 2 a user or server problem (one line on stderr), 3 a distributed run lost data (a worker
+was lost or records never arrived), 130 interrupted (partial report written).
 """
 
 from __future__ import annotations

@@ -102,7 +102,9 @@ def test_server_running_matches_the_ledger_and_tokens_match_the_client(runs: dic
             assert 0 < row.server_kv_usage < 1
             assert "server_token_gap" not in row.flags
         steps = read_jsonl(runs[name] / "steps.jsonl")
-        assert all(s["client_cpu_max"] is not None and "local" in s["client_cpu"] for s in steps)
+        assert all("local" in s["load_cpu"] for s in steps)
+        assert all(r.client_cpu_max == max(s["load_cpu"].values()) / 100 for r, s in zip(summary.rows, steps,
+                                                                                          strict=True))
     spec = summarize_run(load_run(runs["spec"]))
     low, high = spec.rows
     assert low.server_queued == pytest.approx(0, abs=0.5) and high.server_running_max == 48

@@ -66,7 +66,7 @@ class RunSpec:
     write_meta: bool = True
     torn_tail: bool = False
     cached_tokens: int = 0  # per request, of 100 prompt tokens
-    client_busy: float | None = None  # every step line's client_busy_max (and client_cpu_max)
+    client_busy: float | None = None  # every step line's load_cpu, as a share of one core
     server_counter_factor: float | None = None  # write server_metrics.jsonl: the token counter = this x truth
 
 
@@ -96,8 +96,7 @@ def write_run(root: Path, spec: RunSpec) -> Path:
     with (root / STEPS_FILE).open("w", encoding="utf-8") as fh:
         for step in steps:
             if spec.client_busy is not None:
-                step.update(client_cpu={"local": spec.client_busy}, client_cpu_max=spec.client_busy,
-                            client_busy_max=spec.client_busy)
+                step.update(load_cpu={"local": 100 * spec.client_busy})
             fh.write(json.dumps(step) + "\n")
     if spec.server_counter_factor is not None:
         _write_server_metrics(root, records, EPOCH, t, spec.server_counter_factor)

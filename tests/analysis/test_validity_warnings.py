@@ -81,7 +81,7 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "no_interval": (_short_windows, "no 95% interval"),
     "prompt_cache_mismatch": (_set(cached_tokens=90), "served from cache: 0% on baseline, 90% on"),
     "server_token_gap": (_set(server_counter_factor=1.05), "differ by +5.0% over the same seconds"),
-    "client_bound": (_set(client_busy=0.97), "busy 97% of the time"),
+    "client_bound": (_set(client_busy=0.97), "used 97% of a core"),
 }
 
 
