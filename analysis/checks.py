@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from contract.policy import MIN_ACHIEVED_FRACTION, rate_held
+from analysis.server_side import MAX_TOKEN_GAP
+from contract.policy import CLIENT_BOUND_CPU, MIN_ACHIEVED_FRACTION, rate_held
 from contract.schema import RunData
 
 if TYPE_CHECKING:
@@ -33,12 +34,15 @@ SPEC_MAX_RUNNING_LOWER = "spec_max_running_lower"
 UNMATCHED_LEVEL = "unmatched_level"
 NO_INTERVAL = "no_interval"
 PROMPT_CACHE_MISMATCH = "prompt_cache_mismatch"
+SERVER_TOKEN_GAP = "server_token_gap"
+CLIENT_BOUND = "client_bound"
 DROPPED_REQUESTS = "dropped_requests"
 LOW_RATE = "low_rate"
 WARNING_CODES: tuple[str, ...] = (
     LOW_CONCURRENCY, FEW_REQUESTS, SINGLE_PROMPT, CHUNK_COUNTED_TOKENS, ERROR_RATE, PARTIAL_RUN, NO_WINDOW,
     MISSING_META, SETTINGS_MISMATCH, SPEC_NOT_SPECULATIVE, BASELINE_SPECULATIVE, SPEC_MAX_RUNNING_LOWER,
-    UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH, DROPPED_REQUESTS, LOW_RATE,
+    UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH, SERVER_TOKEN_GAP, CLIENT_BOUND,
+    DROPPED_REQUESTS, LOW_RATE,
 )
 
 
@@ -69,19 +73,35 @@ def step_warnings(run_name: str, row: StepRow) -> list[ValidityWarning]:
     if row.achieved_c is not None and row.achieved_c < MIN_ACHIEVED_FRACTION * row.target_c:
         warn(LOW_CONCURRENCY, f"achieved concurrency {row.achieved_c:.1f} is "
              f"{row.achieved_c / row.target_c:.0%} of the target {row.target_c} (below 95%)")
-    if row.dropped:
-        warn(DROPPED_REQUESTS, f"{row.dropped} request(s) fell due while all --max-in-flight users were busy and "
-             "were never sent; the server did not see the asked rate (raise --max-in-flight, or read this "
-             "level as overload)")
-    if row.target_rate is not None and row.achieved_rate is not None and row.window_s and not rate_held(
-            round(row.achieved_rate * row.window_s), row.target_rate, row.window_s, "poisson"):
-        warn(LOW_RATE, f"requests were sent at {row.achieved_rate:.3g}/s, short of the asked "
-             f"{row.target_rate:g}/s beyond what chance explains")
+    for code, text in open_loop_problems(row):
+        warn(code, text)
     if row.requests_ok < row.min_requests:
         warn(FEW_REQUESTS, f"{row.requests_ok} successful requests measured, {row.min_requests} needed")
     if row.error_rate is not None and row.error_rate > MAX_ERROR_RATE:
         kinds = ", ".join(f"{n} {status}" for status, n in row.failures.items())
         warn(ERROR_RATE, f"error rate {row.error_rate:.1%} ({kinds} of {row.requests_total} requests)")
+    if row.server_token_gap is not None and abs(row.server_token_gap) > MAX_TOKEN_GAP:
+        warn(SERVER_TOKEN_GAP, f"the server's generation-token counter ({row.server_gen_tok_s:.1f} tok/s) and the "
+             f"client's output tokens differ by {row.server_token_gap:+.1%} over the same seconds (over "
+             f"{MAX_TOKEN_GAP:.0%}): one of the two counts is wrong")
+    if row.client_cpu_max is not None and row.client_cpu_max > CLIENT_BOUND_CPU:
+        warn(CLIENT_BOUND, f"a load process used {row.client_cpu_max:.0%} of a core (over "
+             f"{CLIENT_BOUND_CPU:.0%}): the client may have limited this step (late reads inflate TTFT and ITL, "
+             "late sends lower throughput); run more load processes (--processes)")
+    return found
+
+
+def open_loop_problems(row: StepRow) -> list[tuple[str, str]]:
+    """A rate step's drops, and a send rate short of the asked one beyond what chance explains."""
+    found = []
+    if row.dropped:
+        found.append((DROPPED_REQUESTS, f"{row.dropped} request(s) fell due while all --max-in-flight users were "
+                      "busy and were never sent; the server did not see the asked rate (raise --max-in-flight, "
+                      "or read this level as overload)"))
+    if row.target_rate is not None and row.achieved_rate is not None and row.window_s and not rate_held(
+            round(row.achieved_rate * row.window_s), row.target_rate, row.window_s, "poisson"):
+        found.append((LOW_RATE, f"requests were sent at {row.achieved_rate:.3g}/s, short of the asked "
+                      f"{row.target_rate:g}/s beyond what chance explains"))
     return found
 
 

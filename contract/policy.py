@@ -19,6 +19,9 @@ def default_min_requests(target_c: int) -> int:
     """Requests a step must measure unless told otherwise: enough for a p99 and for every user to recycle."""
     return max(30, 3 * target_c)
 
+#: A load process busier than this share of one core during a step: the client, not the server, may have
+#: limited the step (late reads inflate TTFT and ITL, fewer requests lower throughput); flag ``client_bound``.
+CLIENT_BOUND_CPU = 0.90
 
 def default_min_requests_at_rate(rate: float) -> int:
     """Open loop: at least 30 requests, and three seconds' worth at the step's rate."""

@@ -69,6 +69,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-step-time", 600.0, "maximum seconds per step, warm-up included"),
     Option("step-ci", 0.0, "end a step early once its throughput's 95%% CI half-width is below this "
            "fraction (0: off)"),
+    Option("server-metrics", True, "sample the server's /metrics during the run into server_metrics.jsonl "
+           "(--no-server-metrics: off)"),
+    Option("server-metrics-interval", 1.0, "seconds between two reads of the server's /metrics"),
     Option("rate-ladder", "", "open loop: request rates (requests/s) to walk instead of --ladder, "
            "comma-separated, e.g. 0.5,1,2,4"),
     Option("arrivals", "poisson", "open loop: poisson (seeded exponential gaps) or constant (even gaps)",
@@ -242,6 +245,8 @@ class SuiteSettings:
     min_step_time: float
     max_step_time: float
     step_ci: float
+    server_metrics: bool
+    server_metrics_interval: float
     rate_ladder: list[float] = dataclasses.field(default_factory=list)  # empty: closed loop
     arrivals: str = "poisson"
     max_in_flight: int = 256
@@ -269,6 +274,8 @@ class SuiteSettings:
             load_mode=str(get("load_mode")), ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
             min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
+            server_metrics=bool(get("server_metrics")),
+            server_metrics_interval=float(get("server_metrics_interval")),
             rate_ladder=_rates(get("rate_ladder")), arrivals=str(get("arrivals")),
             max_in_flight=int(get("max_in_flight")), slo=str(get("slo") or ""),
             input_len=str(get("input_len") or ""), output_len=str(get("output_len") or ""),
@@ -284,7 +291,8 @@ class SuiteSettings:
             raise SettingsError(f"--load-mode: expected one of {', '.join(LOAD_MODES)}, got {self.load_mode!r}")
         if self.max_tokens < 1:
             raise SettingsError(f"--max-tokens: expected a positive whole number, got {self.max_tokens}")
-        for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time"):
+        for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time",
+                     "server_metrics_interval"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"--{name.replace('_', '-')}: expected a positive number of seconds")
         if self.step_ci < 0 or self.step_ci >= 1:
