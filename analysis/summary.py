@@ -23,7 +23,7 @@ from analysis.request_metrics import (
     tpot_s,
     ttft_s,
 )
-from analysis.schema import META_FILE, RequestRecord, RunData, RunMeta
+from analysis.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta
 from analysis.steps import StepWindow, overlapping, step_windows
 from analysis.window import achieved_concurrency, measured_in_window, window_throughput
 
@@ -118,9 +118,9 @@ def summarize_step(run: RunData, window: StepWindow) -> StepRow:
         return _empty_row(window, min_requests)
     t0, t1 = window.bounds
     nearby = overlapping(run.records, t0, t1)
-    inside = measured_in_window(nearby, t0, t1)
+    inside = [r for r in measured_in_window(nearby, t0, t1) if r["status"] not in NOT_SERVER_FAILURES]
     ok = [r for r in inside if r["status"] == "ok"]
-    failures = Counter(r["status"] for r in inside if r["status"] != "ok")
+    failures = Counter(r["status"] for r in inside if r["status"] not in ("ok", *NOT_SERVER_FAILURES))
     speeds = [s for s in (per_request_tok_s(r) for r in ok) if s is not None]
     ttfts = [t for t in (ttft_s(r) for r in ok) if t is not None]
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -16,6 +17,9 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from analysis.schema import RunMeta
+from contract.redact import install_log_filter, redact, register_key_env
+from contract.urls import UrlError, check_url
+from locustfiles import guards
 from locustfiles import run as runmod
 from locustfiles.prompts import PromptError
 from locustfiles.recorder import write_meta
@@ -37,6 +41,8 @@ class RunHooks:
         self.steps = runmod.StepsWriter()
         self.emulator: Any = None
         self.out_given = False
+        self.start_host = ""  # the host given at start: the only one an API key may go to
+        self.failed_steps: list[str] = []  # steps above --max-error-rate, one line each
 
     @property
     def shape(self) -> ConcurrencyLadder | None:
@@ -57,30 +63,50 @@ class RunHooks:
     def on_init(self, argv: list[str]) -> None:
         runner = self.env.runner
         assert runner is not None
+        options = self.env.parsed_options
+        install_log_filter()
+        if options is not None:
+            register_key_env(str(getattr(options, "api_key_env", "") or ""))
         if self.runs_users:
             runner.register_message(STEP_MESSAGE, self._on_step_message)
         if not self.coordinates:
             return
-        options = self.env.parsed_options
         if options is not None:
             try:
                 apply_profile(options, argv)
+                register_key_env(str(getattr(options, "api_key_env", "") or ""))
                 SuiteSettings.from_options(options)
             except SettingsError as exc:
                 fail(str(exc))
             self.out_given = bool(getattr(options, "out", ""))
-            if not self.env.host:
+            if self.env.host:
+                try:
+                    self.env.host = check_url(self.env.host)
+                except UrlError as exc:
+                    fail(str(exc))
+            else:
                 self._start_embedded_emulator(options)
+            self.start_host = self.env.host or ""
+            web_ui = getattr(self.env, "web_ui", None)
+            if web_ui is not None:
+                guards.guard_host_change(web_ui.app, self.start_host, options)
         runner.register_message(START_MESSAGE, self._on_start_message)
         runner.register_message(RECORD_MESSAGE, self._on_record_message)
         if self.shape is not None:
             self.shape.on_step_closed.append(self.steps)
+            self.shape.on_step_closed.append(self._check_error_rate)
         if options is not None and getattr(options, "headless", False):
             # Locust 2.47 installs its SIGTERM handler only after a headless shape run has ended (a SIGTERM
             # during the ladder kills the process with nothing closed), and Ctrl-C raises KeyboardInterrupt
             # in whichever greenlet happens to run. Both now end the shape, so Locust stops in order.
-            for signum in (signal.SIGTERM, signal.SIGINT):
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 gevent.signal_handler(signum, self._on_stop_signal, signum)
+
+    def _check_error_rate(self, step: Any) -> None:
+        limit = float(getattr(self.env.parsed_options, "max_error_rate", 0.05))
+        line = guards.error_rate_line(step, limit)
+        if line:
+            self.failed_steps.append(line)
 
     def _on_stop_signal(self, signum: int) -> None:
         log.info("Got %s: stopping the ladder; every finished request is kept", signal.Signals(signum).name)
@@ -122,6 +148,10 @@ class RunHooks:
         try:
             settings = SuiteSettings.from_options(options)
             if self.coordinates:
+                if settings.api_key() and not guards.host_allowed(self.start_host, self.env.host or "", options):
+                    raise SettingsError(guards.HOST_CHANGE_REFUSED)
+                if self.out_given:
+                    guards.claim_run_dir(Path(settings.out), settings.overwrite)
                 server = runmod.coordinate(options, settings, self.env.host or "", not self.out_given)
             else:
                 server = identify(self.env.host or "", api_key=settings.api_key(),
@@ -151,6 +181,13 @@ class RunHooks:
         if self.coordinates and ctx is not None and self.meta is not None:
             completed = self.shape.completed if self.shape is not None else True
             runmod.finish_meta(ctx.run_dir, self.meta, completed)
+            for line in self.failed_steps:
+                log.error(line)
+            # A partial run is never a success, whichever signal path stopped it; too many errors neither.
+            if not completed and self.env.process_exit_code is None:
+                self.env.process_exit_code = 130
+            elif self.failed_steps and self.env.process_exit_code is None:
+                self.env.process_exit_code = guards.EXIT_TOO_MANY_ERRORS
         self.steps.close()
         if self.emulator is not None:
             self.emulator.stop()
@@ -158,7 +195,7 @@ class RunHooks:
 
 def fail(message: str) -> None:
     """A user mistake: one clear line, exit code 2, no traceback."""
-    sys.stderr.write(f"specbench: error: {message}\n")
+    sys.stderr.write(f"specbench: error: {redact(message)}\n")
     sys.stderr.flush()
     raise SystemExit(2)
 
@@ -175,3 +212,6 @@ def install(environment: Environment, argv: list[str] | None = None) -> RunHooks
 
 def add_options(parser: Any, **_kw: Any) -> None:
     add_arguments(parser)
+    # The web UI has no login by default and its form can start load: loopback only unless the user widens it
+    # (an explicit --web-host or LOCUST_WEB_HOST still wins over this default).
+    parser.set_defaults(web_host="127.0.0.1")

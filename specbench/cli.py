@@ -7,18 +7,23 @@
     specbench compare-runs BASE_RUN SPEC_RUN         # python -m analysis compare BASE_RUN SPEC_RUN
 
 Options it does not know (``--ladder``, ``--max-tokens``, ``--prompts``, ...) go to the Locust runs as they are.
-Exit codes: 0 done, 2 a user or server problem (one line on stderr), 130 interrupted (partial report written).
+Exit codes: 0 done, 2 a user or server problem (one line on stderr), 3 a step failed more than
+--max-error-rate allows, 130 interrupted (SIGINT, SIGTERM or SIGHUP; partial report written).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from contract.redact import redact
 from locustfiles.settings import default_run_dir
+from specbench.inputs import InputError, check_fresh_dir, check_host, check_load_options
 from specbench.preflight import PreflightError, check_server
 from specbench.servers import start_emulator_process
 
@@ -34,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--suite-config", help="YAML profile of suite options (config/suite/*.yaml)")
         p.add_argument("--api-key-env", default="", help="environment variable holding the API key")
         p.add_argument("--processes", type=int, default=0, help="Locust worker processes (0: one process)")
+        p.add_argument("--overwrite", action="store_true", help="reuse a non-empty --out directory")
 
     p = sub.add_parser("compare", help="ladder on a baseline and a speculative server, then the comparison")
     p.add_argument("--baseline", required=True, help="URL of the baseline server")
@@ -57,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("base_run")
     p.add_argument("spec_run")
     p.add_argument("--out")
+    p.add_argument("--overwrite", action="store_true", help="replace a report already in --out")
 
     p = sub.add_parser("demo", help="the whole comparison against two built-in emulators")
     p.add_argument("--out", default="reports/demo", help="report directory (default reports/demo)")
@@ -67,8 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
     args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    # SIGTERM and SIGHUP end a command as Ctrl-C does: children are stopped in order, what was recorded is kept.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     try:
         if args.command == "compare":
             return cmd_compare(args, extra)
@@ -82,10 +96,15 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.command == "report":
             return analysis_main(["summarize", args.run_dir] + (["--json"] if args.json else []))
+        if args.out:
+            check_fresh_dir(Path(args.out), "--out", args.overwrite, marker="report.md")
         return analysis_main(["compare", args.base_run, args.spec_run] + (["--out", args.out] if args.out else []))
-    except (PreflightError, UsageError) as exc:
-        print(f"specbench: error: {exc}", file=sys.stderr)
+    except (PreflightError, UsageError, InputError) as exc:
+        print(f"specbench: error: {redact(str(exc))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("specbench: interrupted", file=sys.stderr)
+        return 130
 
 
 class UsageError(Exception):
@@ -93,40 +112,46 @@ class UsageError(Exception):
 
 
 def _api_key(env_name: str) -> str | None:
-    if not env_name:
-        return None
-    if env_name not in os.environ:
-        raise UsageError(f"--api-key-env: environment variable {env_name} is not set")
-    return os.environ[env_name]
+    """The key, already checked by ``check_load_options`` (set, non-empty, registered for redaction)."""
+    return os.environ[env_name] if env_name else None
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.loadrun import LoadRun, execute
 
-    pre = check_server(args.host, "server", api_key=_api_key(args.api_key_env))
-    print(pre.describe("server"), flush=True)
-    run_dir = Path(args.out) if args.out else default_run_dir(args.label)
+    host = check_host(args.host, "--host")
     passthrough = _load_options(args) + extra
-    result = execute(LoadRun(args.host, args.label, run_dir, args.suite_config, args.processes, passthrough))
+    check_load_options([*passthrough, "--label", args.label], args.suite_config, args.api_key_env)
+    run_dir = Path(args.out) if args.out else default_run_dir(args.label)
+    check_fresh_dir(run_dir, "--out", args.overwrite)
+    pre = check_server(host, "server", api_key=_api_key(args.api_key_env))
+    print(redact(pre.describe("server")), flush=True)
+    result = execute(LoadRun(host, args.label, run_dir, args.suite_config, args.processes, passthrough))
     print(f"run directory: {run_dir}", flush=True)
-    if result.returncode not in (0, 1):
-        return result.returncode
-    return 130 if result.interrupted else 0
+    if result.interrupted:
+        return 130
+    if result.failed:
+        print(f"specbench: error: the load run failed (Locust exit code {result.returncode})", file=sys.stderr)
+    return result.returncode
 
 
 def _load_options(args: argparse.Namespace) -> list[str]:
-    return ["--api-key-env", args.api_key_env] if args.api_key_env else []
+    opts = ["--api-key-env", args.api_key_env] if args.api_key_env else []
+    return opts + (["--overwrite"] if getattr(args, "overwrite", False) else [])
 
 
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
-    key = _api_key(args.api_key_env)
-    base = check_server(args.baseline, "baseline", api=args.api, api_key=key)
-    spec = check_server(args.spec, "spec", api=args.api, api_key=key)
-    print(base.describe("baseline"), flush=True)
-    print(spec.describe("spec"), flush=True)
+    baseline, spec_url = check_host(args.baseline, "--baseline"), check_host(args.spec, "--spec")
+    check_load_options(_load_options(args) + extra, args.suite_config, args.api_key_env)
     out = Path(args.out) if args.out else Path("reports") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_fresh_dir(out, "--out", args.overwrite)
+    key = _api_key(args.api_key_env)
+    base = check_server(baseline, "baseline", api=args.api, api_key=key)
+    spec = check_server(spec_url, "spec", api=args.api, api_key=key)
+    print(redact(base.describe("baseline")), flush=True)
+    print(redact(spec.describe("spec")), flush=True)
     job = CompareJob(baseline=base, spec=spec, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
                      extra=_load_options(args) + extra)
@@ -138,6 +163,7 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
 
     print(f"Starting two built-in emulators (baseline and eagle3, speed {args.speed:g}) on 127.0.0.1 ...",
           flush=True)
+    check_load_options(extra, args.suite_config, args.api_key_env)
     servers = []
     try:
         servers.append(start_emulator_process("baseline", speed=args.speed))

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import requests
 
+from contract.redact import redact
+from locustfiles.guards import EXIT_TOO_MANY_ERRORS
 from specbench.loadrun import LoadRun, execute
 from specbench.preflight import Preflight
 
@@ -50,27 +52,32 @@ def run_compare(job: CompareJob) -> int:
     job.out.mkdir(parents=True, exist_ok=True)
     api = job.common_api()
     runs = {"baseline": (job.baseline, job.out / "baseline"), "spec": (job.spec, job.out / "spec")}
-    interrupted = False
+    interrupted = too_many_errors = False
     for label, (pre, run_dir) in runs.items():
         if job.flush_cache and flush_cache(pre.identity.url, job.api_key):
             print(f"{label}: flushed the server cache", flush=True)
-        print(f"{label}: ladder against {pre.identity.url} -> {run_dir}", flush=True)
+        print(redact(f"{label}: ladder against {pre.identity.url} -> {run_dir}"), flush=True)
         run = LoadRun(pre.identity.url, label, run_dir, job.suite_config, job.processes,
-                      ["--api", api, *job.extra])
+                      ["--api", api, "--overwrite", *job.extra])  # the caller has claimed job.out
         result = execute(run)
         if result.interrupted:
             interrupted = True
             print(f"{label}: interrupted; writing a partial report from what was recorded", flush=True)
             break
-        if result.returncode not in (0, 1):
-            print(f"{label}: Locust exited with code {result.returncode}", flush=True)
+        if result.returncode == EXIT_TOO_MANY_ERRORS:
+            too_many_errors = True
+            print(f"{label}: some steps failed more than --max-error-rate allows; they get no verdict", flush=True)
+        elif result.failed:
+            print(f"{label}: the load run failed (Locust exit code {result.returncode}); stopping here", flush=True)
             return result.returncode
     base_dir, spec_dir = runs["baseline"][1], runs["spec"][1]
     if not (spec_dir / "records.jsonl").exists():
         print("No speculative run was recorded, so there is nothing to compare.", flush=True)
         return 130 if interrupted else 2
     comparison = compare_runs(load_run(base_dir), load_run(spec_dir))
-    print(render_comparison(comparison), flush=True)
+    print(redact(render_comparison(comparison)), flush=True)
     written = write_comparison_outputs(comparison, job.out)
     print(f"report: {job.out / 'report.md'} ({len(written)} files in {job.out})", flush=True)
-    return 130 if interrupted else 0
+    if interrupted:
+        return 130
+    return EXIT_TOO_MANY_ERRORS if too_many_errors else 0
