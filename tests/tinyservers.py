@@ -33,7 +33,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.server.seen.append(("GET", self.path, self.headers.get("Authorization")))
         if self.path in ("/health", "/ready"):
             self._send(200, "text/plain", b"ok")
@@ -42,7 +42,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, "text/plain", b"not found")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
         auth = self.headers.get("Authorization")
