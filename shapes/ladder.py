@@ -112,7 +112,9 @@ class ConcurrencyLadder(LoadTestShape):
                 self._broadcast()
                 return self._drain_tick(now)
         assert self._book is not None
-        return self._book.target_c, float(self._book.target_c)
+        # The rate paces ramp-down too: at a rate of target_c, a step down from 4 to 1 stops one user a second
+        # and the C=1 step starts with extra users. The highest level starts or stops any step at once.
+        return self._book.target_c, float(max(self.config.levels))
 
     def _just_started(self) -> bool:
         return (len(self.books) == 1 and self.books[0].end_s is None and not self.collector.in_flight
@@ -211,7 +213,9 @@ class ConcurrencyLadder(LoadTestShape):
             self.completed = not timed_out
             return None
         assert self._book is not None
-        return self._book.target_c, float(self._book.target_c)
+        # The rate paces ramp-down too: at a rate of target_c, a step down from 4 to 1 stops one user a second
+        # and the C=1 step starts with extra users. The highest level starts or stops any step at once.
+        return self._book.target_c, float(max(self.config.levels))
 
     def stop_now(self) -> None:
         """The run was stopped from outside (UI stop, Ctrl-C): close the open step with what is there."""
