@@ -1,6 +1,6 @@
 """One run's per-step table: the figures ``summarize`` prints, the reports reuse and ``compare`` pairs up.
 
-Every figure comes from the records through one definition (``analysis.window`` for window figures,
+Every figure comes from the records through one definition (``contract.window`` for window figures,
 ``analysis.request_metrics`` for per-request ones); nothing is taken from the live ladder's own numbers.
 """
 
@@ -23,9 +23,10 @@ from analysis.request_metrics import (
     tpot_s,
     ttft_s,
 )
-from analysis.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta
 from analysis.steps import StepWindow, overlapping, step_windows
-from analysis.window import achieved_concurrency, measured_in_window, window_throughput
+from contract.policy import default_min_requests
+from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta
+from contract.window import achieved_concurrency, measured_in_window, window_throughput
 
 
 @dataclass(frozen=True)
@@ -79,26 +80,26 @@ class RunSummary:
         return rows[-1] if rows else None
 
 
-def default_min_requests(target_c: int) -> int:
-    """Requests a step needs when the ladder did not say: enough for a p99 and for every user to recycle."""
-    return max(30, 3 * target_c)
-
-
 def summarize_run(run: RunData, *, name: str | None = None) -> RunSummary:
     """Per-step rows and validity warnings for one run directory's data."""
     run_name = name or run.meta.label or run.path.name
     rows: list[StepRow] = []
     warnings: list[ValidityWarning] = []
     for window in step_windows(run):
-        row = summarize_step(run, window)
-        found = step_warnings(run_name, row)
+        row, found = flag_step(run_name, summarize_step(run, window))
         warnings.extend(found)
-        codes = [w.code for w in found] + ([CHUNK_COUNTED_TOKENS] if row.chunk_counted_requests else [])
-        rows.append(replace(row, flags=tuple(dict.fromkeys(codes))))
+        rows.append(row)
     has_meta = (run.path / META_FILE).exists()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
                       cached_share(run.records))
+
+
+def flag_step(run_name: str, row: StepRow) -> tuple[StepRow, list[ValidityWarning]]:
+    """The row with its flags filled in, and the warnings behind them."""
+    found = step_warnings(run_name, row)
+    codes = [w.code for w in found] + ([CHUNK_COUNTED_TOKENS] if row.chunk_counted_requests else [])
+    return replace(row, flags=tuple(dict.fromkeys(codes))), found
 
 
 def cached_share(records: Sequence[RequestRecord]) -> float | None:
@@ -113,11 +114,19 @@ def cached_share(records: Sequence[RequestRecord]) -> float | None:
 
 def summarize_step(run: RunData, window: StepWindow) -> StepRow:
     """The figures of one step (flags are filled in by ``summarize_run``)."""
+    return step_figures(run.records, window)
+
+
+def step_figures(records: Sequence[RequestRecord], window: StepWindow) -> StepRow:
+    """A step's figures from any set of records holding those in flight during its window.
+
+    The live web-UI tab calls this on the master's records as a run goes, ``summarize`` on the run directory.
+    """
     min_requests = window.min_requests or default_min_requests(window.target_c)
     if window.bounds is None:
         return _empty_row(window, min_requests)
     t0, t1 = window.bounds
-    nearby = overlapping(run.records, t0, t1)
+    nearby = overlapping(records, t0, t1)
     inside = [r for r in measured_in_window(nearby, t0, t1) if r["status"] not in NOT_SERVER_FAILURES]
     ok = [r for r in inside if r["status"] == "ok"]
     failures = Counter(r["status"] for r in inside if r["status"] not in ("ok", *NOT_SERVER_FAILURES))

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from analysis.schema import META_FILE, RECORDS_FILE, STEPS_FILE
-from locustfiles.settings import SettingsError
+from contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE
+from contract.settings import SettingsError
 
 EXIT_TOO_MANY_ERRORS = 3
 HOST_CHANGE_REFUSED = ("the host differs from the one given at start while an API key is in use; the key "

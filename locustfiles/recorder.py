@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from analysis.schema import META_FILE, RunMeta
 from contract.redact import redact_obj
+from contract.schema import META_FILE, RunMeta
 
 
 class JsonlAppender:

@@ -1,6 +1,6 @@
 """A ladder step's bookkeeping: when it started, warmed up and ended, and its closing figures.
 
-Pure functions over records; the figures themselves are defined once in ``analysis.window``.
+Pure functions over records; the figures themselves are defined once in ``contract.window``.
 """
 
 from __future__ import annotations
@@ -8,17 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.schema import NOT_SERVER_FAILURES, SCHEMA_VERSION, RequestRecord, StepRecord
-from analysis.window import achieved_concurrency, measured_in_window, window_throughput
+from contract.policy import MIN_ACHIEVED_FRACTION
+from contract.schema import NOT_SERVER_FAILURES, SCHEMA_VERSION, RequestRecord, StepRecord
+from contract.window import achieved_concurrency, measured_in_window, window_throughput
+from shapes.loadcpu import client_bound
 
-LOW_CONCURRENCY_FRACTION = 0.95
 # Users left over from a higher step still in flight: the step ran above its target C.
 ABOVE_TARGET_FRACTION = 1.05
-
-
-def default_min_requests(target_c: int) -> int:
-    """Requests a step must measure unless told otherwise: enough for stable figures at every C."""
-    return max(30, 3 * target_c)
 
 
 @dataclass
@@ -33,6 +29,9 @@ class StepBook:
     end_s: float | None = None
     ended_by: str | None = None
     closed: bool = False
+    users_lost: int = 0  # users that ran on workers lost during this step
+    lost_requests: int = 0  # requests of this step in flight on a lost worker: never recorded
+    load_cpu: dict[str, float] | None = None  # percent of one core per load process (shapes.loadcpu)
 
 
 def warmup_end(records: Sequence[RequestRecord], since_s: float, users_needed: int) -> float | None:
@@ -71,7 +70,7 @@ def close_step(book: StepBook, records: Sequence[RequestRecord]) -> StepRecord:
         achieved = achieved_concurrency(records, book.steady_start_s, end)
         throughput = window_throughput(records, book.steady_start_s, end)
         measured = len(measured_in_window(records, book.steady_start_s, end))
-        if achieved < LOW_CONCURRENCY_FRACTION * book.target_c:
+        if achieved < MIN_ACHIEVED_FRACTION * book.target_c:
             flags.append("low_concurrency")
     if measured < book.min_requests:
         flags.append("too_few_requests")
@@ -83,12 +82,27 @@ def close_step(book: StepBook, records: Sequence[RequestRecord]) -> StepRecord:
         flags.append("server_unreachable")
     if achieved is not None and achieved > ABOVE_TARGET_FRACTION * book.target_c:
         flags.append("concurrency_above_target")
-    return StepRecord(
+    flags.extend(loss_flags(book))
+    step = StepRecord(
         schema=SCHEMA_VERSION, index=book.index, target_c=book.target_c, start_s=book.start_s,
         steady_start_s=book.steady_start_s, end_s=end, min_requests=book.min_requests,
         requests_measured=measured, achieved_c=achieved, throughput_tok_s=throughput,
         ended_by=book.ended_by or "stopped", flags=flags, requests_total=len(own), requests_failed=len(failed),
     )
+    if book.users_lost or book.lost_requests:
+        step["users_lost"] = book.users_lost
+        step["lost_requests"] = book.lost_requests
+    if book.load_cpu is not None:
+        step["load_cpu"] = book.load_cpu
+    return step
+
+
+def loss_flags(book: StepBook) -> list[str]:
+    """``worker_lost`` when a worker died during the step; ``client_bound`` when a load process ran hot."""
+    flags = ["worker_lost"] if book.users_lost or book.lost_requests else []
+    if book.load_cpu is not None and client_bound(book.load_cpu):
+        flags.append("client_bound")
+    return flags
 
 
 def describe_close(step: StepRecord, n_steps: int) -> str:
@@ -97,5 +111,7 @@ def describe_close(step: StepRecord, n_steps: int) -> str:
     tput = f"{step['throughput_tok_s']:.1f} tok/s" if step.get("throughput_tok_s") is not None else "- tok/s"
     ach = f"achieved C {step['achieved_c']:.2f}" if step.get("achieved_c") is not None else "achieved C -"
     flags = f" FLAGS: {', '.join(step['flags'])}" if step["flags"] else ""
+    if step.get("lost_requests") or step.get("users_lost"):
+        flags += f" (lost {step.get('users_lost', 0)} users, {step.get('lost_requests', 0)} requests in flight)"
     return (f"step {step['index'] + 1}/{n_steps} C={step['target_c']}: ended ({step['ended_by']}) after "
             f"{window:.1f} s window, {step['requests_measured']} requests, {tput}, {ach}{flags}")

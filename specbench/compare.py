@@ -1,8 +1,8 @@
-"""The comparison job: the same ladder on the baseline, then on the speculative server, then the report.
+"""The comparison job: the same ladder on the baseline, then on each speculative configuration, then the report.
 
-Both runs get identical settings and the same prompt order (same prompt set, mode and seed), and the same API
-(SGLang's native route only when both servers are SGLang). Ctrl-C stops the run in progress; what was recorded
-is kept and a report is still written, marked partial.
+All runs get identical settings and the same prompt order (same prompt set, mode and seed), and the same API
+(SGLang's native route only when every server is SGLang). Each run directory is ``OUT/NAME``.
+Ctrl-C stops the run in progress; what was recorded is kept and a report is still written, marked partial.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 import requests
 
 from contract.redact import redact
+from locustfiles.auth import auth_headers
 from locustfiles.guards import EXIT_TOO_MANY_ERRORS
 from specbench.loadrun import LoadRun, execute
 from specbench.preflight import Preflight
@@ -20,25 +21,27 @@ from specbench.preflight import Preflight
 
 @dataclass
 class CompareJob:
+    """The baseline and the configurations to compare with it (``specs``: (name, preflight), in order)."""
+
     baseline: Preflight
-    spec: Preflight
+    specs: list[tuple[str, Preflight]]
     out: Path
     suite_config: str | None = None
     processes: int = 0
     flush_cache: bool = False
     api_key: str | None = None
     extra: list[str] = field(default_factory=list)
+    baseline_name: str = "baseline"
 
     def common_api(self) -> str:
-        """One API for both runs, so the two are measured the same way."""
-        if self.baseline.api == self.spec.api:
-            return self.baseline.api
-        return "chat"
+        """One API for every run, so all are measured the same way."""
+        apis = {self.baseline.api, *(pre.api for _, pre in self.specs)}
+        return apis.pop() if len(apis) == 1 else "chat"
 
 
 def flush_cache(url: str, api_key: str | None) -> bool:
     """POST /flush_cache where the server has it (SGLang); others simply lack it."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = auth_headers(api_key)
     try:
         resp = requests.post(url.rstrip("/") + "/flush_cache", timeout=30, headers=headers)
     except requests.RequestException:
@@ -46,38 +49,64 @@ def flush_cache(url: str, api_key: str | None) -> bool:
     return resp.status_code == 200
 
 
-def run_compare(job: CompareJob) -> int:
-    from analysis import compare_runs, load_run, render_comparison, write_comparison_outputs
+@dataclass
+class LadderOutcome:
+    returncode: int  # 0 when the ladder ran; 3 when a step failed more than --max-error-rate; else failed
+    interrupted: bool
 
-    job.out.mkdir(parents=True, exist_ok=True)
-    api = job.common_api()
-    runs = {"baseline": (job.baseline, job.out / "baseline"), "spec": (job.spec, job.out / "spec")}
-    interrupted = too_many_errors = False
-    for label, (pre, run_dir) in runs.items():
-        if job.flush_cache and flush_cache(pre.identity.url, job.api_key):
-            print(f"{label}: flushed the server cache", flush=True)
-        print(redact(f"{label}: ladder against {pre.identity.url} -> {run_dir}"), flush=True)
-        run = LoadRun(pre.identity.url, label, run_dir, job.suite_config, job.processes,
-                      ["--api", api, "--overwrite", *job.extra])  # the caller has claimed job.out
-        result = execute(run)
-        if result.interrupted:
-            interrupted = True
-            print(f"{label}: interrupted; writing a partial report from what was recorded", flush=True)
-            break
-        if result.returncode == EXIT_TOO_MANY_ERRORS:
-            too_many_errors = True
-            print(f"{label}: some steps failed more than --max-error-rate allows; they get no verdict", flush=True)
-        elif result.failed:
-            print(f"{label}: the load run failed (Locust exit code {result.returncode}); stopping here", flush=True)
-            return result.returncode
-    base_dir, spec_dir = runs["baseline"][1], runs["spec"][1]
-    if not (spec_dir / "records.jsonl").exists():
+
+def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: str | None, processes: int,
+               extra: list[str], flush: bool = False, api_key: str | None = None) -> LadderOutcome:
+    """One configuration's ladder into its run directory, labelled with its name."""
+    if flush and flush_cache(url, api_key):
+        print(f"{name}: flushed the server cache", flush=True)
+    print(redact(f"{name}: ladder against {url} -> {run_dir}"), flush=True)
+    # "--overwrite": the caller has claimed the output directory (refused a non-empty one without it).
+    result = execute(LoadRun(url, name, run_dir, suite_config, processes, ["--api", api, "--overwrite", *extra]))
+    if result.interrupted:
+        print(f"{name}: interrupted; writing a partial report from what was recorded", flush=True)
+        return LadderOutcome(130, True)
+    if result.returncode == EXIT_TOO_MANY_ERRORS:
+        print(f"{name}: a step failed more than --max-error-rate allows; it gets no verdict", flush=True)
+        return LadderOutcome(EXIT_TOO_MANY_ERRORS, False)
+    if result.failed:
+        print(f"{name}: the load run failed (Locust exit code {result.returncode}); stopping here", flush=True)
+        return LadderOutcome(result.returncode, False)
+    return LadderOutcome(0, False)
+
+
+def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str, Path]], interrupted: bool) -> int:
+    """Compare what was recorded and write the report; one configuration gives the two-run report."""
+    from analysis import compare_many, load_run, render_comparison, render_multi, write_outputs
+
+    recorded = [(name, path) for name, path in configs if (path / "records.jsonl").exists()]
+    if not (baseline[1] / "records.jsonl").exists() or not recorded:
         print("No speculative run was recorded, so there is nothing to compare.", flush=True)
         return 130 if interrupted else 2
-    comparison = compare_runs(load_run(base_dir), load_run(spec_dir))
-    print(redact(render_comparison(comparison)), flush=True)
-    written = write_comparison_outputs(comparison, job.out)
-    print(f"report: {job.out / 'report.md'} ({len(written)} files in {job.out})", flush=True)
-    if interrupted:
-        return 130
-    return EXIT_TOO_MANY_ERRORS if too_many_errors else 0
+    multi = compare_many(load_run(baseline[1]), [(name, load_run(path)) for name, path in recorded],
+                         baseline_name=baseline[0])
+    print(redact(render_comparison(multi.pairs[0]) if len(recorded) == 1 else render_multi(multi)), flush=True)
+    written = write_outputs(multi, out)
+    print(f"report: {out / 'report.md'} and {out / 'report.html'} ({len(written)} files in {out})", flush=True)
+    return 130 if interrupted else 0
+
+
+def run_compare(job: CompareJob) -> int:
+    job.out.mkdir(parents=True, exist_ok=True)
+    api = job.common_api()
+    order = [(job.baseline_name, job.baseline), *job.specs]
+    dirs = {name: job.out / name for name, _ in order}
+    interrupted = too_many_errors = False
+    for name, pre in order:
+        outcome = run_ladder(name, pre.identity.url, dirs[name], api=api, suite_config=job.suite_config,
+                             processes=job.processes, extra=job.extra, flush=job.flush_cache, api_key=job.api_key)
+        if outcome.interrupted:
+            interrupted = True
+            break
+        if outcome.returncode == EXIT_TOO_MANY_ERRORS:
+            too_many_errors = True  # the comparison still runs; that level gets no verdict
+        elif outcome.returncode:
+            return outcome.returncode
+    code = write_report(job.out, (job.baseline_name, dirs[job.baseline_name]),
+                        [(name, dirs[name]) for name, _ in job.specs], interrupted)
+    return EXIT_TOO_MANY_ERRORS if code == 0 and too_many_errors else code

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from contract.redact import redact, register_key_env
+from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile, check_api_key_env
 from contract.urls import UrlError, check_url
-from locustfiles.settings import SettingsError, SuiteSettings, add_arguments, apply_profile, check_api_key_env
 
 
 class InputError(Exception):

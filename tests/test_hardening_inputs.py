@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.schema import RunFormatError, read_records
 from contract.redact import MASK, redact, register_key
-from locustfiles.settings import SettingsError, default_run_dir, parse_ladder, safe_label
+from contract.schema import RunFormatError, read_records
+from contract.settings import SettingsError, default_run_dir, parse_ladder, safe_label
 from specbench.preflight import PreflightError, check_server
 from tests.conftest import REPO, run_locust
 from tests.tinyservers import tiny_server

@@ -18,8 +18,8 @@ import pytest
 import requests
 
 from analysis import compare_runs, load_run
-from analysis.schema import read_run
-from specbench.servers import free_port
+from contract.schema import read_run
+from specbench.launch import free_port
 from tests.analysis.synthetic_runs import Level, small_pair, write_run
 from tests.conftest import FAST_LADDER, LOCUSTFILE, REPO, read_jsonl
 from tests.tinyservers import tiny_server

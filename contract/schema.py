@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 SCHEMA_VERSION = 1
 
@@ -33,10 +33,13 @@ STATUSES: tuple[str, ...] = ("ok", "http_error", "stream_error", "timeout", "tru
 # Ended by the suite itself (a user leaving a step of a descending ladder): never a server failure.
 NOT_SERVER_FAILURES: tuple[str, ...] = ("cancelled",)
 Phase = Literal["warmup", "measured", "transition"]
+# The request routes the suite speaks (one dialect object each, in locustfiles/dialects.py).
+Api = Literal["generate", "chat", "completions"]
+APIS: tuple[str, ...] = get_args(Api)
 # Where output_tokens came from: a server-reported count, or (last resort) counted chunks.
-TOKEN_SOURCES: tuple[str, ...] = ("meta_info", "usage", "timings", "tokens_predicted", "chunks")
+TokenSource = Literal["meta_info", "usage", "timings", "tokens_predicted", "chunks"]
 # How the per-chunk cumulative counts were obtained.
-CHUNK_TOKEN_SOURCES: tuple[str, ...] = ("server", "one_per_chunk", "interpolated", "chunks")
+ChunkTokenSource = Literal["server", "one_per_chunk", "interpolated", "chunks"]
 
 
 class SpecFields(TypedDict, total=False):
@@ -57,10 +60,10 @@ class RequestRecord(TypedDict):
     request_id: str  # suite-side id, unique within the run ("<worker>-<n>")
     server_request_id: str | None  # id the server gave the response (meta_info.id, chunk id)
     label: str  # run label, e.g. "baseline", "eagle3"
-    api: str  # "generate", "chat" or "completions"
+    api: Api
     prompt_id: str
     category: str
-    prompt_seq: int  # position of the prompt in the shared prompt order
+    prompt_seq: int  # position of the prompt in the prompt order: request N of a level has N
     step: int | None  # ladder step index at request start; None outside a ladder
     target_c: int | None  # ladder target concurrency at request start
     phase: Phase | None  # as seen by the client when the request finished
@@ -71,9 +74,9 @@ class RequestRecord(TypedDict):
     e2e_s: float  # seconds from send to the end of the stream (or the failure)
     chunk_ms: list[float]  # arrival offsets (ms from start_s) of chunks that carried output tokens
     chunk_tokens: list[int]  # cumulative output tokens after each chunk in chunk_ms
-    chunk_tokens_source: str  # one of CHUNK_TOKEN_SOURCES
+    chunk_tokens_source: ChunkTokenSource
     output_tokens: int
-    output_tokens_source: str  # one of TOKEN_SOURCES
+    output_tokens_source: TokenSource
     prompt_tokens: int | None
     cached_tokens: int | None
     spec: SpecFields | None
@@ -98,9 +101,13 @@ class StepRecord(TypedDict, total=False):
     achieved_c: float | None  # time-averaged requests in flight in the window (Little's law)
     throughput_tok_s: float | None  # output tokens that arrived in the window / window length
     ended_by: str  # "target", "max_time", "ci", "stopped"
-    flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window", "server_unreachable"
+    flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window", "worker_lost", "client_bound",
+    # "server_unreachable", "concurrency_above_target"
     requests_total: int  # requests sent in this step that ended, "cancelled" ones excluded
     requests_failed: int  # of those, the ones whose status is not "ok" (the step's error rate)
+    users_lost: int  # only when a worker was lost: users it ran (re-spawned on the others)
+    lost_requests: int  # only when a worker was lost: this step's requests it had in flight, never recorded
+    load_cpu: dict[str, float]  # percent of one core per load process over the step ("local"/"master", "worker N")
 
 
 @dataclass

@@ -8,16 +8,21 @@ whose message names the source (file and key, or flag) and what was expected.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-DEFAULT_LADDER = "1,2,5,10,30,70,100,250"
+from contract.policy import DEFAULT_LADDER
+from contract.schema import APIS
+
+LOAD_MODES: tuple[str, ...] = ("ladder", "users")
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,6 @@ class Option:
     help: str
     choices: tuple[str, ...] | None = None
     in_web_ui: bool = True
-    secret: bool = False
 
     @property
     def dest(self) -> str:
@@ -38,7 +42,7 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("api", "auto", "API: auto (SGLang /generate when /server_info says SGLang, else chat), generate, "
-           "chat or completions", choices=("auto", "generate", "chat", "completions")),
+           "chat or completions", choices=("auto", *APIS)),
     Option("max-tokens", 512, "output tokens asked for per request"),
     Option("ignore-eos", True, "ask the server to ignore EOS so every request yields exactly max-tokens"),
     Option("temperature", 0.0, "sampling temperature"),
@@ -54,7 +58,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("connect-timeout", 10.0, "seconds to connect"),
     Option("read-timeout", 120.0, "seconds a stream may stay silent before it counts as a timeout"),
     Option("request-timeout", 900.0, "seconds a whole request may take before it counts as a timeout"),
-    Option("ladder", DEFAULT_LADDER, "concurrency levels of the ladder, comma-separated"),
+    Option("load-mode", "ladder", "ladder: walk the --ladder levels (the Users field is not used); users: hold "
+           "Locust's number of users as one measured step, for Run time if set, else until Stop",
+           choices=LOAD_MODES),
+    Option("ladder", ",".join(map(str, DEFAULT_LADDER)), "concurrency levels of the ladder, comma-separated"),
     Option("warmup-time", 0.0, "warm-up seconds per step; 0: until every user has finished one request"),
     Option("min-requests", 0, "requests each step must measure; 0: max(30, 3*C)"),
     Option("min-step-time", 10.0, "minimum seconds of measured window per step"),
@@ -136,8 +143,6 @@ def load_profile(path: str) -> dict[str, Any]:
         if opt is None or dest == "suite_config":
             known = ", ".join(o.name for o in OPTIONS if o.dest != "suite_config")
             raise SettingsError(f"{path}: unknown key '{key}'; expected one of: {known}")
-        if opt.secret:
-            raise SettingsError(f"{path}: key '{key}' must not hold a secret; use api-key-env")
         values[dest] = _coerce(opt, value, f"{path}: key '{key}'")
     return values
 
@@ -232,7 +237,7 @@ def default_run_dir(label: str) -> Path:
     return Path("runs") / f"{safe_label(label)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class SuiteSettings:
     """Validated settings of one run, read from Locust's parsed options."""
 
@@ -251,6 +256,7 @@ class SuiteSettings:
     connect_timeout: float
     read_timeout: float
     request_timeout: float
+    load_mode: str
     ladder: list[int]
     warmup_time: float
     min_requests: int
@@ -279,7 +285,7 @@ class SuiteSettings:
             label=str(get("label")), out=str(get("out") or ""), model=str(get("model") or ""),
             api_key_env=str(get("api_key_env") or ""), connect_timeout=float(get("connect_timeout")),
             read_timeout=float(get("read_timeout")), request_timeout=float(get("request_timeout")),
-            ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
+            load_mode=str(get("load_mode")), ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
             min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
             max_error_rate=float(get("max_error_rate")), overwrite=bool(get("overwrite")),
@@ -288,8 +294,10 @@ class SuiteSettings:
         return settings
 
     def validate(self) -> None:
-        if self.api not in ("auto", "generate", "chat", "completions"):
-            raise SettingsError(f"--api: expected auto, generate, chat or completions, got {self.api!r}")
+        if self.api not in ("auto", *APIS):
+            raise SettingsError(f"--api: expected one of auto, {', '.join(APIS)}, got {self.api!r}")
+        if self.load_mode not in LOAD_MODES:
+            raise SettingsError(f"--load-mode: expected one of {', '.join(LOAD_MODES)}, got {self.load_mode!r}")
         if self.max_tokens < 1:
             raise SettingsError(f"--max-tokens: expected a positive whole number, got {self.max_tokens}")
         for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time"):
@@ -308,9 +316,28 @@ class SuiteSettings:
         """The secret itself, read from the environment at the moment it is needed; never stored."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
-    def run_dir(self) -> Path:
-        return Path(self.out) if self.out else default_run_dir(self.label)
-
     def public(self) -> dict[str, Any]:
-        """Settings for meta.json: everything but secrets (the env var's name is kept, never its value)."""
-        return {k: v for k, v in self.__dict__.items() if not _BY_DEST.get(k, Option(k, "", "")).secret}
+        """Settings for meta.json: no field holds a secret (the key's env var name is kept, never its value)."""
+        return dataclasses.asdict(self)
+
+
+_VALIDATED: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], SuiteSettings]] = weakref.WeakKeyDictionary()
+
+
+def settings_of(options: Any) -> SuiteSettings:
+    """The one validated ``SuiteSettings`` for Locust's parsed options, built once per distinct set of values.
+
+    The users' context, the ladder and the hooks all ask here, so each Start (whose web-UI form may have
+    changed the values) is validated once and everyone reads the same object. Cached beside the options
+    object, never on it: Locust ships the options' attributes to workers.
+    """
+    values = tuple(getattr(options, opt.dest, None) for opt in OPTIONS)
+    try:
+        cached = _VALIDATED.get(options)
+    except TypeError:  # an options object that takes no weak reference (tests' SimpleNamespace)
+        return SuiteSettings.from_options(options)
+    if cached is not None and cached[0] == values:
+        return cached[1]
+    settings = SuiteSettings.from_options(options)
+    _VALIDATED[options] = (values, settings)
+    return settings
