@@ -26,7 +26,7 @@ from analysis.request_metrics import (
 from analysis.server_side import server_step
 from analysis.steps import StepWindow, overlapping, step_windows
 from contract.policy import default_min_requests
-from contract.schema import META_FILE, RequestRecord, RunData, RunMeta
+from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta
 from contract.server_metrics import ServerMetricsSample
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
 
@@ -142,9 +142,9 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow) -> StepRo
         return _empty_row(window, min_requests)
     t0, t1 = window.bounds
     nearby = overlapping(records, t0, t1)
-    inside = measured_in_window(nearby, t0, t1)
+    inside = [r for r in measured_in_window(nearby, t0, t1) if r["status"] not in NOT_SERVER_FAILURES]
     ok = [r for r in inside if r["status"] == "ok"]
-    failures = Counter(r["status"] for r in inside if r["status"] != "ok")
+    failures = Counter(r["status"] for r in inside if r["status"] not in ("ok", *NOT_SERVER_FAILURES))
     speeds = [s for s in (per_request_tok_s(r) for r in ok) if s is not None]
     ttfts = [t for t in (ttft_s(r) for r in ok) if t is not None]
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]

@@ -9,9 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contract.policy import MIN_ACHIEVED_FRACTION
-from contract.schema import SCHEMA_VERSION, RequestRecord, StepRecord
+from contract.schema import NOT_SERVER_FAILURES, SCHEMA_VERSION, RequestRecord, StepRecord
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
 from shapes.loadcpu import client_bound
+
+# Users left over from a higher step still in flight: the step ran above its target C.
+ABOVE_TARGET_FRACTION = 1.05
 
 
 @dataclass
@@ -73,12 +76,18 @@ def close_step(book: StepBook, records: Sequence[RequestRecord]) -> StepRecord:
         flags.append("too_few_requests")
     if book.ended_by == "stopped":
         flags.append("stopped")
+    own = [r for r in records if r.get("step") == book.index and r["status"] not in NOT_SERVER_FAILURES]
+    failed = [r for r in own if r["status"] != "ok"]
+    if own and sum(r["status"] == "connect_error" for r in own) * 2 >= len(own):
+        flags.append("server_unreachable")
+    if achieved is not None and achieved > ABOVE_TARGET_FRACTION * book.target_c:
+        flags.append("concurrency_above_target")
     flags.extend(loss_flags(book))
     step = StepRecord(
         schema=SCHEMA_VERSION, index=book.index, target_c=book.target_c, start_s=book.start_s,
         steady_start_s=book.steady_start_s, end_s=end, min_requests=book.min_requests,
         requests_measured=measured, achieved_c=achieved, throughput_tok_s=throughput,
-        ended_by=book.ended_by or "stopped", flags=flags,
+        ended_by=book.ended_by or "stopped", flags=flags, requests_total=len(own), requests_failed=len(failed),
     )
     if book.users_lost or book.lost_requests:
         step["users_lost"] = book.users_lost

@@ -104,7 +104,9 @@ class ConcurrencyLadder(LoadTestShape):
                 self._broadcast()
                 return self._drain_tick(now)
         assert self._book is not None
-        return self._book.target_c, float(self._book.target_c)
+        # The rate paces ramp-down too: at a rate of target_c, a step down from 4 to 1 stops one user a second
+        # and the C=1 step starts with extra users. The highest level starts or stops any step at once.
+        return self._book.target_c, float(max(self.levels))
 
     def _read_mode(self, options: object) -> None:
         """The levels of this run: the ladder, or (users mode) Locust's user count as the one level."""
@@ -119,7 +121,7 @@ class ConcurrencyLadder(LoadTestShape):
         self.spawn_rate = float(rate) if rate else None
 
     def _users_tick(self, target: int) -> tuple[int, float]:
-        return target, float(self.spawn_rate or target)
+        return target, float(self.spawn_rate or max(self.levels))
 
     def _just_started(self) -> bool:
         return (len(self.books) == 1 and self.books[0].end_s is None and not self.collector.in_flight
