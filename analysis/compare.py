@@ -25,6 +25,8 @@ from contract.slo import Slo
 
 DEFAULT_SEED = 0
 DEFAULT_N_BOOT = 2000
+DEFAULT_MAX_ERROR_RATE = 0.05  # the load side's --max-error-rate default; a run's own setting wins
+TOO_MANY_ERRORS = "too_many_errors"
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class Comparison:
 
 def compare_runs(
     base: RunData, spec: RunData, *, seed: int = DEFAULT_SEED, n_boot: int = DEFAULT_N_BOOT,
+    max_error_rate: float | None = None,
     slo: Slo | None = None,
 ) -> Comparison:
     """Compare a baseline run with a speculative run level by level (bootstrap seeded for repeatability).
@@ -135,11 +138,26 @@ def compare_runs(
             why=level_why(b_row, s_row, spec_sum.rows),
         ))
         requests.append(LevelRequests(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win)))
-    points = [RatioPoint(lv.target_c, lv.ratio, lv.ratio_low, lv.ratio_high) for lv in levels
+    limit = _error_limit(base, spec) if max_error_rate is None else max_error_rate
+    judged = []
+    for lv in levels:
+        bad = [(name, row) for name, row in (("baseline", lv.baseline), ("spec", lv.spec))
+               if row.error_rate is not None and row.error_rate > limit]
+        if bad:
+            why = ", ".join(f"{name} {row.error_rate:.0%} of {row.requests_total} requests failed"
+                            for name, row in bad)
+            notes.append(ValidityWarning(TOO_MANY_ERRORS, f"C={lv.target_c}: no verdict at this level: {why} "
+                                         f"(above --max-error-rate {limit:.0%})", None, lv.target_c))
+        else:
+            judged.append(lv)
+    points = [RatioPoint(lv.target_c, lv.ratio, lv.ratio_low, lv.ratio_high) for lv in judged
               if lv.ratio is not None]
     verdict = judge(points)
+    if not points and len(judged) < len(levels):
+        verdict = Verdict("no_levels", f"no verdict: every level measured in both runs had an error rate above "
+                          f"{limit:.0%}; fix the server (see the warnings) and run again")
     priced = [LevelThroughput(lv.target_c, lv.spec.throughput_tok_s, lv.baseline.throughput_tok_s)
-              for lv in levels if lv.spec.throughput_tok_s is not None and lv.baseline.throughput_tok_s is not None]
+              for lv in judged if lv.spec.throughput_tok_s is not None and lv.baseline.throughput_tok_s is not None]
     warnings = (*base_sum.warnings, *spec_sum.warnings, *pair_warnings(base_sum, spec_sum), *notes)
     recommendation = recommend(verdict, priced)
     judged = base_sum.slo or spec_sum.slo
@@ -157,6 +175,13 @@ def compare_runs(
         recommendation=recommendation, categories=category_spread(requests),
         warnings=warnings, seed=seed, n_boot=n_boot, slo=under_slo,
     )
+
+
+def _error_limit(*runs: RunData) -> float:
+    """The strictest --max-error-rate either run was made with (the default for older runs)."""
+    limits = [r.meta.settings.get("max_error_rate") for r in runs]
+    given = [float(x) for x in limits if isinstance(x, int | float)]
+    return min(given) if given else DEFAULT_MAX_ERROR_RATE
 
 
 def _role_name(role: str, run: RunData) -> str:

@@ -27,7 +27,7 @@ from analysis.request_metrics import (
 from analysis.server_side import server_step
 from analysis.steps import StepWindow, overlapping, step_windows
 from contract.policy import default_min_requests, default_min_requests_at_rate
-from contract.schema import META_FILE, RequestRecord, RunData, RunMeta
+from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta
 from contract.server_metrics import ServerMetricsSample
 from contract.slo import Slo, SloError, parse_slo
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
@@ -185,8 +185,9 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
     # Closed loop: requests that started and finished in the window. Open loop: every request sent in it (the
     # slowest finish after the window; leaving them out would flatter an overloaded level's latencies).
     inside = sent_in(nearby, t0, t1) if window.target_rate is not None else measured_in_window(nearby, t0, t1)
+    inside = [r for r in inside if r["status"] not in NOT_SERVER_FAILURES]
     ok = [r for r in inside if r["status"] == "ok"]
-    failures = Counter(r["status"] for r in inside if r["status"] != "ok")
+    failures = Counter(r["status"] for r in inside if r["status"] not in ("ok", *NOT_SERVER_FAILURES))
     speeds = [s for s in (per_request_tok_s(r) for r in ok) if s is not None]
     ttfts = [t for t in (ttft_s(r) for r in ok) if t is not None]
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]

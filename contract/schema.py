@@ -30,8 +30,12 @@ RECORDS_FILE = "records.jsonl"
 STEPS_FILE = "steps.jsonl"
 META_FILE = "meta.json"
 
-Status = Literal["ok", "http_error", "stream_error", "timeout", "truncated", "connect_error"]
-STATUSES: tuple[str, ...] = ("ok", "http_error", "stream_error", "timeout", "truncated", "connect_error")
+Status = Literal["ok", "http_error", "stream_error", "timeout", "truncated", "connect_error", "not_streaming",
+                 "cancelled"]
+STATUSES: tuple[str, ...] = ("ok", "http_error", "stream_error", "timeout", "truncated", "connect_error",
+                             "not_streaming", "cancelled")
+# Ended by the suite itself (a user leaving a step of a descending ladder): never a server failure.
+NOT_SERVER_FAILURES: tuple[str, ...] = ("cancelled",)
 Phase = Literal["warmup", "measured", "transition"]
 # The request routes the suite speaks (one dialect object each, in locustfiles/dialects.py).
 Api = Literal["generate", "chat", "completions"]
@@ -104,7 +108,9 @@ class StepRecord(TypedDict, total=False):
     throughput_tok_s: float | None  # output tokens that arrived in the window / window length
     ended_by: str  # "target", "max_time", "ci", "stopped"
     flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window", "worker_lost", "client_bound",
-    #                   "dropped_requests", "low_rate"
+    # "server_unreachable", "concurrency_above_target", "dropped_requests", "low_rate"
+    requests_total: int  # requests sent in this step that ended, "cancelled" ones excluded
+    requests_failed: int  # of those, the ones whose status is not "ok" (the step's error rate)
     users_lost: int  # only when a worker was lost: users it ran (re-spawned on the others)
     lost_requests: int  # only when a worker was lost: this step's requests it had in flight, never recorded
     load_cpu: dict[str, float]  # percent of one core per load process over the step ("local"/"master", "worker N")
@@ -154,7 +160,7 @@ class RunData:
     meta: RunMeta
     records: list[RequestRecord]
     steps: list[StepRecord]
-    skipped_lines: int = 0  # torn last lines of a killed run
+    skipped_lines: int = 0  # a torn last line of a killed run (0 or 1)
     server_samples: list[ServerMetricsSample] = field(default_factory=list)  # server_metrics.jsonl, time order
 
 
@@ -189,12 +195,18 @@ _REQUIRED_RECORD_KEYS = ("request_id", "start_s", "e2e_s", "status", "output_tok
 
 
 def read_records(path: Path) -> tuple[list[RequestRecord], int]:
-    """Read records.jsonl; a torn line (killed run) is skipped and counted, a malformed record is an error."""
+    """Read records.jsonl; a torn last line (killed run) is skipped and counted; a bad line before other
+    records, or a malformed record, is corruption and an error."""
     records: list[RequestRecord] = []
     torn = 0
+    pending_bad: int | None = None  # a line that did not parse: torn only if nothing follows it
     for lineno, obj in _iter_jsonl(path):
+        if pending_bad is not None:
+            raise RunFormatError(f"{path}: line {pending_bad}: corrupt (not JSON) with records after it; only a "
+                                 "last line can be torn by a killed run, so the file was damaged otherwise")
         if obj is None:
-            torn += 1
+            pending_bad = lineno
+            torn = 1
             continue
         _check_version(path, lineno, obj)
         missing = [k for k in _REQUIRED_RECORD_KEYS if k not in obj]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import time
 import weakref
 from dataclasses import dataclass
@@ -72,6 +73,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("server-metrics", True, "sample the server's /metrics during the run into server_metrics.jsonl "
            "(--no-server-metrics: off)"),
     Option("server-metrics-interval", 1.0, "seconds between two reads of the server's /metrics"),
+    Option("max-error-rate", 0.05, "a step whose failed share of requests is above this fraction fails the run "
+           "(exit 3) and gets no verdict in a comparison"),
+    Option("overwrite", False, "reuse a non-empty --out run directory (its old run files are removed first)",
+           in_web_ui=False),
+    Option("allow-host-change", False, "let the web UI's start form change the host while an API key is in use",
+           in_web_ui=False),
     Option("rate-ladder", "", "open loop: request rates (requests/s) to walk instead of --ladder, "
            "comma-separated, e.g. 0.5,1,2,4"),
     Option("arrivals", "poisson", "open loop: poisson (seeded exponential gaps) or constant (even gaps)",
@@ -187,26 +194,61 @@ def apply_profile(options: Any, argv: list[str]) -> None:
     if not path:
         return
     given = explicit_dests(argv)
+    sources: dict[str, str] = {}
     for dest, value in load_profile(path).items():
         if dest not in given:
             setattr(options, dest, value)
+            sources[f"--{_BY_DEST[dest].name}:"] = f"{path}: key '{_BY_DEST[dest].name}':"
+    options.specbench_profile_sources = sources  # so a bad value is reported where it was written
+
+
+def _where(options: Any, exc: SettingsError) -> SettingsError:
+    """Name the profile file and key instead of the flag when the bad value came from the profile."""
+    text = str(exc)
+    for flag, where in (getattr(options, "specbench_profile_sources", None) or {}).items():
+        if text.startswith(flag):
+            return SettingsError(where + text[len(flag):])
+    return exc
 
 
 def parse_ladder(text: str, where: str = "--ladder") -> list[int]:
     """'1,2,5' -> [1, 2, 5]; every level a positive whole number."""
     levels: list[int] = []
-    for part in str(text).split(","):
-        part = part.strip()
+    expected = "expected comma-separated positive whole numbers, each level once (e.g. 1,2,5)"
+    parts = [p.strip() for p in str(text).split(",")]
+    if parts and not parts[-1] and len(parts) > 1:
+        parts.pop()  # one trailing comma is harmless
+    for part in parts:
         if not part:
-            continue
-        if not part.isdigit() or int(part) < 1:
-            raise SettingsError(f"{where}: expected comma-separated positive whole numbers, got {part!r}")
+            raise SettingsError(f"{where}: {expected}; got an empty level in {text!r}")
+        if not (part.isascii() and part.isdecimal()) or int(part) < 1:
+            raise SettingsError(f"{where}: {expected}; got {part!r}")
+        if int(part) in levels:
+            raise SettingsError(f"{where}: {expected}; level {int(part)} appears twice")
         levels.append(int(part))
     if not levels:
         raise SettingsError(f"{where}: expected at least one concurrency level")
     return levels
 
 
+def safe_label(label: str) -> str:
+    """A label as a file name: letters, digits, '.', '_' and '-' only, never '..' or a path."""
+    cleaned = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "_", label)).strip("._-")
+    return cleaned or "run"
+
+
+def check_api_key_env(name: str) -> None:
+    """The variable must be set and non-empty; a name that may be the key itself is never echoed."""
+    if not name:
+        return
+    from contract.redact import looks_like_env_name
+
+    shown = name if looks_like_env_name(name) else "(name not shown: it does not look like a variable name)"
+    if name not in os.environ:
+        raise SettingsError(f"--api-key-env: environment variable {shown} is not set; "
+                            "give the NAME of a variable that holds the key, never the key itself")
+    if not os.environ[name].strip():
+        raise SettingsError(f"--api-key-env: environment variable {shown} is empty")
 def _rates(text: Any) -> list[float]:
     try:
         return parse_rates(str(text or ""))
@@ -216,7 +258,7 @@ def _rates(text: Any) -> list[float]:
 
 def default_run_dir(label: str) -> Path:
     """runs/LABEL-YYYYmmdd-HHMMSS: a fresh directory for every run (and every Start in the web UI)."""
-    return Path("runs") / f"{label}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Path("runs") / f"{safe_label(label)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 @dataclass(frozen=True)
@@ -247,6 +289,8 @@ class SuiteSettings:
     step_ci: float
     server_metrics: bool
     server_metrics_interval: float
+    max_error_rate: float
+    overwrite: bool
     rate_ladder: list[float] = dataclasses.field(default_factory=list)  # empty: closed loop
     arrivals: str = "poisson"
     max_in_flight: int = 256
@@ -264,6 +308,13 @@ class SuiteSettings:
         def get(dest: str) -> Any:
             return getattr(options, dest, option_default(dest))
 
+        try:
+            return cls._from_options(options, get)
+        except SettingsError as exc:
+            raise _where(options, exc) from None
+
+    @classmethod
+    def _from_options(cls, options: Any, get: Any) -> SuiteSettings:
         settings = cls(
             api=str(get("api")), max_tokens=int(get("max_tokens")), ignore_eos=bool(get("ignore_eos")),
             temperature=float(get("temperature")), prompts=str(get("prompts")),
@@ -276,6 +327,7 @@ class SuiteSettings:
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
             server_metrics=bool(get("server_metrics")),
             server_metrics_interval=float(get("server_metrics_interval")),
+            max_error_rate=float(get("max_error_rate")), overwrite=bool(get("overwrite")),
             rate_ladder=_rates(get("rate_ladder")), arrivals=str(get("arrivals")),
             max_in_flight=int(get("max_in_flight")), slo=str(get("slo") or ""),
             input_len=str(get("input_len") or ""), output_len=str(get("output_len") or ""),
@@ -295,11 +347,15 @@ class SuiteSettings:
                      "server_metrics_interval"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"--{name.replace('_', '-')}: expected a positive number of seconds")
+        for name in ("min_requests", "warmup_time", "min_step_time", "seed"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"--{name.replace('_', '-')}: expected zero or more, got {getattr(self, name)}")
+        if not 0 <= self.max_error_rate <= 1:
+            raise SettingsError(f"--max-error-rate: expected a fraction in [0, 1], got {self.max_error_rate}")
         if self.step_ci < 0 or self.step_ci >= 1:
             raise SettingsError(f"--step-ci: expected a fraction in [0, 1), got {self.step_ci}")
         self._validate_workload()
-        if self.api_key_env and self.api_key_env not in os.environ:
-            raise SettingsError(f"--api-key-env: environment variable {self.api_key_env} is not set")
+        check_api_key_env(self.api_key_env)
 
     def _validate_workload(self) -> None:
         """Open loop, SLO, lengths and shared prefixes (issue #16's options)."""

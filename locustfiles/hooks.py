@@ -11,14 +11,18 @@ import logging
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import gevent
 from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
+from contract.redact import install_log_filter, redact, register_key_env
 from contract.schema import RunMeta
 from contract.settings import SettingsError, add_arguments, apply_profile, settings_of
+from contract.urls import UrlError, check_url
+from locustfiles import guards
 from locustfiles import run as runmod
 from locustfiles.fleet import Fleet
 from locustfiles.link import (
@@ -67,6 +71,9 @@ class RunHooks:
         self.run_dirs: set[str] = set()  # run directories this process has written (one per Start)
         self.tokens_tab: Any = None  # the web UI's Tokens tab, on the process that serves the UI
         self.sampler: ServerMetricsSampler | None = None  # the coordinating process samples /metrics
+        self.start_host = ""  # the host given at start: the only one an API key may go to
+        self.failed_steps: list[str] = []  # steps above --max-error-rate, one line each
+        self.partial = False  # the last run ended before its ladder did
 
     @property
     def shape(self) -> ConcurrencyLadder | None:
@@ -87,6 +94,9 @@ class RunHooks:
     def on_init(self, argv: list[str]) -> None:
         runner = self.env.runner
         assert runner is not None
+        install_log_filter()
+        if self.env.parsed_options is not None:
+            register_key_env(str(getattr(self.env.parsed_options, "api_key_env", "") or ""))
         if self.runs_users:
             runner.register_message(STEP_MESSAGE, self._on_step_message)
         if not self.coordinates:
@@ -94,13 +104,7 @@ class RunHooks:
             return
         options = self.env.parsed_options
         if options is not None:
-            try:
-                apply_profile(options, argv)
-                settings_of(options)  # fail fast, before any load, on a bad flag or profile value
-            except SettingsError as exc:
-                fail(str(exc))
-            if not self.env.host:
-                self._start_embedded_emulator(options)
+            self._init_options(options, argv)
         runner.register_message(START_MESSAGE, self._on_start_message)
         runner.register_message(RECORD_MESSAGE, self._on_record_message)
         runner.register_message(DROP_MESSAGE, self._on_drop_message)
@@ -111,8 +115,23 @@ class RunHooks:
             # Locust 2.47 installs its SIGTERM handler only after a headless shape run has ended (a SIGTERM
             # during the ladder kills the process with nothing closed), and Ctrl-C raises KeyboardInterrupt
             # in whichever greenlet happens to run. Both now end the shape, so Locust stops in order.
-            for signum in (signal.SIGTERM, signal.SIGINT):
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 gevent.signal_handler(signum, self._on_stop_signal, signum)
+
+    def _init_options(self, options: Any, argv: list[str]) -> None:
+        """Fail fast, before any load, on a bad flag, profile value or host; fix the host a key may go to."""
+        try:
+            apply_profile(options, argv)
+            register_key_env(str(getattr(options, "api_key_env", "") or ""))
+            settings_of(options)
+            self.env.host = check_url(self.env.host) if self.env.host else self.env.host
+        except (SettingsError, UrlError) as exc:
+            fail(str(exc))
+        if not self.env.host:
+            self._start_embedded_emulator(options)
+        self.start_host = self.env.host or ""
+        if self.env.web_ui is not None:
+            guards.guard_host_change(self.env.web_ui.app, self.start_host, options)
 
     def _init_worker(self, runner: Any) -> None:
         runner.register_message(PLAN_MESSAGE, self._on_plan_message)
@@ -179,10 +198,17 @@ class RunHooks:
         """Closed steps go to steps.jsonl, and (where a web UI is served) to the Tokens tab."""
         if self.shape is not None:
             self.shape.on_step_closed.append(self.steps)
+            self.shape.on_step_closed.append(self._check_error_rate)
         if self.env.web_ui is not None:
             from locustfiles.webui import install_tokens_tab  # only where a web UI is served
 
             self.tokens_tab = install_tokens_tab(self.env, self)
+
+    def _check_error_rate(self, step: Any) -> None:
+        limit = float(getattr(self.env.parsed_options, "max_error_rate", 0.05))
+        line = guards.error_rate_line(step, limit)
+        if line:
+            self.failed_steps.append(line)
 
     def _on_stop_signal(self, signum: int) -> None:
         log.info("Got %s: stopping the ladder; every finished request is kept", signal.Signals(signum).name)
@@ -273,7 +299,12 @@ class RunHooks:
 
     def _plan(self, settings: Any, runner: Any) -> runmod.RunPlan:
         if self.coordinates:
+            if settings.api_key() and not guards.host_allowed(self.start_host, self.env.host or "",
+                                                              self.env.parsed_options):
+                raise SettingsError(guards.HOST_CHANGE_REFUSED)
             plan = runmod.plan_run(settings, self.env.host or "")
+            if settings.out and not self.run_dirs:  # an explicit --out: never mix two runs in it
+                guards.claim_run_dir(Path(plan.run_dir), settings.overwrite)
             plan = dataclasses.replace(plan, run_dir=unused_run_dir(plan.run_dir, self.run_dirs))
             self.run_dirs.add(plan.run_dir)
             if isinstance(runner, MasterRunner):  # sent before Locust's spawn messages, so it arrives first
@@ -337,6 +368,7 @@ class RunHooks:
         ctx = getattr(self.env, "specbench_run", None)
         if self.coordinates and ctx is not None and self.meta is not None:
             completed = self.shape.completed if self.shape is not None else True
+            self.partial = not completed
             runmod.finish_meta(ctx.run_dir, self.meta, completed)
             self.meta = None
         self.steps.close()
@@ -352,9 +384,21 @@ class RunHooks:
         self._finish_run()
         if self.coordinates:
             self._report_losses()
+            self._report_failures()
         if self.emulator is not None:
             self.emulator.stop()
             log.info("Stopped the built-in emulator at %s", self.emulator.url)
+
+    def _report_failures(self) -> None:
+        """A partial run is never a success, whichever signal stopped it; nor a step with too many errors."""
+        for line in self.failed_steps:
+            log.error(line)
+        if self.env.process_exit_code:
+            return
+        if self.partial:
+            self.env.process_exit_code = 130
+        elif self.failed_steps:
+            self.env.process_exit_code = guards.EXIT_TOO_MANY_ERRORS
 
     def _report_losses(self) -> None:
         """A run that lost data says so in one line and exits non-zero (3)."""
@@ -374,7 +418,7 @@ class RunHooks:
 
 def fail(message: str) -> None:
     """A user mistake: one clear line, exit code 2, no traceback."""
-    sys.stderr.write(f"specbench: error: {message}\n")
+    sys.stderr.write(f"specbench: error: {redact(message)}\n")
     sys.stderr.flush()
     raise SystemExit(2)
 
@@ -402,3 +446,6 @@ def install(environment: Environment, argv: list[str] | None = None) -> RunHooks
 def add_options(parser: Any, **_kw: Any) -> None:
     add_arguments(parser)
     add_link_options(parser)
+    # The web UI has no login by default and its form can start load: loopback only unless the user widens it
+    # (an explicit --web-host or LOCUST_WEB_HOST still wins over this default).
+    parser.set_defaults(web_host="127.0.0.1")

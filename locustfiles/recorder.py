@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from contract.redact import redact_obj
 from contract.schema import META_FILE, RunMeta
 
 
@@ -25,7 +26,7 @@ class JsonlAppender:
     def write(self, obj: dict[str, Any]) -> None:
         if self._fd is None:  # a request killed during shutdown still gets its line
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        line = json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n"
+        line = json.dumps(redact_obj(obj), separators=(",", ":"), allow_nan=False) + "\n"
         os.write(self._fd, line.encode("utf-8"))
 
     def close(self) -> None:
@@ -39,6 +40,6 @@ def write_meta(run_dir: Path, meta: RunMeta) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     target = run_dir / META_FILE
     tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta.to_json(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(redact_obj(meta.to_json()), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, target)
     return target

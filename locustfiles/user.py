@@ -20,6 +20,7 @@ from locust import HttpUser, constant, task
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 from urllib3.util.retry import RequestHistory, Retry
 
+from contract.redact import redact
 from contract.schema import SCHEMA_VERSION, RequestRecord
 from locustfiles.auth import auth_headers
 from locustfiles.pacer import wait_for_due
@@ -30,6 +31,8 @@ from locustfiles.streams import StreamState
 from shapes.live import RECORD_MESSAGE, START_MESSAGE
 
 READ_SIZE = 65536
+BACKOFF_FIRST_S = 0.1
+BACKOFF_MAX_S = 2.0
 ERROR_TEXT_LIMIT = 200
 
 
@@ -46,7 +49,7 @@ class Outcome:
 
     def fail(self, status: str, reason: str, detail: str | None = None) -> None:
         self.status, self.reason = status, reason
-        self.error = (f"{reason}: {detail}" if detail else reason)[:ERROR_TEXT_LIMIT]
+        self.error = redact(f"{reason}: {detail}" if detail else reason)[:ERROR_TEXT_LIMIT]
 
 
 def classify_stream_end(state: StreamState, outcome: Outcome) -> None:
@@ -62,6 +65,12 @@ def classify_stream_end(state: StreamState, outcome: Outcome) -> None:
         outcome.fail("truncated", "stream ended without [DONE]")
     elif state.finish_reason is None:
         outcome.fail("truncated", "stream ended without a finish reason")
+
+
+def _not_a_stream(content_type: str) -> bool:
+    """A page or a whole JSON answer where an event stream was asked for (a proxy, or streaming ignored)."""
+    ctype = content_type.lower()
+    return "text/event-stream" not in ctype and ("html" in ctype or "json" in ctype)
 
 
 def _stale_connection(error: Exception | None) -> bool:
@@ -172,8 +181,8 @@ class LLMUser(HttpUser):
         req.t0 = req.end = time.perf_counter()
         try:
             self._stream(ctx, name, body, headers, req)
-        except (gevent.GreenletExit, KeyboardInterrupt):  # stopped mid-stream: never a success
-            req.outcome.fail("truncated", "stopped by the load generator before the end")
+        except (gevent.GreenletExit, KeyboardInterrupt):  # stopped mid-stream by us: never a server failure
+            req.outcome.fail("cancelled", "stopped by the load generator before the end (step down or stop)")
             req.end = time.perf_counter()
             raise
         except Exception as exc:  # a fault of ours: recorded, then left to Locust's exception report
@@ -186,9 +195,18 @@ class LLMUser(HttpUser):
                 ctx.write_record(record)
             else:  # the master (or the local runner) writes it
                 self.environment.runner.send_message(RECORD_MESSAGE, ctx.envelope(record))
+        self._back_off(req.outcome.status)
         if record["ttft_s"] is not None:
             # Logged on the entry directly: its own row, without inflating the Aggregated row.
             self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)
+
+    def _back_off(self, status: str) -> None:
+        """After a connection error wait 0.1 s, doubling to 2 s while they last: a down server is not hammered."""
+        if status != "connect_error":
+            self._backoff_s = 0.0
+            return
+        self._backoff_s = min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, getattr(self, "_backoff_s", 0.0) * 2))
+        gevent.sleep(self._backoff_s)
 
     def _send(self, kind: str, data: dict[str, Any]) -> None:
         runner = self.environment.runner
@@ -204,6 +222,12 @@ class LLMUser(HttpUser):
             outcome.http_status = resp.status_code or None
             if resp.status_code == 0 or resp.status_code >= 400:
                 self._fail_before_stream(resp, outcome)
+                end = time.perf_counter()
+            elif _not_a_stream(resp.headers.get("content-type", "")):
+                page = resp.raw.read(ERROR_TEXT_LIMIT, decode_content=True) or b""
+                resp.close()
+                outcome.fail("not_streaming", f"HTTP {resp.status_code} {resp.headers.get('content-type')} "
+                             "instead of an event stream", page.decode("utf-8", "replace").strip())
                 end = time.perf_counter()
             else:
                 end = self._read_stream(resp, state, outcome, t0, s.request_timeout)

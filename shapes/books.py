@@ -9,9 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contract.policy import MIN_ACHIEVED_FRACTION, rate_held
-from contract.schema import SCHEMA_VERSION, RequestRecord, StepRecord
+from contract.schema import NOT_SERVER_FAILURES, SCHEMA_VERSION, RequestRecord, StepRecord
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
 from shapes.loadcpu import client_bound
+
+# Users left over from a higher step still in flight: the step ran above its target C.
+ABOVE_TARGET_FRACTION = 1.05
 
 
 @dataclass
@@ -61,6 +64,19 @@ def sent_in_window(records: Sequence[RequestRecord], t0: float, t1: float) -> in
     return sum(1 for r in records if t0 <= r["start_s"] < t1)
 
 
+def open_loop_window(book: StepBook, records: Sequence[RequestRecord], end: float, arrivals: str,
+                     flags: list[str]) -> tuple[float, int]:
+    """A rate step's achieved rate and its window's requests (those sent in it); flags ``low_rate``."""
+    assert book.steady_start_s is not None and book.target_rate
+    window = end - book.steady_start_s
+    sent = sent_in_window(records, book.steady_start_s, end)
+    if not rate_held(sent, book.target_rate, window, arrivals):
+        flags.append("low_rate")
+    if book.dropped:
+        flags.append("dropped_requests")
+    return sent / window, sent
+
+
 def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str = "poisson") -> StepRecord:
     """The steps.jsonl line for a finished step, with its flags."""
     flags: list[str] = []
@@ -78,25 +94,24 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str =
         if achieved < MIN_ACHIEVED_FRACTION * book.target_c:
             flags.append("low_concurrency")
         if book.target_rate:
-            window = end - book.steady_start_s
-            sent = sent_in_window(records, book.steady_start_s, end)
-            achieved_rate = sent / window
-            measured = sent  # open loop: a window's requests are those sent in it
-            if not rate_held(sent, book.target_rate, window, arrivals):
-                flags.append("low_rate")
-    if book.dropped:
-        flags.append("dropped_requests")
+            achieved_rate, measured = open_loop_window(book, records, end, arrivals, flags)
     if measured < book.min_requests:
         flags.append("too_few_requests")
     if book.ended_by == "stopped":
         flags.append("stopped")
+    own = [r for r in records if r.get("step") == book.index and r["status"] not in NOT_SERVER_FAILURES]
+    failed = [r for r in own if r["status"] != "ok"]
+    if own and sum(r["status"] == "connect_error" for r in own) * 2 >= len(own):
+        flags.append("server_unreachable")
+    if achieved is not None and not book.target_rate and achieved > ABOVE_TARGET_FRACTION * book.target_c:
+        flags.append("concurrency_above_target")
     flags.extend(loss_flags(book))
     step = StepRecord(
         schema=SCHEMA_VERSION, index=book.index, target_c=book.target_c, start_s=book.start_s,
         steady_start_s=book.steady_start_s, end_s=end, min_requests=book.min_requests,
         requests_measured=measured, achieved_c=achieved, throughput_tok_s=throughput,
-        ended_by=book.ended_by or "stopped", flags=flags, target_rate=book.target_rate,
-        achieved_rate=achieved_rate, dropped=book.dropped,
+        ended_by=book.ended_by or "stopped", flags=flags, requests_total=len(own), requests_failed=len(failed),
+        target_rate=book.target_rate, achieved_rate=achieved_rate, dropped=book.dropped,
     )
     if book.users_lost or book.lost_requests:
         step["users_lost"] = book.users_lost

@@ -107,9 +107,10 @@ class ConcurrencyLadder(LoadTestShape):
         return self._users(self._book)
 
     def _users(self, book: StepBook) -> tuple[int, float]:
-        """(users, spawn rate) for a step: closed loop runs C users, all started at once (users mode: at the
-        spawn rate)."""
-        return self._users_tick(book.target_c)
+        """(users, spawn rate) for a step. The rate paces ramp-down too: at a rate of target_c, a step down from
+        4 to 1 stops one user a second and the C=1 step starts with extra users. The highest level starts or
+        stops any step at once."""
+        return book.target_c, float(max(self.levels))
 
     def _n_steps(self) -> int:
         return len(self.levels)
@@ -127,7 +128,7 @@ class ConcurrencyLadder(LoadTestShape):
         self.spawn_rate = float(rate) if rate else None
 
     def _users_tick(self, target: int) -> tuple[int, float]:
-        return target, float(self.spawn_rate or target)
+        return target, float(self.spawn_rate or max(self.levels))
 
     def _just_started(self) -> bool:
         return (len(self.books) == 1 and self.books[0].end_s is None and not self.collector.in_flight

@@ -11,20 +11,25 @@
 
 Options it does not know (``--ladder``, ``--max-tokens``, ``--prompts``, ...) go to the Locust runs as they are.
 Exit codes: 0 done, 2 a user or server problem (one line on stderr), 3 a distributed run lost data (a worker
-was lost or records never arrived), 130 interrupted (partial report written).
+was lost or records never arrived) or a step failed more than --max-error-rate allows, 130 interrupted
+(SIGINT, SIGTERM or SIGHUP; partial report written); any other: the Locust child's own failure.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from contract.redact import redact
 from contract.schema import APIS
 from contract.settings import default_run_dir
 from locustfiles.target import start_emulator_process
+from specbench.inputs import InputError, check_fresh_dir, check_host, check_load_options
 from specbench.launch import LaunchError
 from specbench.preflight import PreflightError, check_server
 from specbench.sweepfile import SweepFileError
@@ -49,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--suite-config", help="YAML profile of suite options (config/suite/*.yaml)")
         p.add_argument("--api-key-env", default="", help="environment variable holding the API key")
         p.add_argument("--processes", type=int, default=0, help="Locust worker processes (0: one process)")
+        p.add_argument("--overwrite", action="store_true", help="reuse a non-empty --out directory")
 
     p = sub.add_parser("compare", help="ladder on a baseline and speculative servers, then the comparison")
     p.add_argument("--baseline", required=True, help="URL of the baseline server")
@@ -74,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("spec_runs", nargs="+", metavar="[NAME=]RUN")
     p.add_argument("--out")
     p.add_argument("--baseline-name", default="baseline", help="the baseline's name in a many-run report")
+    p.add_argument("--overwrite", action="store_true", help="replace a report already in --out")
 
     p = sub.add_parser("sweep", help="start, measure and stop each server configuration of a sweep file")
     p.add_argument("sweep_file", help="YAML sweep file (config/sweep/example.yaml)")
@@ -97,8 +104,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
     args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    # SIGTERM and SIGHUP end a command as Ctrl-C does: children are stopped in order, what was recorded is kept.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     try:
         if args.command == "compare":
             return cmd_compare(args, extra)
@@ -108,17 +122,27 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_demo(args, extra)
         if args.command == "sweep":
             return cmd_sweep(args, extra)
-        if extra:
-            raise UsageError(f"unknown options for {args.command}: {' '.join(extra)}")
-        from analysis.cli import main as analysis_main
-
-        if args.command == "report":
-            return analysis_main(["summarize", args.run_dir] + (["--json"] if args.json else []))
-        return analysis_main(["compare", args.base_run, *args.spec_runs, "--baseline-name", args.baseline_name]
-                             + (["--out", args.out] if args.out else []))
-    except (PreflightError, UsageError, SweepFileError, LaunchError) as exc:
-        print(f"specbench: error: {exc}", file=sys.stderr)
+        return cmd_analysis(args, extra)
+    except (PreflightError, UsageError, SweepFileError, LaunchError, InputError) as exc:
+        print(f"specbench: error: {redact(str(exc))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("specbench: interrupted", file=sys.stderr)
+        return 130
+
+
+def cmd_analysis(args: argparse.Namespace, extra: list[str]) -> int:
+    """report and compare-runs: thin wrappers over ``python -m analysis``."""
+    if extra:
+        raise UsageError(f"unknown options for {args.command}: {' '.join(extra)}")
+    from analysis.cli import main as analysis_main
+
+    if args.command == "report":
+        return analysis_main(["summarize", args.run_dir] + (["--json"] if args.json else []))
+    if args.out:
+        check_fresh_dir(Path(args.out), "--out", args.overwrite, marker="report.md")
+    return analysis_main(["compare", args.base_run, *args.spec_runs, "--baseline-name", args.baseline_name]
+                         + (["--out", args.out] if args.out else []))
 
 
 class UsageError(Exception):
@@ -126,29 +150,34 @@ class UsageError(Exception):
 
 
 def _api_key(env_name: str) -> str | None:
-    if not env_name:
-        return None
-    if env_name not in os.environ:
-        raise UsageError(f"--api-key-env: environment variable {env_name} is not set")
-    return os.environ[env_name]
+    """The key, already checked by ``check_load_options`` (set, non-empty, registered for redaction)."""
+    if env_name:
+        check_load_options([], None, env_name)
+    return os.environ[env_name] if env_name else None
 
 
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.loadrun import LoadRun, execute
 
-    pre = check_server(args.host, "server", api_key=_api_key(args.api_key_env))
-    print(pre.describe("server"), flush=True)
-    run_dir = Path(args.out) if args.out else default_run_dir(args.label)
+    host = check_host(args.host, "--host")
     passthrough = _load_options(args) + extra
-    result = execute(LoadRun(args.host, args.label, run_dir, args.suite_config, args.processes, passthrough))
+    check_load_options([*passthrough, "--label", args.label], args.suite_config, args.api_key_env)
+    run_dir = Path(args.out) if args.out else default_run_dir(args.label)
+    check_fresh_dir(run_dir, "--out", args.overwrite)
+    pre = check_server(host, "server", api_key=_api_key(args.api_key_env))
+    print(redact(pre.describe("server")), flush=True)
+    result = execute(LoadRun(host, args.label, run_dir, args.suite_config, args.processes, passthrough))
     print(f"run directory: {run_dir}", flush=True)
-    if result.returncode not in (0, 1):
-        return result.returncode
-    return 130 if result.interrupted else 0
+    if result.interrupted:
+        return 130
+    if result.failed:
+        print(f"specbench: error: the load run failed (Locust exit code {result.returncode})", file=sys.stderr)
+    return result.returncode
 
 
 def _load_options(args: argparse.Namespace) -> list[str]:
-    return ["--api-key-env", args.api_key_env] if args.api_key_env else []
+    opts = ["--api-key-env", args.api_key_env] if args.api_key_env else []
+    return opts + (["--overwrite"] if getattr(args, "overwrite", False) else [])
 
 
 def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
@@ -173,14 +202,17 @@ def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
-    key = _api_key(args.api_key_env)
-    targets = spec_targets(args.spec)
-    base = check_server(args.baseline, "baseline", api=args.api, api_key=key)
-    specs = [(name, check_server(url, name, api=args.api, api_key=key)) for name, url in targets]
-    print(base.describe("baseline"), flush=True)
-    for name, pre in specs:
-        print(pre.describe(name), flush=True)
+    targets = [(name, check_host(url, f"--spec {name}")) for name, url in spec_targets(args.spec)]
+    baseline = check_host(args.baseline, "--baseline")
+    check_load_options(_load_options(args) + extra, args.suite_config, args.api_key_env)
     out = Path(args.out) if args.out else Path("reports") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_fresh_dir(out, "--out", args.overwrite)
+    key = _api_key(args.api_key_env)
+    base = check_server(baseline, "baseline", api=args.api, api_key=key)
+    specs = [(name, check_server(url, name, api=args.api, api_key=key)) for name, url in targets]
+    print(redact(base.describe("baseline")), flush=True)
+    for name, pre in specs:
+        print(redact(pre.describe(name)), flush=True)
     job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
                      extra=_load_options(args) + extra)
@@ -226,6 +258,7 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"Sweep over built-in emulators at speed {args.speed:g}, one after another: {names}", flush=True)
         return run_sweep(SweepJob(demo_sweep(args.speed), out, args.suite_config or str(DEMO_SWEEP_CONFIG),
                                   args.processes, "auto", None, True, extra))
+    check_load_options(extra, args.suite_config, args.api_key_env)
     if args.rate:
         args.suite_config = args.suite_config or str(DEMO_RATE_CONFIG)
         args.out = args.out or "reports/demo-rate"

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import requests
 
+from contract.redact import redact
 from locustfiles.auth import auth_headers
+from locustfiles.guards import EXIT_TOO_MANY_ERRORS
 from specbench.loadrun import LoadRun, execute
 from specbench.preflight import Preflight
 
@@ -49,7 +51,7 @@ def flush_cache(url: str, api_key: str | None) -> bool:
 
 @dataclass
 class LadderOutcome:
-    returncode: int  # 0 when the ladder ran (Locust's 1 "some requests failed" counts as ran)
+    returncode: int  # 0 when the ladder ran; 3 when a step failed more than --max-error-rate; else failed
     interrupted: bool
 
 
@@ -58,13 +60,17 @@ def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: st
     """One configuration's ladder into its run directory, labelled with its name."""
     if flush and flush_cache(url, api_key):
         print(f"{name}: flushed the server cache", flush=True)
-    print(f"{name}: ladder against {url} -> {run_dir}", flush=True)
-    result = execute(LoadRun(url, name, run_dir, suite_config, processes, ["--api", api, *extra]))
+    print(redact(f"{name}: ladder against {url} -> {run_dir}"), flush=True)
+    # "--overwrite": the caller has claimed the output directory (refused a non-empty one without it).
+    result = execute(LoadRun(url, name, run_dir, suite_config, processes, ["--api", api, "--overwrite", *extra]))
     if result.interrupted:
         print(f"{name}: interrupted; writing a partial report from what was recorded", flush=True)
         return LadderOutcome(130, True)
-    if result.returncode not in (0, 1):
-        print(f"{name}: Locust exited with code {result.returncode}", flush=True)
+    if result.returncode == EXIT_TOO_MANY_ERRORS:
+        print(f"{name}: a step failed more than --max-error-rate allows; it gets no verdict", flush=True)
+        return LadderOutcome(EXIT_TOO_MANY_ERRORS, False)
+    if result.failed:
+        print(f"{name}: the load run failed (Locust exit code {result.returncode}); stopping here", flush=True)
         return LadderOutcome(result.returncode, False)
     return LadderOutcome(0, False)
 
@@ -79,7 +85,7 @@ def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str,
         return 130 if interrupted else 2
     multi = compare_many(load_run(baseline[1]), [(name, load_run(path)) for name, path in recorded],
                          baseline_name=baseline[0])
-    print(render_comparison(multi.pairs[0]) if len(recorded) == 1 else render_multi(multi), flush=True)
+    print(redact(render_comparison(multi.pairs[0]) if len(recorded) == 1 else render_multi(multi)), flush=True)
     written = write_outputs(multi, out)
     print(f"report: {out / 'report.md'} and {out / 'report.html'} ({len(written)} files in {out})", flush=True)
     return 130 if interrupted else 0
@@ -90,14 +96,17 @@ def run_compare(job: CompareJob) -> int:
     api = job.common_api()
     order = [(job.baseline_name, job.baseline), *job.specs]
     dirs = {name: job.out / name for name, _ in order}
-    interrupted = False
+    interrupted = too_many_errors = False
     for name, pre in order:
         outcome = run_ladder(name, pre.identity.url, dirs[name], api=api, suite_config=job.suite_config,
                              processes=job.processes, extra=job.extra, flush=job.flush_cache, api_key=job.api_key)
         if outcome.interrupted:
             interrupted = True
             break
-        if outcome.returncode:
+        if outcome.returncode == EXIT_TOO_MANY_ERRORS:
+            too_many_errors = True  # the comparison still runs; that level gets no verdict
+        elif outcome.returncode:
             return outcome.returncode
-    return write_report(job.out, (job.baseline_name, dirs[job.baseline_name]),
+    code = write_report(job.out, (job.baseline_name, dirs[job.baseline_name]),
                         [(name, dirs[name]) for name, _ in job.specs], interrupted)
+    return EXIT_TOO_MANY_ERRORS if code == 0 and too_many_errors else code

@@ -6,6 +6,7 @@ too; we wait for it to write what it has, and the caller then reports on the par
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import locustfiles
+from contract.schema import META_FILE
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
 
@@ -54,13 +56,27 @@ class RunResult:
     returncode: int
     interrupted: bool
 
+    @property
+    def failed(self) -> bool:
+        """Any non-zero exit of the child is the command's failure (a crash, bad input, too many errors)."""
+        return self.returncode != 0 and not self.interrupted
+
+
+def _partial(run_dir: Path) -> bool:
+    """meta.json says partial: the run was stopped, whichever process got the signal."""
+    try:
+        return bool(json.loads((run_dir / META_FILE).read_text(encoding="utf-8")).get("partial"))
+    except (OSError, ValueError):
+        return False
+
 
 def execute(run: LoadRun) -> RunResult:
     """Run Locust to the end (or until Ctrl-C) and return how it ended."""
     run.run_dir.mkdir(parents=True, exist_ok=True)
     child = subprocess.Popen(run.command())
     try:
-        return RunResult(child.wait(), interrupted=False)
+        code = child.wait()
+        return RunResult(code, interrupted=code == 130 or (code == 0 and _partial(run.run_dir)))
     except KeyboardInterrupt:
         if child.poll() is None:
             child.send_signal(signal.SIGINT)  # also reaches it from a terminal; harmless twice

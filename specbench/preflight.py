@@ -5,9 +5,11 @@ Each failure is one sentence naming the server and what to do; the caller prints
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import requests
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from locustfiles.auth import auth_headers
 from locustfiles.dialects import dialect
@@ -41,9 +43,15 @@ def _get(session: requests.Session, url: str, timeout: float) -> requests.Respon
 
 
 def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None = None,
-                 timeout: float = 10.0) -> Preflight:
-    """Raise PreflightError with one clear line when the server cannot be measured."""
+                 timeout: float = 10.0, total: float = 30.0) -> Preflight:
+    """Raise PreflightError with one clear line when the server cannot be measured.
+
+    ``timeout`` bounds each network wait; ``total`` the whole check, so a server that trickles bytes or
+    streams forever cannot hold the command.
+    """
     base = url.rstrip("/")
+    deadline = time.monotonic() + total
+    timeout = min(timeout, total)
     headers = auth_headers(api_key)
     with requests.Session() as session:
         session.trust_env = False
@@ -65,14 +73,22 @@ def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None 
         if not alive:
             raise PreflightError(f"{role} server {base}: answers none of /ready, /health, /v1/models, /props "
                                  "with 200 (not ready, or not an inference server)")
+        _check_deadline(deadline, total, role, base)
         identity = identify(base, api_key=api_key, timeout=timeout)
+        _check_deadline(deadline, total, role, base)
         chosen = resolve_api(api, identity)
-        _check_streams(session, base, chosen, identity, role, timeout)
+        _check_streams(session, base, chosen, identity, role, timeout, deadline, total)
     return Preflight(identity=identity, api=chosen)
 
 
+def _check_deadline(deadline: float, total: float, role: str, base: str) -> None:
+    if time.monotonic() > deadline:
+        raise PreflightError(f"{role} server {base}: preflight did not finish within {total:g} s "
+                             "(the server answers too slowly or streams without end)")
+
+
 def _check_streams(session: requests.Session, base: str, api: str, identity: ServerIdentity, role: str,
-                   timeout: float) -> None:
+                   timeout: float, deadline: float, total: float) -> None:
     route = dialect(api)
     path = route.path
     body = route.probe_body(identity.model or "default")
@@ -90,10 +106,19 @@ def _check_streams(session: requests.Session, base: str, api: str, identity: Ser
             raise PreflightError(f"{role} server {base}: {path} answers HTTP {resp.status_code} to a tiny request")
         ctype = resp.headers.get("content-type", "")
         first = b""
-        for block in resp.iter_content(chunk_size=None):
-            first += block
-            if b"\n" in first or len(first) > 4096:
-                break
+        try:
+            # read1: whatever has arrived; iter_content would read a response without chunked encoding to EOF.
+            while b"\n" not in first and len(first) <= 4096:
+                _check_deadline(deadline, total, role, base)
+                block = resp.raw.read1(4096)
+                if not block:
+                    break
+                first += block
+        except (requests.RequestException, ReadTimeoutError, ProtocolError, OSError) as exc:
+            silent = isinstance(exc, ReadTimeoutError | TimeoutError)
+            why = f"went silent for {timeout:g} s" if silent else f"broke ({type(exc).__name__})"
+            raise PreflightError(f"{role} server {base}: the stream from {path} {why} before its first "
+                                 "line") from None
         if "text/event-stream" not in ctype and not first.lstrip().startswith(b"data:"):
             raise PreflightError(f"{role} server {base}: {path} does not stream (content-type "
                                  f"{ctype or 'none'}); the suite measures streaming servers only")

@@ -1,0 +1,31 @@
+"""Is a ``--host`` a URL the suite can load? Checked before any load, so a typo never becomes 1,000 errors."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from contract.redact import redact
+
+
+class UrlError(ValueError):
+    """The URL cannot be a server's base URL; the message names the flag and what was expected."""
+
+
+def check_url(url: str, flag: str = "--host") -> str:
+    """Return ``url`` without a trailing slash, or raise UrlError (credentials in the URL are never echoed)."""
+    shown = redact(url)
+    expected = "expected http://HOST[:PORT] or https://HOST[:PORT]"
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port  # raises on a port that is not a number in 0-65535
+    except ValueError:
+        raise UrlError(f"{flag}: {expected}, got {shown!r} (bad port)") from None
+    if parts.scheme not in ("http", "https"):
+        raise UrlError(f"{flag}: {expected}, got {shown!r}")
+    if not parts.hostname:
+        raise UrlError(f"{flag}: {expected}, got {shown!r} (no host name)")
+    if port == 0:
+        raise UrlError(f"{flag}: {expected}, got {shown!r} (port 0)")
+    if parts.query or parts.fragment:
+        raise UrlError(f"{flag}: {expected}, got {shown!r} (no query or fragment allowed)")
+    return url.strip().rstrip("/")

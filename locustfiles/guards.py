@@ -1,0 +1,70 @@
+"""Guards around a run: where an API key may go, which run directory may be written, when a run failed.
+
+Small checks the hooks call at start and end; each refusal is one line naming the flag to change.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE
+from contract.settings import SettingsError
+
+EXIT_TOO_MANY_ERRORS = 3
+HOST_CHANGE_REFUSED = ("the host differs from the one given at start while an API key is in use; the key "
+                       "is sent only to the host named on the command line (restart with that --host, or "
+                       "give --allow-host-change)")
+_RUN_FILES = (RECORDS_FILE, STEPS_FILE, META_FILE, META_FILE + ".tmp")
+
+
+def _same_host(a: str, b: str) -> bool:
+    return a.strip().rstrip("/") == b.strip().rstrip("/")
+
+
+def _key_in_use(options: Any) -> bool:
+    name = str(getattr(options, "api_key_env", "") or "")
+    return bool(name and os.environ.get(name))
+
+
+def host_allowed(start_host: str, host: str, options: Any) -> bool:
+    """May a request carrying the API key go to ``host``?"""
+    return _same_host(start_host, host) or bool(getattr(options, "allow_host_change", False))
+
+
+def guard_host_change(app: Any, start_host: str, options: Any) -> None:
+    """Refuse, in the web UI's start form, a new host while an API key is in use (HTTP 403, nothing started)."""
+    from flask import jsonify, request
+
+    @app.before_request
+    def _refuse_new_host() -> Any:
+        if request.method != "POST" or not request.path.rstrip("/").endswith("/swarm"):
+            return None
+        host = request.form.get("host", "")
+        if host and _key_in_use(options) and not host_allowed(start_host, host, options):
+            return jsonify({"success": False, "message": HOST_CHANGE_REFUSED, "host": start_host}), 403
+        return None
+
+
+def claim_run_dir(run_dir: Path, overwrite: bool) -> None:
+    """A run directory must be new or empty, so two runs are never mixed; ``overwrite`` clears our files."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise SettingsError(f"--out: {run_dir} exists and is not a directory")
+    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+        return
+    if not overwrite:
+        raise SettingsError(f"--out: {run_dir} is not empty (it holds an earlier run?); choose a new directory "
+                            "or give --overwrite")
+    for name in _RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+
+
+def error_rate_line(step: dict[str, Any], limit: float) -> str | None:
+    """One line naming a step whose failed share is above ``limit``; None when the step is within it."""
+    total = int(step.get("requests_total") or 0)
+    failed = int(step.get("requests_failed") or 0)
+    if not total or failed / total <= limit:
+        return None
+    return (f"step {int(step['index']) + 1} C={step['target_c']}: {failed} of {total} requests failed "
+            f"({failed / total:.0%}), above --max-error-rate {limit:.0%}")

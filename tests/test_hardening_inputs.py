@@ -1,0 +1,154 @@
+"""Hardening, fast part: bad input is one line and exit 2 before any load or directory; redaction; readers;
+preflight deadlines. Items of issue #11 are named in each test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from contract.redact import MASK, redact, register_key
+from contract.schema import RunFormatError, read_records
+from contract.settings import SettingsError, default_run_dir, parse_ladder, safe_label
+from specbench.preflight import PreflightError, check_server
+from tests.conftest import REPO, run_locust
+from tests.tinyservers import tiny_server
+
+SECRET = "sk-hardening-DO-NOT-LEAK-77c1"
+
+
+def specbench(*args: str, cwd: Path, env: dict[str, str] | None = None,
+              timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specbench.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-1000:], proc.stderr[-1000:])
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("specbench: error: "), proc.stderr
+    assert "Traceback" not in proc.stderr and "run directory" not in proc.stdout
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+# -- items 11, 12: every option checked before preflight and before any directory ---------------------------
+
+@pytest.mark.parametrize("text", ["1,,2", "4,4", "²", "0", "-1", "a"])
+def test_bad_ladders_are_refused(text):
+    with pytest.raises(SettingsError, match="--ladder"):
+        parse_ladder(text)
+    assert parse_ladder("4,1,") == [4, 1]  # a descending ladder and a trailing comma are fine
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (["--host", "notaurl"], ["--host", "notaurl"]),
+    (["--host", "http://"], ["--host", "no host name"]),
+    (["--host", "ftp://x"], ["--host", "ftp://x"]),
+    (["--host", "http://127.0.0.1:notaport"], ["--host", "bad port"]),
+    (["--host", "http://127.0.0.1:9", "--ladder", "²"], ["--ladder", "'²'"]),
+    (["--host", "http://127.0.0.1:9", "--ladder", "1,,2"], ["--ladder", "empty level"]),
+    (["--host", "http://127.0.0.1:9", "--ladder", "4,4"], ["--ladder", "twice"]),
+    (["--host", "http://127.0.0.1:9", "--min-requests", "-3"], ["--min-requests"]),
+    (["--host", "http://127.0.0.1:9", "--max-error-rate", "2"], ["--max-error-rate"]),
+    (["--host", "http://127.0.0.1:9", "--api-key-env", "EMPTY_KEY_VAR"], ["EMPTY_KEY_VAR", "empty"]),
+])
+def test_specbench_run_refuses_bad_input_before_preflight_and_directories(tmp_path, args, needles):
+    # Port 9 (discard) is closed here: a preflight would fail with "not reachable", which must not be the error.
+    proc = specbench("run", "--label", "x", *args, cwd=tmp_path, env={"EMPTY_KEY_VAR": ""})
+    one_line_error(proc, *needles)
+    assert list(tmp_path.iterdir()) == []  # no run directory, not even an empty one
+
+
+def test_profile_errors_name_the_file_and_key_through_specbench(tmp_path):
+    cfg = tmp_path / "suite.yaml"
+    cfg.write_text("ladder: '4,4'\n")
+    proc = specbench("run", "--label", "x", "--host", "http://127.0.0.1:9", "--suite-config", str(cfg),
+                     cwd=tmp_path)
+    one_line_error(proc, str(cfg), "key 'ladder'")
+
+
+def test_plain_locust_refuses_a_malformed_host_with_one_line(tmp_path):
+    proc = run_locust("notaurl", tmp_path / "run", "--ladder", "1", timeout=60)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "specbench: error: --host" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "run" / "records.jsonl").exists()
+
+
+# -- item 2: labels become safe file names -------------------------------------------------------------------
+
+def test_labels_never_leave_runs_directory():
+    for label in ("../../etc/evil", "a/b", "..", "/abs", "x\\..\\y", ""):
+        path = default_run_dir(label)
+        assert path.parent == Path("runs") and "/" not in path.name and ".." not in path.name, path
+    assert safe_label("eagle3-fair_v1.2") == "eagle3-fair_v1.2"
+
+
+# -- item 3: one redaction function ------------------------------------------------------------------------
+
+def test_redact_hides_keys_and_url_credentials():
+    register_key(SECRET)
+    text = f"401 bad key: Bearer {SECRET} at http://alice:hunter2pw@10.0.0.1:8000/v1 and https://tok@h/x"
+    out = redact(text)
+    assert SECRET not in out and "hunter2pw" not in out and "alice" not in out and "tok@" not in out
+    assert out.count(MASK) == 3 and "10.0.0.1:8000/v1" in out
+    assert redact("http://127.0.0.1:8000 plain") == "http://127.0.0.1:8000 plain"
+
+
+def test_the_key_passed_as_api_key_env_is_never_printed(tmp_path):
+    proc = specbench("run", "--label", "x", "--host", "http://127.0.0.1:9", "--api-key-env", SECRET, cwd=tmp_path)
+    one_line_error(proc, "--api-key-env", "not set")
+    assert SECRET not in proc.stderr + proc.stdout
+    proc = run_locust("http://127.0.0.1:9", tmp_path / "run", "--api-key-env", SECRET, timeout=60)
+    assert proc.returncode == 2 and SECRET not in proc.stderr + proc.stdout
+
+
+# -- item 4: never mix two runs -------------------------------------------------------------------------------
+
+def test_existing_run_directory_and_report_are_refused_without_overwrite(tmp_path):
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "records.jsonl").write_text("{}\n")
+    one_line_error(specbench("run", "--label", "x", "--host", "http://127.0.0.1:9", "--out", str(used),
+                             cwd=tmp_path), "--out", "--overwrite")
+    one_line_error(specbench("compare", "--baseline", "http://127.0.0.1:9", "--spec", "http://127.0.0.1:9",
+                             "--out", str(used), cwd=tmp_path), "--out", "--overwrite")
+    (used / "report.md").write_text("old\n")
+    one_line_error(specbench("compare-runs", "a", "b", "--out", str(used), cwd=tmp_path), "report.md")
+    proc = run_locust("http://127.0.0.1:9", used, "--ladder", "1", timeout=60)  # Locust alone refuses too
+    assert proc.returncode == 2 and "--overwrite" in proc.stderr, proc.stderr[-1500:]
+    assert (used / "records.jsonl").read_text() == "{}\n"
+
+
+# -- item 13: a corrupt middle line is corruption; only a last line can be torn ------------------------------
+
+def _record(i: int) -> str:
+    return json.dumps({"schema": 1, "request_id": f"r{i}", "start_s": 1.0, "e2e_s": 1.0, "status": "ok",
+                       "output_tokens": 1, "chunk_ms": [1.0], "chunk_tokens": [1]})
+
+
+def test_torn_last_line_is_skipped_but_a_corrupt_middle_line_is_an_error(tmp_path):
+    path = tmp_path / "records.jsonl"
+    path.write_text(f"{_record(1)}\n{_record(2)}\n{{\"schema\": 1, \"requ")
+    records, torn = read_records(path)
+    assert len(records) == 2 and torn == 1
+    path.write_text(f"{_record(1)}\n{{garbage\n{_record(3)}\n")
+    with pytest.raises(RunFormatError, match="line 2: corrupt"):
+        read_records(path)
+
+
+# -- item 10: preflight has a total deadline and one line --------------------------------------------------
+
+@pytest.mark.parametrize(("mode", "needle"), [("endless_sse", "did not finish within"),
+                                              ("silent_sse", "went silent")])
+def test_preflight_ends_on_endless_or_silent_streams(mode, needle):
+    with tiny_server(mode) as server:
+        t0 = time.monotonic()
+        with pytest.raises(PreflightError, match=needle):
+            check_server(server.url, "server", api="chat", timeout=1.0, total=2.0)
+        assert time.monotonic() - t0 < 6.0

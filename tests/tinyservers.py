@@ -1,0 +1,89 @@
+"""Tiny purpose-built HTTP servers on 127.0.0.1 for fault tests the emulator does not play.
+
+Each runs in a thread of the test process; ``mode`` picks the misbehaviour, ``seen`` keeps every request's
+path and Authorization header, so a test can prove what reached (or never reached) the server.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+SSE_OK = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
+          b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}],'
+          b'"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\ndata: [DONE]\n\n')
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Any
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+    def _send(self, status: int, ctype: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self.server.seen.append(("GET", self.path, self.headers.get("Authorization")))
+        if self.path in ("/health", "/ready"):
+            self._send(200, "text/plain", b"ok")
+        elif self.path == "/v1/models":
+            self._send(200, "application/json", json.dumps({"data": [{"id": "tiny"}]}).encode())
+        else:
+            self._send(404, "text/plain", b"not found")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        auth = self.headers.get("Authorization")
+        with self.server.lock:
+            self.server.seen.append(("POST", self.path, auth))
+            n = sum(1 for s in self.server.seen if s[0] == "POST")
+        mode = self.server.mode
+        if mode == "ok_then_500" and n > 1:
+            self._send(500, "text/plain", b"internal error")
+        elif mode == "echo401_html":  # odd requests: 401 echoing the key; even ones: an HTML page with 200
+            if n % 2:
+                self._send(401, "application/json", json.dumps({"error": f"bad key: {auth}"}).encode())
+            else:
+                self._send(200, "text/html", b"<html><body>Sign in to the proxy</body></html>")
+        elif mode in ("endless_sse", "silent_sse"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")  # no length, no chunked: the body ends only at close
+            self.end_headers()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not self.server.stopping:
+                if mode == "endless_sse":
+                    self.wfile.write(b"x" * 64)  # bytes without end and without a line break
+                    self.wfile.flush()
+                time.sleep(0.05)
+        else:
+            self._send(200, "text/event-stream", SSE_OK)
+
+
+@contextmanager
+def tiny_server(mode: str) -> Iterator[Any]:
+    """A server on a free loopback port; yields it (``.url``, ``.seen``)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    server.mode, server.seen, server.lock, server.stopping = mode, [], threading.Lock(), False
+    server.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.stopping = True
+        server.shutdown()
+        server.server_close()
