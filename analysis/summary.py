@@ -6,6 +6,7 @@ Every figure comes from the records through one definition (``analysis.window`` 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.batch_means import estimate_throughput
 from analysis.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
 from analysis.request_metrics import (
     acceptance_length,
@@ -26,6 +28,8 @@ from analysis.request_metrics import (
 from analysis.schema import META_FILE, RequestRecord, RunData, RunMeta
 from analysis.steps import StepWindow, overlapping, step_windows
 from analysis.window import achieved_concurrency, measured_in_window, window_throughput
+
+MIN_PERCENTILE_REQUESTS = 30
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,13 @@ class StepRow:
     accept_length: float | None  # total output tokens / total verify passes (speculative runs)
     chunk_counted_requests: int  # ok requests whose output_tokens were counted from chunks
     flags: tuple[str, ...] = ()  # warning codes that concern this step
+    throughput_ci_rel: float | None = None  # 95% half-width of throughput_tok_s, relative (None: no interval)
+    throughput_ci_method: str | None = None  # batch_means, lifetime_batches (fallback) or none
+
+    @property
+    def indicative_percentiles(self) -> bool:
+        """Latency percentiles rest on ``requests_ok`` complete requests; under 30 they only indicate."""
+        return self.requests_ok < MIN_PERCENTILE_REQUESTS
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,9 @@ def summarize_step(run: RunData, window: StepWindow) -> StepRow:
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
     itls = np.concatenate([itl_samples_s(r) for r in ok]) if ok else np.zeros(0)
     e2es = [r["e2e_s"] for r in ok]
+    median_e2e = percentile_or_none(e2es, 50)
+    estimate = estimate_throughput(nearby, t0, t1, median_e2e)
+    ci = estimate.relative_halfwidth()
     return StepRow(
         step=window.index,
         target_c=window.target_c,
@@ -152,6 +166,8 @@ def summarize_step(run: RunData, window: StepWindow) -> StepRow:
         e2e_p99_s=percentile_or_none(e2es, 99),
         accept_length=acceptance_length(ok),
         chunk_counted_requests=sum(r.get("output_tokens_source") == "chunks" for r in ok),
+        throughput_ci_rel=ci if math.isfinite(ci) else None,
+        throughput_ci_method=estimate.method,
     )
 
 

@@ -54,12 +54,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("read-timeout", 120.0, "seconds a stream may stay silent before it counts as a timeout"),
     Option("request-timeout", 900.0, "seconds a whole request may take before it counts as a timeout"),
     Option("ladder", DEFAULT_LADDER, "concurrency levels of the ladder, comma-separated"),
-    Option("warmup-time", 0.0, "warm-up seconds per step; 0: until every user has finished one request"),
-    Option("min-requests", 0, "requests each step must measure; 0: max(30, 3*C)"),
+    Option("warmup-time", 0.0, "warm-up seconds per step; 0: until every user has finished one request or the "
+           "requests in flight have stayed at C for a while (see README)"),
+    Option("min-requests", 0, "requests each step must measure; 0: 30 with --step-ci, else max(30, 3*C)"),
     Option("min-step-time", 10.0, "minimum seconds of measured window per step"),
     Option("max-step-time", 600.0, "maximum seconds per step, warm-up included"),
-    Option("step-ci", 0.0, "end a step early once its throughput's 95%% CI half-width is below this "
-           "fraction (0: off)"),
+    Option("step-ci", 0.03, "end a step once its throughput's 95%% CI half-width is below this "
+           "fraction (0: off; then steps end on --min-requests and --min-step-time)"),
+    Option("time-budget", "", "wall time for the whole ladder, e.g. 30m, 1h30m, 900s (specbench compare: "
+           "for both runs); steps share it, unused time passes on"),
     Option("emulator-profile", "baseline", "with no --host: built-in emulator profile to start", in_web_ui=False),
     Option("emulator-speed", 1.0, "with no --host: time scale of the built-in emulator", in_web_ui=False),
     Option("suite-config", "", "YAML profile setting any of these options (command line wins)",
@@ -213,6 +216,7 @@ class SuiteSettings:
     min_step_time: float
     max_step_time: float
     step_ci: float
+    time_budget: str = ""
 
     @classmethod
     def from_options(cls, options: Any) -> SuiteSettings:
@@ -229,6 +233,7 @@ class SuiteSettings:
             ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
             min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
+            time_budget=str(get("time_budget") or ""),
         )
         settings.validate()
         return settings
@@ -243,6 +248,13 @@ class SuiteSettings:
                 raise SettingsError(f"--{name.replace('_', '-')}: expected a positive number of seconds")
         if self.step_ci < 0 or self.step_ci >= 1:
             raise SettingsError(f"--step-ci: expected a fraction in [0, 1), got {self.step_ci}")
+        if self.time_budget:
+            from shapes.budget import BudgetError, parse_duration  # pure, no Locust
+
+            try:
+                parse_duration(self.time_budget, "--time-budget")
+            except BudgetError as exc:
+                raise SettingsError(str(exc)) from None
         if self.api_key_env and self.api_key_env not in os.environ:
             raise SettingsError(f"--api-key-env: environment variable {self.api_key_env} is not set")
 

@@ -12,11 +12,30 @@ from analysis.schema import SCHEMA_VERSION, RequestRecord, StepRecord
 from analysis.window import achieved_concurrency, measured_in_window, window_throughput
 
 LOW_CONCURRENCY_FRACTION = 0.95
+PERCENTILE_MIN_REQUESTS = 30  # complete requests a latency percentile needs before it is more than indicative
+WARMUP_STABLE_S = 2.0  # the in-flight count must stay at C at least this long (and 2x the last median TTFT)
 
 
 def default_min_requests(target_c: int) -> int:
     """Requests a step must measure unless told otherwise: enough for stable figures at every C."""
     return max(30, 3 * target_c)
+
+
+def step_min_requests(target_c: int, step_ci: float) -> int:
+    """With a precision target the throughput's interval decides; 30 complete requests keep percentiles."""
+    return PERCENTILE_MIN_REQUESTS if step_ci > 0 else default_min_requests(target_c)
+
+
+def warmup_stable_s(previous_ttfts: Sequence[float]) -> float | None:
+    """How long in-flight must stay at C: max(2 s, 2x the previous step's median TTFT); None without one.
+
+    The new users' first requests are then past their prefill (or queued behind a full server, which is its
+    steady state too), so the window does not open on the ramp's prefill burst.
+    """
+    if not previous_ttfts:
+        return None
+    ordered = sorted(previous_ttfts)
+    return max(WARMUP_STABLE_S, 2.0 * ordered[len(ordered) // 2])
 
 
 @dataclass
@@ -31,6 +50,10 @@ class StepBook:
     end_s: float | None = None
     ended_by: str | None = None
     closed: bool = False
+    max_s: float | None = None  # this step's time limit (the budget's share), None: --max-step-time
+    stable_s: float | None = None  # in-flight at C this long ends warm-up (None: only every user's first request)
+    at_target_since: float | None = None  # since when the in-flight count has been at C
+    halfwidth: float | None = None  # relative 95% half-width of the closed step's throughput
 
 
 def warmup_end(records: Sequence[RequestRecord], since_s: float, users_needed: int) -> float | None:

@@ -11,7 +11,7 @@ window figures are exact. After the last step the shape drains, then ends the te
 from __future__ import annotations
 
 import logging
-import statistics
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,18 +19,19 @@ from typing import Any
 
 from locust import LoadTestShape
 
-from analysis.bootstrap import MIN_BATCHES, batch_count
+from analysis.batch_means import window_precision
 from analysis.schema import StepRecord
-from analysis.window import throughput_relative_halfwidth
 from locustfiles.settings import option_default, parse_ladder
 from shapes.books import (
     StepBook,
     close_step,
     count_measured,
-    default_min_requests,
     describe_close,
+    step_min_requests,
     warmup_end,
+    warmup_stable_s,
 )
+from shapes.budget import describe_forecast, describe_plan, parse_duration, step_share
 from shapes.collector import RequestCollector
 from shapes.live import STEP_MESSAGE, LiveStep
 
@@ -48,6 +49,7 @@ class LadderConfig:
     max_step_time: float = 600.0
     step_ci: float = 0.0
     request_timeout: float = 900.0
+    time_budget_s: float = 0.0  # 0: no budget
 
     @classmethod
     def from_options(cls, options: Any) -> LadderConfig:
@@ -62,6 +64,7 @@ class LadderConfig:
             min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
             request_timeout=float(get("request_timeout")),
+            time_budget_s=parse_duration(get("time_budget")) if get("time_budget") else 0.0,
         )
 
 
@@ -135,9 +138,19 @@ class ConcurrencyLadder(LoadTestShape):
             self.runner.send_message(STEP_MESSAGE, self.live.to_message())
 
     def _begin_step(self, index: int, now: float) -> None:
-        target = self.config.levels[index]
-        min_requests = self.config.min_requests or default_min_requests(target)
+        cfg = self.config
+        target = cfg.levels[index]
+        min_requests = cfg.min_requests or step_min_requests(target, cfg.step_ci)
         book = StepBook(index=index, target_c=target, min_requests=min_requests, start_s=now)
+        previous = self.collector.records([index - 1]) if index > 0 else []
+        book.stable_s = warmup_stable_s([r["ttft_s"] for r in previous
+                                         if r["status"] == "ok" and r.get("ttft_s") is not None])
+        if cfg.time_budget_s > 0:
+            if index == 0:
+                log.info(describe_plan(list(cfg.levels), cfg.time_budget_s, cfg.max_step_time, cfg.step_ci))
+            elapsed = now - self.books[0].start_s if self.books else 0.0
+            book.max_s = step_share(cfg.time_budget_s, elapsed, len(cfg.levels) - index, cfg.max_step_time)
+            self._forecast(book)
         self.books.append(book)
         self._book = book
         self.live = LiveStep(index=index, target_c=target)
@@ -145,21 +158,40 @@ class ConcurrencyLadder(LoadTestShape):
             book.steady_start_s = now + self.config.warmup_time
             self.live.steady_start_s = book.steady_start_s
         self._broadcast()
-        log.info("step %d/%d C=%d: started (measures >= %d requests and >= %.0f s; at most %.0f s)",
-                 index + 1, len(self.config.levels), target, min_requests, self.config.min_step_time,
-                 self.config.max_step_time)
+        log.info("step %d/%d C=%d: started (measures >= %d requests and >= %.0f s%s; at most %.0f s)",
+                 index + 1, len(cfg.levels), target, min_requests, cfg.min_step_time,
+                 f", until tok/s is within +-{cfg.step_ci:.0%}" if cfg.step_ci > 0 else "",
+                 book.max_s if book.max_s is not None else cfg.max_step_time)
+
+    def _forecast(self, book: StepBook) -> None:
+        """What this step's share of the budget buys, from the last closed step with an interval (the pilot)."""
+        pilot = next((b for b in reversed(self.books) if b.closed and b.halfwidth is not None), None)
+        if pilot is None or book.max_s is None or pilot.steady_start_s is None or pilot.end_s is None:
+            return
+        line = describe_forecast(book.target_c, book.max_s, pilot.target_c, pilot.end_s - pilot.steady_start_s,
+                                 pilot.halfwidth, self.config.step_ci)
+        if line:
+            log.info(line)
 
     def _check_warmup(self, book: StepBook, now: float) -> None:
         # The window opens at this tick, not back-dated to when the last user finished its first request:
-        # every process then tags requests with the same phase the step's books use.
-        if warmup_end(self.collector.records([book.index]), book.start_s, book.target_c) is not None:
+        # every process then tags requests with the same phase the step's books use. It opens when every
+        # user has finished a request of this step, or when the requests in flight have stayed at C for
+        # book.stable_s (the users kept from the previous step need not start over).
+        if len(self.collector.in_flight) >= book.target_c:
+            book.at_target_since = book.at_target_since or now
+        else:
+            book.at_target_since = None
+        stable = (book.stable_s is not None and book.at_target_since is not None
+                  and now - book.at_target_since >= book.stable_s)
+        if stable or warmup_end(self.collector.records([book.index]), book.start_s, book.target_c) is not None:
             book.steady_start_s = now
             self.live.steady_start_s = now
             self._broadcast()
 
     def _end_reason(self, book: StepBook, now: float) -> str | None:
         cfg = self.config
-        if now - book.start_s >= cfg.max_step_time:
+        if now - book.start_s >= (book.max_s if book.max_s is not None else cfg.max_step_time):
             return "max_time"
         steady = book.steady_start_s
         if steady is None or now < steady:
@@ -169,16 +201,10 @@ class ConcurrencyLadder(LoadTestShape):
             return None
         if cfg.step_ci <= 0:
             return "target"
-        # Batches as the report will cut them (each at least one median request long), so a step ended here
-        # is one the report can put an interval on; only the part of the window whose every request is
-        # recorded is used.
+        # Judged by the report's own estimator on the part of the window whose every request is recorded.
         exact_until = min(now, self.collector.oldest_in_flight_start() or now)
         records = self.collector.records([book.index - 1, book.index])
-        lifetimes = [r["e2e_s"] for r in records if r["status"] == "ok" and r["start_s"] >= steady]
-        batches = batch_count(exact_until - steady, statistics.median(lifetimes) if lifetimes else None)
-        if batches < MIN_BATCHES:
-            return None
-        if throughput_relative_halfwidth(records, steady, exact_until, n_batches=batches) <= cfg.step_ci:
+        if window_precision(records, steady, exact_until, until=now) <= cfg.step_ci:
             return "ci"
         return None
 
@@ -197,9 +223,13 @@ class ConcurrencyLadder(LoadTestShape):
             records = self.collector.records([book.index - 1, book.index])
             step = close_step(book, records)
             book.closed = True
+            if step.get("steady_start_s") is not None and step["end_s"] > step["steady_start_s"]:
+                half = window_precision(records, step["steady_start_s"], step["end_s"])
+                book.halfwidth = half if math.isfinite(half) else None
             for callback in self.on_step_closed:
                 callback(step)
-            log.info(describe_close(step, len(self.config.levels)))
+            precision = f", tok/s 95% CI +-{book.halfwidth:.1%}" if book.halfwidth is not None else ""
+            log.info(describe_close(step, len(self.config.levels)) + precision)
             self.collector.drop_steps_before(book.index)
 
     def _drain_tick(self, now: float) -> tuple[int, float] | None:

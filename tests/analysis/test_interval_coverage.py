@@ -1,0 +1,23 @@
+"""Coverage of the 95% intervals on real emulator runs with known long-run truth (benchmarks/coverage.py).
+
+Eight long closed-loop runs (baseline and eagle3 at C = 2, 5, 10, 30) against real emulator processes, each
+cut into 32 windows: 256 throughput windows and 128 ratio pairs, judged by both the new batch-means
+estimator and the fallback batches of one median request. Takes about 35-50 s on 2 shared cores.
+"""
+
+from __future__ import annotations
+
+from benchmarks.coverage import collect, tally_runs
+
+
+def test_intervals_cover_the_long_run_truth_90_to_99_percent() -> None:
+    runs = collect(seeds=(1,), verbose=False)
+    tallies = tally_runs(runs)
+    assert sum(len(r.edges) for r in runs) >= 200
+    assert tallies["tput_new"].judged >= 200, tallies["tput_new"].line("throughput, new")
+    assert tallies["tput_old"].judged >= 150, tallies["tput_old"].line("throughput, old")
+    assert tallies["ratio_new"].judged >= 100 and tallies["ratio_old"].judged >= 60
+    for key, tally in tallies.items():
+        assert 0.90 <= tally.rate <= 0.99, tally.line(key)
+    # The new estimator must not buy its coverage with width: it is no wider than the fallback's.
+    assert sorted(tallies["tput_new"].widths)[len(tallies["tput_new"].widths) // 2] < 0.25
