@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from locustfiles.settings import default_run_dir
+from shapes.budget import BudgetError, parse_duration
 from specbench.preflight import PreflightError, check_server
 from specbench.servers import start_emulator_process
 
@@ -34,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--suite-config", help="YAML profile of suite options (config/suite/*.yaml)")
         p.add_argument("--api-key-env", default="", help="environment variable holding the API key")
         p.add_argument("--processes", type=int, default=0, help="Locust worker processes (0: one process)")
+        p.add_argument("--time-budget", default="", help="wall time for the whole job, e.g. 30m or 1h30m "
+                       "(compare: for both runs)")
 
     p = sub.add_parser("compare", help="ladder on a baseline and a speculative server, then the comparison")
     p.add_argument("--baseline", required=True, help="URL of the baseline server")
@@ -64,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--suite-config", default=str(DEMO_CONFIG))
     p.add_argument("--processes", type=int, default=0)
     p.add_argument("--api-key-env", default="")
+    p.add_argument("--time-budget", default="", help="wall time for both runs, e.g. 5m")
     return parser
 
 
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return analysis_main(["summarize", args.run_dir] + (["--json"] if args.json else []))
         return analysis_main(["compare", args.base_run, args.spec_run] + (["--out", args.out] if args.out else []))
-    except (PreflightError, UsageError) as exc:
+    except (PreflightError, UsageError, BudgetError) as exc:
         print(f"specbench: error: {exc}", file=sys.stderr)
         return 2
 
@@ -103,10 +107,11 @@ def _api_key(env_name: str) -> str | None:
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.loadrun import LoadRun, execute
 
+    budget = _budget(args)
     pre = check_server(args.host, "server", api_key=_api_key(args.api_key_env))
     print(pre.describe("server"), flush=True)
     run_dir = Path(args.out) if args.out else default_run_dir(args.label)
-    passthrough = _load_options(args) + extra
+    passthrough = _load_options(args) + (["--time-budget", f"{budget:.0f}s"] if budget else []) + extra
     result = execute(LoadRun(args.host, args.label, run_dir, args.suite_config, args.processes, passthrough))
     print(f"run directory: {run_dir}", flush=True)
     if result.returncode not in (0, 1):
@@ -118,9 +123,15 @@ def _load_options(args: argparse.Namespace) -> list[str]:
     return ["--api-key-env", args.api_key_env] if args.api_key_env else []
 
 
+def _budget(args: argparse.Namespace) -> float:
+    """--time-budget in seconds (0: none); a bad value is a one-line error, exit 2."""
+    return parse_duration(args.time_budget, "--time-budget") if args.time_budget else 0.0
+
+
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
+    budget = _budget(args)
     key = _api_key(args.api_key_env)
     base = check_server(args.baseline, "baseline", api=args.api, api_key=key)
     spec = check_server(args.spec, "spec", api=args.api, api_key=key)
@@ -129,13 +140,14 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     out = Path(args.out) if args.out else Path("reports") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     job = CompareJob(baseline=base, spec=spec, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
-                     extra=_load_options(args) + extra)
+                     extra=_load_options(args) + extra, time_budget_s=budget)
     return run_compare(job)
 
 
 def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
+    budget = _budget(args)
     print(f"Starting two built-in emulators (baseline and eagle3, speed {args.speed:g}) on 127.0.0.1 ...",
           flush=True)
     servers = []
@@ -147,7 +159,8 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         print(base.describe("baseline"), flush=True)
         print(spec.describe("spec"), flush=True)
         job = CompareJob(baseline=base, spec=spec, out=Path(args.out), suite_config=args.suite_config,
-                         processes=args.processes, flush_cache=True, api_key=None, extra=extra)
+                         processes=args.processes, flush_cache=True, api_key=None, extra=extra,
+                         time_budget_s=budget)
         return run_compare(job)
     finally:
         for server in servers:

@@ -7,11 +7,13 @@ is kept and a report is still written, marked partial.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
 
+from shapes.budget import fmt_duration
 from specbench.loadrun import LoadRun, execute
 from specbench.preflight import Preflight
 
@@ -26,6 +28,7 @@ class CompareJob:
     flush_cache: bool = False
     api_key: str | None = None
     extra: list[str] = field(default_factory=list)
+    time_budget_s: float = 0.0  # for both runs together; 0: none
 
     def common_api(self) -> str:
         """One API for both runs, so the two are measured the same way."""
@@ -51,12 +54,21 @@ def run_compare(job: CompareJob) -> int:
     api = job.common_api()
     runs = {"baseline": (job.baseline, job.out / "baseline"), "spec": (job.spec, job.out / "spec")}
     interrupted = False
-    for label, (pre, run_dir) in runs.items():
+    began = time.monotonic()
+    if job.time_budget_s:
+        print(f"time budget {fmt_duration(job.time_budget_s)} for both runs: the baseline ladder gets half, the "
+              "speculative ladder what is left; each ladder shares its part between its steps", flush=True)
+    for n, (label, (pre, run_dir)) in enumerate(runs.items()):
         if job.flush_cache and flush_cache(pre.identity.url, job.api_key):
             print(f"{label}: flushed the server cache", flush=True)
         print(f"{label}: ladder against {pre.identity.url} -> {run_dir}", flush=True)
+        budget = []
+        if job.time_budget_s:
+            share = max(1.0, (job.time_budget_s - (time.monotonic() - began)) / (len(runs) - n))
+            budget = ["--time-budget", f"{share:.0f}s"]
+            print(f"{label}: {fmt_duration(share)} of the budget", flush=True)
         run = LoadRun(pre.identity.url, label, run_dir, job.suite_config, job.processes,
-                      ["--api", api, *job.extra])
+                      ["--api", api, *budget, *job.extra])
         result = execute(run)
         if result.interrupted:
             interrupted = True
