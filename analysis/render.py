@@ -11,6 +11,9 @@ from analysis.compare import Comparison
 from analysis.summary import RunSummary
 from analysis.table import text_table
 
+PERCENTILE_NOTE = ("tok/s 95% CI: bm = batch means, life = batches of one median request; latency percentiles "
+                   "rest on 'pct reqs' complete requests, ~ marks fewer than 30 (indicative only)")
+
 
 def describe_run(summary: RunSummary) -> str:
     """One line naming the run, its server and the settings that make runs comparable."""
@@ -43,6 +46,7 @@ def render_summary_table(summary: RunSummary) -> str:
         describe_run(summary),
         "",
         text_table(STEP_COLUMNS, summary.rows) if summary.rows else "(no ladder steps in this run)",
+        PERCENTILE_NOTE,
         "",
         render_warnings(summary.warnings),
     ])
@@ -55,8 +59,9 @@ def render_comparison(comparison: Comparison) -> str:
         f"Baseline  {describe_run(c.baseline)}",
         f"Spec      {describe_run(c.spec)}",
         "",
-        "Per level: ratios are spec / baseline (>1x: spec higher); throughput 95% CI by bootstrap over time "
-        f"batches (seed {c.seed}, {c.n_boot} resamples)",
+        "Per level: ratios are spec / baseline (>1x: spec higher); ratio 95% CI from batch means sized by the "
+        "token rate's autocorrelation (bm), or by bootstrap over batches of one median request where the data "
+        f"allow no shorter batch (life; seed {c.seed}, {c.n_boot} resamples)",
         text_table(LEVEL_COLUMNS, c.levels) if c.levels else "(no level measured in both runs)",
         "",
         f"Verdict: {c.verdict.text}",

@@ -8,7 +8,7 @@ from pathlib import Path
 from analysis.categories import ALL
 from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, STEP_COLUMNS, SWITCH_COLUMNS
 from analysis.compare import Comparison
-from analysis.render import describe_run
+from analysis.render import PERCENTILE_NOTE, describe_run
 from analysis.table import fmt_num, markdown_table
 
 PLOT_CAPTIONS = {
@@ -42,8 +42,9 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
     md += [
         "## Per level",
         "",
-        f"Ratios are spec / baseline. Throughput intervals: 95% bootstrap over each window's time batches "
-        f"(seed {c.seed}, {c.n_boot} resamples).",
+        "Ratios are spec / baseline. 95% intervals: `bm` = batch means with the batch length taken from the "
+        "token rate's own autocorrelation (Welch t on the log ratio); `life` = the conservative fallback, a "
+        f"bootstrap over batches of one median request (seed {c.seed}, {c.n_boot} resamples).",
         "",
         markdown_table(LEVEL_COLUMNS, c.levels) if c.levels else "No level was measured in both runs.",
         "",
@@ -53,7 +54,7 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
     md += [f"- `{w.code}`: {w.message}" for w in c.warnings] or ["None."]
     md += [""]
     for summary in (c.baseline, c.spec):
-        md += [f"## Steps: {summary.name}", "", markdown_table(STEP_COLUMNS, summary.rows), ""]
+        md += [f"## Steps: {summary.name}", "", markdown_table(STEP_COLUMNS, summary.rows), "", PERCENTILE_NOTE, ""]
     if plots:
         md += ["## Plots", ""]
         md += [f"![{PLOT_CAPTIONS.get(p.name, p.stem)}]({p.name})\n" for p in plots]
