@@ -3,7 +3,7 @@
 Pure Python, numpy and matplotlib; never imports Locust, so a run can be analysed anywhere. Public API:
 ``summarize_run``, ``compare_runs``, ``render_summary_table``, ``render_comparison``,
 ``write_comparison_outputs``, ``write_summary_outputs``, ``load_run`` and ``main`` (the CLI). Names are
-resolved lazily, so ``import analysis.window`` (the live ladder's import) stays light.
+resolved lazily, so ``import contract.window`` (the live ladder's import) stays light.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ import numpy as np
 from analysis.bootstrap import MIN_BATCHES as LIFETIME_MIN_BATCHES
 from analysis.bootstrap import batch_count, window_batches
 from analysis.rate_series import bin_count, token_rate_series
-from analysis.schema import RequestRecord
-from analysis.window import batch_throughputs, t975
+from contract.schema import RequestRecord
+from contract.window import batch_throughputs, t975
 
 BATCH_MEANS = "batch_means"  # batches from the rate's autocorrelation
 LIFETIME = "lifetime_batches"  # fallback: batches of one median request

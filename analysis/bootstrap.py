@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from analysis.schema import RequestRecord
-from analysis.window import batch_throughputs, t975
+from contract.schema import RequestRecord
+from contract.window import batch_throughputs, t975
 
 MIN_BATCHES = 5
 MAX_BATCHES = 20

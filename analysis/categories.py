@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from analysis.request_metrics import acceptance_length, mean_or_none, per_request_tok_s
-from analysis.schema import RequestRecord
 from analysis.table import fmt_ratio
+from contract.schema import RequestRecord
 
 ALL = "(all)"
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from analysis.schema import RunData
+from contract.policy import MIN_ACHIEVED_FRACTION
+from contract.schema import RunData
 
 if TYPE_CHECKING:
     from analysis.summary import StepRow
 
-MIN_ACHIEVED_FRACTION = 0.95  # achieved concurrency below this share of the target: the level was not held
 MAX_ERROR_RATE = 0.01  # more failures than this share of the window's requests
 
 # Stable warning codes (documented in analysis/README.md).

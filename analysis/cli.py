@@ -14,9 +14,9 @@ from analysis.compare import DEFAULT_N_BOOT, DEFAULT_SEED, compare_runs
 from analysis.load import load_run
 from analysis.outputs import write_comparison_outputs, write_summary_outputs
 from analysis.render import render_comparison, render_summary_table
-from analysis.schema import RunFormatError
 from analysis.serialize import comparison_json, summary_json
 from analysis.summary import summarize_run
+from contract.schema import RunFormatError
 
 EXIT_BAD_INPUT = 2
 

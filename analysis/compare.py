@@ -17,9 +17,9 @@ from analysis.checks import NO_INTERVAL, ValidityWarning
 from analysis.crossover import RatioPoint, Verdict, judge
 from analysis.pair_checks import pair_warnings
 from analysis.recommend import LevelThroughput, Recommendation, recommend
-from analysis.schema import RunData
 from analysis.steps import StepWindow, measured_ok, overlapping, step_windows
 from analysis.summary import RunSummary, StepRow, summarize_run
+from contract.schema import RunData
 
 DEFAULT_SEED = 0
 DEFAULT_N_BOOT = 2000

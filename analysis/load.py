@@ -6,10 +6,11 @@ need, so a malformed file ends in one ``RunFormatError`` naming the file and the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analysis.schema import META_FILE, RECORDS_FILE, STEPS_FILE, RunData, RunFormatError, read_run
+from contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE, RunData, RunFormatError, read_run
 
 
 def _is_number(value: Any) -> bool:
@@ -44,26 +45,24 @@ def load_run(run_dir: str | Path) -> RunData:
     return run
 
 
+def _number_list(value: Any) -> bool:
+    return isinstance(value, list) and all(_is_number(x) for x in value)
+
+
+#: (field, test, what the field should be) for every typed field of a record.
+_RECORD_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    *((key, _is_number, "a number") for key in _RECORD_NUMBERS),
+    *((key, lambda v: v is None or _is_number(v), "a number or null") for key in _RECORD_OPTIONAL_NUMBERS),
+    *((key, lambda v: v is None or _is_int(v), "an integer or null") for key in _RECORD_OPTIONAL_INTS),
+    ("output_tokens", _is_int, "an integer"),
+    ("chunk_ms", _number_list, "a list of numbers"),
+    ("chunk_tokens", _number_list, "a list of numbers"),
+    ("spec", lambda v: v is None or isinstance(v, dict), "an object or null"),
+)
+
+
 def _check_record(path: Path, n: int, rec: Any) -> None:
-    where = f"{path}: record {n} ({rec.get('request_id')!r})"
-
-    def bad(key: str, expected: str) -> RunFormatError:
-        return RunFormatError(f"{where}: {key!r} should be {expected}, got {rec.get(key)!r}")
-
-    for key in _RECORD_NUMBERS:
-        if not _is_number(rec.get(key)):
-            raise bad(key, "a number")
-    for key in _RECORD_OPTIONAL_NUMBERS:
-        if rec.get(key) is not None and not _is_number(rec.get(key)):
-            raise bad(key, "a number or null")
-    for key in _RECORD_OPTIONAL_INTS:
-        if rec.get(key) is not None and not _is_int(rec.get(key)):
-            raise bad(key, "an integer or null")
-    if not _is_int(rec.get("output_tokens")):
-        raise bad("output_tokens", "an integer")
-    if not isinstance(rec["chunk_ms"], list) or not all(_is_number(x) for x in rec["chunk_ms"]):
-        raise bad("chunk_ms", "a list of numbers")
-    if not isinstance(rec["chunk_tokens"], list) or not all(_is_number(x) for x in rec["chunk_tokens"]):
-        raise bad("chunk_tokens", "a list of numbers")
-    if rec.get("spec") is not None and not isinstance(rec.get("spec"), dict):
-        raise bad("spec", "an object or null")
+    for key, is_valid, expected in _RECORD_CHECKS:
+        if not is_valid(rec.get(key)):
+            raise RunFormatError(f"{path}: record {n} ({rec.get('request_id')!r}): {key!r} should be {expected}, "
+                                 f"got {rec.get(key)!r}")

@@ -13,8 +13,8 @@ from analysis.checks import (
     UNMATCHED_LEVEL,
     ValidityWarning,
 )
-from analysis.schema import RunMeta
 from analysis.summary import RunSummary
+from contract.schema import RunMeta
 
 
 def _settings(meta: RunMeta) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """A window's output-token rate as a time series: tokens of ok requests per short bin, divided by the bin.
 
 The bins tile the window exactly, so the series' mean is exactly the window throughput
-(``analysis.window.window_throughput``); the batch-means estimator (``analysis.batch_means``) reads its
+(``contract.window.window_throughput``); the batch-means estimator (``analysis.batch_means``) reads its
 correlation time and its batch means from this series.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from analysis.schema import RequestRecord
-from analysis.window import token_arrivals
+from contract.schema import RequestRecord
+from contract.window import token_arrivals
 
 TARGET_BIN_S = 0.05  # bin width aimed at: a few decode steps of a fast server, short against any lifetime
 MIN_BINS = 100

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from analysis.schema import RequestRecord
+from contract.schema import RequestRecord
 
 
 def ttft_s(record: RequestRecord) -> float | None:

@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.schema import RequestRecord, RunData, StepRecord
-from analysis.window import measured_in_window
+from contract.schema import RequestRecord, RunData, StepRecord
+from contract.window import measured_in_window
 
 
 @dataclass(frozen=True)

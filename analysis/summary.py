@@ -1,6 +1,6 @@
 """One run's per-step table: the figures ``summarize`` prints, the reports reuse and ``compare`` pairs up.
 
-Every figure comes from the records through one definition (``analysis.window`` for window figures,
+Every figure comes from the records through one definition (``contract.window`` for window figures,
 ``analysis.request_metrics`` for per-request ones); nothing is taken from the live ladder's own numbers.
 """
 
@@ -25,11 +25,10 @@ from analysis.request_metrics import (
     tpot_s,
     ttft_s,
 )
-from analysis.schema import META_FILE, RequestRecord, RunData, RunMeta
 from analysis.steps import StepWindow, overlapping, step_windows
-from analysis.window import achieved_concurrency, measured_in_window, window_throughput
-
-MIN_PERCENTILE_REQUESTS = 30
+from contract.policy import MIN_PERCENTILE_REQUESTS, default_min_requests
+from contract.schema import META_FILE, RequestRecord, RunData, RunMeta
+from contract.window import achieved_concurrency, measured_in_window, window_throughput
 
 
 @dataclass(frozen=True)
@@ -88,11 +87,6 @@ class RunSummary:
         """The last step with this target concurrency that has a window (a re-run step wins)."""
         rows = [r for r in self.rows if r.target_c == target_c and r.window_s]
         return rows[-1] if rows else None
-
-
-def default_min_requests(target_c: int) -> int:
-    """Requests a step needs when the ladder did not say: enough for a p99 and for every user to recycle."""
-    return max(30, 3 * target_c)
 
 
 def summarize_run(run: RunData, *, name: str | None = None) -> RunSummary:

@@ -70,10 +70,6 @@ def fmt_s(seconds: float | None) -> str:
     return f"{seconds:.2f}" if seconds < 10 else f"{seconds:.1f}"
 
 
-def fmt_pct(share: float | None) -> str:
-    return MISSING if share is None else f"{share:.1%}"
-
-
 def joined(*cells: str) -> str:
     """Several figures in one cell, 'p50/p99' style; a single dash when all are missing."""
     return MISSING if all(c == MISSING for c in cells) else "/".join(cells)

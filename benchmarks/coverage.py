@@ -1,6 +1,6 @@
 """Coverage of the 95% throughput and ratio intervals, on emulator runs whose long-run truth is known.
 
-``python -m benchmarks.coverage [--seconds 30] [--windows 32] [--speed 10] [--max-tokens 24] [--seeds 1,2]``
+``.venv/bin/python benchmarks/coverage.py [--seconds 30] [--windows 32] [--speed 10] [--max-tokens 24] [--seeds 1,2]``
 
 Design (fast and honest): instead of hundreds of separate Locust runs, each (profile, C, seed) gets ONE long
 closed-loop run against a real emulator process (its own seed, a prompt order offset by the seed); after a
@@ -31,13 +31,14 @@ import numpy as np
 
 from analysis.batch_means import LIFETIME, batch_means_estimate, ratio_interval_t
 from analysis.bootstrap import ratio_interval, window_batches
-from analysis.window import t975, window_throughput
+from contract.window import t975, window_throughput
 from emulator import costmodel
-from emulator.calibrate import CHAT_PATH, as_chat
-from emulator.loadclient import Connection, StreamResult, closed_loop
 from emulator.profile import load_profile
-from emulator.spawn import spawned_emulator
-from emulator.suiteprompts import load_suite_prompts
+from locustfiles.target import start_emulator_process
+
+from calibrate import CHAT_PATH, as_chat
+from loadclient import Connection, StreamResult, closed_loop
+from suiteprompts import load_suite_prompts
 
 PROFILES = ("baseline", "eagle3")
 LEVELS = (2, 5, 10, 30)
@@ -114,11 +115,14 @@ def run_one(profile: str, c: int, seed: int, *, seconds: float, windows: int, sp
                            "stream_options": {"continuous_usage_stats": True}}
 
     clock: list[tuple[float, float]] = []
-    with spawned_emulator(profile, speed=speed, args=["--seed", str(seed)]) as (_proc, url):
+    emu = start_emulator_process(profile, speed=speed, extra=["--seed", str(seed)])
+    try:
         stop = time.time() + seconds
-        watcher = gevent.spawn(_watch_clock, url, stop, clock)
-        results = closed_loop(url, c, payload, stop_at_s=stop)
+        watcher = gevent.spawn(_watch_clock, emu.url, stop, clock)
+        results = closed_loop(emu.url, c, payload, stop_at_s=stop)
         watcher.join(timeout=2.0)
+    finally:
+        emu.stop()
     records = to_records(results)
     if model_clock and len(clock) > 10:
         records = to_model_clock(records, clock)
@@ -246,7 +250,7 @@ def collect(*, profiles: Sequence[str] = PROFILES, levels: Sequence[int] = LEVEL
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.coverage", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="benchmarks/coverage.py", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each long run")
     parser.add_argument("--windows", type=int, default=32, help="windows cut from each run")
     parser.add_argument("--speed", type=float, default=10.0)

@@ -1,6 +1,6 @@
 """Time to verdict: the default ladder with the new interval defaults against the old method, per level.
 
-``nice python -m benchmarks.time_to_verdict [--speed 10] [--max-tokens 256] [--old-commit 0268386]``
+``nice .venv/bin/python benchmarks/time_to_verdict.py [--speed 10] [--max-tokens 256] [--old-commit 0268386]``
 
 Runs the whole default ladder (1,2,5,10,30,70,100,250) on the built-in baseline and eagle3 emulators (child
 processes), twice: once with this checkout's defaults (``--step-ci 0.03`` judged by the batch-means
@@ -29,8 +29,8 @@ from analysis.batch_means import estimate_throughput
 from analysis.bootstrap import window_batches
 from analysis.steps import overlapping, step_windows
 from analysis.summary import summarize_run
-from analysis.window import t975
-from specbench.servers import start_emulator_process
+from contract.window import t975
+from locustfiles.target import start_emulator_process
 
 REPO = Path(__file__).resolve().parent.parent
 LADDER = "1,2,5,10,30,70,100,250"
@@ -83,7 +83,7 @@ def step_times(run_dir: Path) -> dict[int, tuple[float, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.time_to_verdict", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="benchmarks/time_to_verdict.py", description=__doc__.split("\n")[0])
     parser.add_argument("--speed", type=float, default=10.0)
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--max-step-time", type=float, default=240.0)

@@ -1,12 +1,14 @@
 """Command line: ``python -m emulator --profile eagle3 --port 30001 [--speed N] [fault flags]``.
 
 Prints the server URL as the single line on stdout (a human summary goes to stderr), serves until
-SIGINT or SIGTERM, then exits 0. A bad profile prints one line naming the file and key and exits 2.
+SIGINT or SIGTERM (or, with ``--parent-pid``, until its launcher is gone), then exits 0. A bad profile
+prints one line naming the file and key and exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from typing import Any
@@ -42,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-running-requests", type=int)
     parser.add_argument("--startup-delay", type=float, help="seconds (at speed 1) of 503 on /ready and /health")
     parser.add_argument("--seed", type=int, help="seed for per-request randomness")
+    parser.add_argument("--parent-pid", type=int, metavar="PID",
+                        help="exit (as on SIGTERM) once PID is no longer this process's parent: a launcher's child")
     faults = parser.add_argument_group("faults (fractions of requests, 0..1)")
     for flag, key in _FAULT_FLAGS.items():
         kind = int if key == "seed" else float
@@ -74,6 +78,14 @@ def _summary(emulator: Emulator) -> str:
             f"speed {p.speed:g}{faults}) on {emulator.url}")
 
 
+def _watch_parent(pid: int, stop: gevent.event.Event, every_s: float = 0.5) -> None:
+    """Set ``stop`` once ``pid`` is gone: the orphaned child is re-parented, so ``getppid`` changes."""
+    while os.getppid() == pid:
+        gevent.sleep(every_s)
+    print(f"emulator: parent process {pid} is gone; stopping", file=sys.stderr, flush=True)
+    stop.set()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -90,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = gevent.event.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         gevent.signal_handler(signum, stop.set)
+    if args.parent_pid is not None:
+        gevent.spawn(_watch_parent, args.parent_pid, stop)
     print(emulator.url, flush=True)
     print(_summary(emulator), file=sys.stderr, flush=True)
     stop.wait()

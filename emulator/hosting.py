@@ -1,4 +1,7 @@
-"""Start an emulator in-process, in a gevent-patched process (Locust) as well as in a plain one (pytest).
+"""Start an emulator in-process, for tests that read its ledger in memory (in a gevent-patched or plain process).
+
+The suite itself never runs the emulator in its own process: the locustfile, ``specbench demo`` and the
+benchmarks start ``python -m emulator`` through the one launcher, ``locustfiles.target``.
 
 Choice: if ``socket`` is monkey-patched, the caller's own I/O is cooperative, so the server runs as
 greenlets in the caller's hub and needs no thread. Otherwise the server gets a daemon thread with its

@@ -118,17 +118,32 @@ def _read_request(rfile: BinaryIO, sock: socket.socket) -> HttpRequest | None:
     if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or len(line) > MAX_LINE:
         raise _BadRequest("malformed request line")
     method, target, version = parts
+    headers = _read_headers(rfile)
+    body = _read_body(rfile, sock, headers)
+    if body is None:
+        return None
+    connection = headers.get("connection", "").lower()
+    keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
+    split = urlsplit(target)
+    query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+    return HttpRequest(method.upper(), split.path or "/", query, headers, body, keep_alive)
+
+
+def _read_headers(rfile: BinaryIO) -> dict[str, str]:
     headers: dict[str, str] = {}
     for _ in range(MAX_HEADERS + 1):
         raw = rfile.readline(MAX_LINE + 1)
         if raw in (b"\r\n", b"\n", b""):
-            break
+            return headers
         name, sep, value = raw.decode("latin-1").partition(":")
         if not sep:
             raise _BadRequest("malformed header line")
         headers[name.strip().lower()] = value.strip()
-    else:
-        raise _BadRequest("too many headers")
+    raise _BadRequest("too many headers")
+
+
+def _read_body(rfile: BinaryIO, sock: socket.socket, headers: dict[str, str]) -> bytes | None:
+    """The Content-Length body; None when the client hung up before sending all of it."""
     if "chunked" in headers.get("transfer-encoding", "").lower():
         raise _BadRequest("chunked request bodies are not supported; send Content-Length")
     try:
@@ -140,13 +155,7 @@ def _read_request(rfile: BinaryIO, sock: socket.socket) -> HttpRequest | None:
     if length and headers.get("expect", "").lower() == "100-continue":
         sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
     body = rfile.read(length) if length else b""
-    if len(body) != length:
-        return None
-    connection = headers.get("connection", "").lower()
-    keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
-    split = urlsplit(target)
-    query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
-    return HttpRequest(method.upper(), split.path or "/", query, headers, body, keep_alive)
+    return body if len(body) == length else None
 
 
 App = Callable[[HttpRequest, Responder], None]

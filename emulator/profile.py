@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from specbench_config import data_path
+
 __all__ = [
     "PROFILE_DIR",
     "Faults",
@@ -25,7 +27,8 @@ __all__ = [
     "load_profile",
 ]
 
-PROFILE_DIR = Path(__file__).resolve().parent.parent / "config" / "emulator"
+#: The built-in profiles: ``config/emulator/`` in a checkout, the same files inside an installed wheel.
+PROFILE_DIR = data_path("emulator")
 _MAX_BASE_DEPTH = 5
 
 

@@ -176,20 +176,10 @@ class Session:
             stall = False
             if strike_at is not None and produced >= strike_at:
                 strike_at = None
-                if self.fault == "cut_stream":
-                    job.abort()
-                    self._record(200, progress, None)
-                    resp.cut()
+                struck = self._strike(job, wire, progress, opening, events, sent, produced)
+                if struck is None:
                     return
-                if self.fault == "stream_error":
-                    job.abort()
-                    events = [*opening, *wire.aborted(sent, produced)]
-                    delivered = produced - sent if wire.abort_carries_tokens else 0
-                    self._finish(events, delivered, progress, "abort")
-                    return
-                if self.fault == "malformed_chunk":
-                    events[len(opening)] = _corrupt(events[len(opening)])
-                stall = self.fault == "stall"
+                events, stall = struck
             if final:
                 self._finish([*events, *wire.closing()], produced - sent, progress, out.finish)
                 return
@@ -200,6 +190,24 @@ class Session:
         job.abort()
         self._record(200, progress, "abort", error="server stopped")
         resp.cut()
+
+    def _strike(self, job: Job, wire: Wire, progress: _Progress, opening: list[bytes], events: list[bytes],
+                sent: int, produced: int) -> tuple[list[bytes], bool] | None:
+        """This request's in-stream fault, once, half-way: (events to send, stall after them), or None when
+        the fault ended the stream."""
+        if self.fault == "cut_stream":
+            job.abort()
+            self._record(200, progress, None)
+            self.resp.cut()
+            return None
+        if self.fault == "stream_error":
+            job.abort()
+            delivered = produced - sent if wire.abort_carries_tokens else 0
+            self._finish([*opening, *wire.aborted(sent, produced)], delivered, progress, "abort")
+            return None
+        if self.fault == "malformed_chunk":
+            events[len(opening)] = _corrupt(events[len(opening)])
+        return events, self.fault == "stall"
 
     def _finish(self, events: list[bytes], new_tokens: int, progress: _Progress, finish: str | None) -> None:
         """Record first, then send the last chunk and the stream terminator in one write."""

@@ -15,14 +15,14 @@ import gevent
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from analysis.schema import RunMeta
+from contract.schema import RunMeta
+from contract.settings import SettingsError, add_arguments, apply_profile, settings_of
 from locustfiles import run as runmod
 from locustfiles.prompts import PromptError
 from locustfiles.recorder import write_meta
-from locustfiles.serverinfo import identify
-from locustfiles.settings import SettingsError, SuiteSettings, add_arguments, apply_profile
+from locustfiles.target import EmulatorProcess, start_emulator_process
 from shapes.ladder import ConcurrencyLadder
-from shapes.live import RECORD_MESSAGE, START_MESSAGE, STEP_MESSAGE, LiveStep
+from shapes.live import PLAN_MESSAGE, RECORD_MESSAGE, START_MESSAGE, STEP_MESSAGE, LiveStep
 
 log = logging.getLogger("specbench")
 
@@ -35,8 +35,8 @@ class RunHooks:
         self.live = LiveStep()
         self.meta: RunMeta | None = None
         self.steps = runmod.StepsWriter()
-        self.emulator: Any = None
-        self.out_given = False
+        self.emulator: EmulatorProcess | None = None
+        self.plan: runmod.RunPlan | None = None  # on a worker: the master's plan for the current run
 
     @property
     def shape(self) -> ConcurrencyLadder | None:
@@ -60,15 +60,16 @@ class RunHooks:
         if self.runs_users:
             runner.register_message(STEP_MESSAGE, self._on_step_message)
         if not self.coordinates:
+            runner.register_message(PLAN_MESSAGE, self._on_plan_message)
+        if not self.coordinates:
             return
         options = self.env.parsed_options
         if options is not None:
             try:
                 apply_profile(options, argv)
-                SuiteSettings.from_options(options)
+                settings_of(options)  # fail fast, before any load, on a bad flag or profile value
             except SettingsError as exc:
                 fail(str(exc))
-            self.out_given = bool(getattr(options, "out", ""))
             if not self.env.host:
                 self._start_embedded_emulator(options)
         runner.register_message(START_MESSAGE, self._on_start_message)
@@ -91,11 +92,13 @@ class RunHooks:
             runner.quit()
 
     def _start_embedded_emulator(self, options: Any) -> None:
-        from emulator import start_emulator  # only when there is no --host: the default target
-
+        """No --host: start the default target in its own process (never in Locust's); stopped at quitting."""
         profile = str(getattr(options, "emulator_profile", "baseline"))
         speed = float(getattr(options, "emulator_speed", 1.0))
-        self.emulator = start_emulator(profile, speed=speed)
+        try:
+            self.emulator = start_emulator_process(profile, speed=speed)
+        except RuntimeError as exc:
+            fail(f"--emulator-profile {profile}: the built-in emulator did not start: {exc}")
         self.env.host = self.emulator.url
         log.info("No --host given: started the built-in emulator (profile %s, speed %g) at %s",
                  profile, speed, self.emulator.url)
@@ -104,6 +107,9 @@ class RunHooks:
 
     def _on_step_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
         self.live.update(msg.data)
+
+    def _on_plan_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        self.plan = runmod.RunPlan.from_message(msg.data)
 
     def _on_start_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
         if self.shape is not None:
@@ -120,15 +126,18 @@ class RunHooks:
         runner = self.env.runner
         worker = int(getattr(runner, "worker_index", 0) or 0)
         try:
-            settings = SuiteSettings.from_options(options)
+            settings = settings_of(options)
             if self.coordinates:
-                server = runmod.coordinate(options, settings, self.env.host or "", not self.out_given)
+                plan = runmod.plan_run(settings, self.env.host or "")
+                if isinstance(runner, MasterRunner):  # sent before Locust's spawn messages, so it arrives first
+                    runner.send_message(PLAN_MESSAGE, plan.to_message())
+            elif self.plan is None:
+                fail("worker: no run plan arrived from the master before the test started")
             else:
-                server = identify(self.env.host or "", api_key=settings.api_key(),
-                                  timeout=settings.connect_timeout)
+                plan = self.plan
             # Workers split one prompt order between them (the master ships expect_workers to each).
             workers = int(getattr(options, "expect_workers", 1) or 1) if isinstance(runner, WorkerRunner) else 1
-            ctx = runmod.build_context(options, worker, server, runs_users=self.runs_users, workers=workers)
+            ctx = runmod.build_context(settings, plan, worker, runs_users=self.runs_users, workers=workers)
         except (SettingsError, PromptError) as exc:
             fail(str(exc))
         ctx.live = self.live
@@ -138,7 +147,7 @@ class RunHooks:
             write_meta(ctx.run_dir, self.meta)
             self.steps.open(ctx.run_dir)
             log.info("Run directory: %s (api %s, model %s, server %s%s)", ctx.run_dir, ctx.api, ctx.model,
-                     server.kind, ", speculative" if server.speculative else "")
+                     ctx.server.kind, ", speculative" if ctx.server.speculative else "")
 
     def on_test_stop(self) -> None:
         if self.shape is not None and self.coordinates:
@@ -154,6 +163,7 @@ class RunHooks:
         self.steps.close()
         if self.emulator is not None:
             self.emulator.stop()
+            log.info("Stopped the built-in emulator at %s", self.emulator.url)
 
 
 def fail(message: str) -> None:

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from specbench_config import data_path
+
 __all__ = [
     "BUILTIN_DIR",
     "DEFAULT_FIXED_ID",
@@ -47,10 +49,8 @@ __all__ = [
     "load_prompts",
 ]
 
-#: Repo root = parent of the ``locustfiles`` package directory.
-REPO_ROOT = Path(__file__).resolve().parent.parent
-#: Built-in prompt sets live here as ``<name>.jsonl``.
-BUILTIN_DIR = REPO_ROOT / "config" / "prompts"
+#: Built-in prompt sets live here as ``<name>.jsonl`` (``config/prompts/``, shipped inside the wheel too).
+BUILTIN_DIR = data_path("prompts")
 #: Prompt used by ``mode="fixed"`` when no id is given and the set contains it: the classic
 #: single-prompt benchmark that makes speculative decoding look better than it is under load.
 DEFAULT_FIXED_ID = "explanation-000"
@@ -323,6 +323,19 @@ def _read_messages(messages: Any, where: str) -> tuple[dict[str, str], ...]:
     return tuple(out)
 
 
+def _sharegpt_turn(turn: Any, where: str) -> dict[str, str]:
+    """One ShareGPT turn ``{"from": human|gpt|system, "value": text}`` as a chat message."""
+    if not isinstance(turn, dict):
+        raise PromptError(f'{where}: expected an object with "from" and "value"')
+    speaker, value = turn.get("from"), turn.get("value")
+    role = _SHAREGPT_ROLES.get(speaker.lower()) if isinstance(speaker, str) else None
+    if role is None:
+        raise PromptError(f'{where}: expected "from" to be human, gpt or system, got {speaker!r}')
+    if not isinstance(value, str):
+        raise PromptError(f'{where}: expected "value" to be a string')
+    return {"role": role, "content": value}
+
+
 def _parse_sharegpt(content: str, display: str, stem: str) -> tuple[list[Prompt], list[bool], int]:
     try:
         data = json.loads(content)
@@ -341,21 +354,8 @@ def _parse_sharegpt(content: str, display: str, stem: str) -> tuple[list[Prompt]
         conv = entry.get("conversations")
         if not isinstance(conv, list):
             raise PromptError(f'{where}: expected "conversations" to be a list of {{"from", "value"}} turns')
-        messages: list[dict[str, str]] = []
-        empty_turn = False
-        for t, turn in enumerate(conv):
-            if not isinstance(turn, dict):
-                raise PromptError(f'{where}: conversations[{t}]: expected an object with "from" and "value"')
-            speaker, value = turn.get("from"), turn.get("value")
-            role = _SHAREGPT_ROLES.get(speaker.lower()) if isinstance(speaker, str) else None
-            if role is None:
-                raise PromptError(
-                    f'{where}: conversations[{t}]: expected "from" to be human, gpt or system, got {speaker!r}'
-                )
-            if not isinstance(value, str):
-                raise PromptError(f'{where}: conversations[{t}]: expected "value" to be a string')
-            empty_turn = empty_turn or not value.strip()
-            messages.append({"role": role, "content": value})
+        messages = [_sharegpt_turn(turn, f"{where}: conversations[{t}]") for t, turn in enumerate(conv)]
+        empty_turn = any(not m["content"].strip() for m in messages)
         while messages and messages[-1]["role"] == "assistant":
             messages.pop()
         if empty_turn or not messages or messages[-1]["role"] != "user":

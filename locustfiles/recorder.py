@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from analysis.schema import META_FILE, RunMeta
+from contract.schema import META_FILE, RunMeta
 
 
 class JsonlAppender:

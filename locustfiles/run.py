@@ -1,8 +1,9 @@
 """One process's share of a run: settings, server identity, prompt order and the records file.
 
 Built at ``test_start`` in every process that takes part. The master (or local runner) decides what the
-workers must agree on (API, model, run directory) and writes it into the parsed options, which Locust ships
-to every worker in its spawn messages; so all processes of a run write to one run directory.
+workers must agree on (API, model, run directory, server identity) as a ``RunPlan`` and sends it to every
+worker with a Locust message before Locust's spawn messages, so all processes of a run act on one plan
+without the parsed options being rewritten.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.schema import RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE, RequestRecord, RunMeta, StepRecord
-from locustfiles.payloads import API_PATHS, Sampling
+from contract.schema import RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE, RequestRecord, RunMeta, StepRecord
+from contract.settings import SuiteSettings, default_run_dir
+from locustfiles.dialects import Dialect, Sampling, dialect
 from locustfiles.prompts import PromptOrder, PromptSet, load_prompts
 from locustfiles.recorder import JsonlAppender, write_meta
 from locustfiles.serverinfo import ServerIdentity, identify
-from locustfiles.settings import SuiteSettings, default_run_dir
 from shapes.live import LiveStep
 
 log = logging.getLogger("specbench")
@@ -49,8 +50,8 @@ class RunContext:
     _users: itertools.count = field(default_factory=itertools.count)
 
     @property
-    def path(self) -> str:
-        return API_PATHS[self.api]
+    def dialect(self) -> Dialect:
+        return dialect(self.api)
 
     def next_request_id(self) -> str:
         return f"{self.run_token}-{self.worker}-{next(self._requests)}"
@@ -70,29 +71,44 @@ def resolve_api(requested: str, server: ServerIdentity) -> str:
     return "generate" if server.kind == "sglang" else "chat"
 
 
-def coordinate(options: Any, settings: SuiteSettings, host: str, fresh_run_dir: bool) -> ServerIdentity:
-    """On the master or local runner: fix API, model and run directory for every process of this run."""
+@dataclass(frozen=True)
+class RunPlan:
+    """What every process of one run must agree on, decided once by the master (or the local runner)."""
+
+    api: str
+    model: str
+    run_dir: str
+    server: ServerIdentity
+
+    def to_message(self) -> dict[str, Any]:
+        return {"api": self.api, "model": self.model, "run_dir": self.run_dir, "server": self.server.to_json()}
+
+    @classmethod
+    def from_message(cls, data: dict[str, Any]) -> RunPlan:
+        return cls(api=data["api"], model=data["model"], run_dir=data["run_dir"],
+                   server=ServerIdentity(**data["server"]))
+
+
+def plan_run(settings: SuiteSettings, host: str) -> RunPlan:
+    """On the master or local runner: ask the server who it is and fix API, model and run directory."""
     server = identify(host, api_key=settings.api_key(), timeout=settings.connect_timeout)
-    options.api = resolve_api(settings.api, server)
-    options.model = settings.model or server.model or "default"
-    if fresh_run_dir:
-        options.out = str(default_run_dir(settings.label))
-    return server
+    run_dir = settings.out or str(default_run_dir(settings.label))
+    return RunPlan(api=resolve_api(settings.api, server), model=settings.model or server.model or "default",
+                   run_dir=run_dir, server=server)
 
 
-def build_context(options: Any, worker: int, server: ServerIdentity, runs_users: bool,
+def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, runs_users: bool,
                   workers: int = 1) -> RunContext:
     """``workers`` > 1: this process takes every ``workers``-th prompt of the shared order, from ``worker``."""
-    settings = SuiteSettings.from_options(options)
     prompt_set = load_prompts(settings.prompts)
     fixed = settings.prompt_id or None
     stride = max(workers, worker + 1)
     order = PromptOrder(prompt_set, seed=settings.seed, mode=settings.prompt_mode,  # type: ignore[arg-type]
                         fixed_id=fixed, stride=stride, offset=worker % stride)
-    run_dir = Path(settings.out)
+    run_dir = Path(plan.run_dir)
     records = JsonlAppender(run_dir / RECORDS_FILE) if runs_users else None
     return RunContext(
-        settings=settings, run_dir=run_dir, api=settings.api, model=settings.model, server=server,
+        settings=settings, run_dir=run_dir, api=plan.api, model=plan.model, server=plan.server,
         sampling=Sampling(settings.max_tokens, settings.temperature, settings.ignore_eos),
         prompt_set=prompt_set, prompts=order, worker=worker, records=records,
     )

@@ -13,6 +13,8 @@ from typing import Any
 
 import requests
 
+from locustfiles.auth import auth_headers
+
 _SGLANG_SPEC_KEYS = (
     "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
     "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_adaptive",
@@ -58,7 +60,7 @@ def _get_text(session: requests.Session, url: str, timeout: float, headers: dict
 def identify(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> ServerIdentity:
     """Ask the server who it is. Never raises for an unreachable endpoint: missing facts stay None."""
     base = base_url.rstrip("/")
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = auth_headers(api_key)
     with requests.Session() as session:
         session.trust_env = False
         info = _get_json(session, f"{base}/server_info", timeout, headers)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
@@ -18,8 +19,9 @@ from locust import HttpUser, constant, task
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 from urllib3.util.retry import RequestHistory, Retry
 
-from analysis.schema import SCHEMA_VERSION, RequestRecord
-from locustfiles.payloads import build_body
+from contract.schema import SCHEMA_VERSION, RequestRecord
+from locustfiles.auth import auth_headers
+from locustfiles.prompts import Prompt
 from locustfiles.run import RunContext
 from locustfiles.sse import iter_events
 from locustfiles.streams import StreamState
@@ -93,6 +95,22 @@ class StaleConnectionRetry(Retry):
         return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
+@dataclass
+class InFlight:
+    """One request as it goes: what was asked, when, and (filled in as the stream is read) what came back."""
+
+    request_id: str
+    seq: int
+    prompt: Prompt
+    step: int | None
+    target_c: int | None
+    start_s: float  # wall clock when sent
+    t0: float  # perf_counter when sent: every offset of the record is measured from here
+    state: StreamState
+    outcome: Outcome = field(default_factory=lambda: Outcome())
+    end: float = 0.0  # perf_counter when the stream ended or failed
+
+
 def entry_name(path: str, target_c: int | None) -> str:
     """Locust stats entry: per ladder step, space-padded so rows sort by C."""
     return path if target_c is None else f"{path} C={target_c:>3}"
@@ -121,34 +139,30 @@ class LLMUser(HttpUser):
             gevent.sleep(0.2)
             return
         seq, prompt = ctx.prompts.next()
-        step_index, target_c = ctx.live.index, ctx.live.target_c
+        live = ctx.live
         request_id = ctx.next_request_id()
-        body = build_body(ctx.api, prompt, ctx.sampling, model=ctx.model, server_kind=ctx.server.kind,
-                          rid=request_id)
-        headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
-        key = ctx.settings.api_key()
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        name = entry_name(ctx.path, target_c)
-        state = StreamState(ctx.api)
-        outcome = Outcome()
+        body = ctx.dialect.body(prompt, ctx.sampling, model=ctx.model, server_kind=ctx.server.kind,
+                                rid=request_id)
+        headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
+                   **auth_headers(ctx.settings.api_key())}
+        name = entry_name(ctx.dialect.path, live.target_c)
         start_s = time.time()
-        self._send(START_MESSAGE, {"request_id": request_id, "start_s": start_s, "step": step_index})
-        t0 = time.perf_counter()
-        end = t0
+        req = InFlight(request_id, seq, prompt, live.index, live.target_c, start_s, time.perf_counter(),
+                       StreamState(ctx.api))
+        self._send(START_MESSAGE, {"request_id": request_id, "start_s": start_s, "step": req.step})
+        req.t0 = req.end = time.perf_counter()
         try:
-            end = self._stream(ctx, name, body, headers, state, outcome, t0)
+            self._stream(ctx, name, body, headers, req)
         except (gevent.GreenletExit, KeyboardInterrupt):  # stopped mid-stream: never a success
-            outcome.fail("truncated", "stopped by the load generator before the end")
-            end = time.perf_counter()
+            req.outcome.fail("truncated", "stopped by the load generator before the end")
+            req.end = time.perf_counter()
             raise
         except Exception as exc:  # a fault of ours: recorded, then left to Locust's exception report
-            outcome.fail("truncated", "load generator error", f"{type(exc).__name__}: {exc}")
-            end = time.perf_counter()
+            req.outcome.fail("truncated", "load generator error", f"{type(exc).__name__}: {exc}")
+            req.end = time.perf_counter()
             raise
         finally:
-            record = self._record(ctx, request_id, seq, prompt.id, prompt.category, step_index, target_c,
-                                  start_s, t0, end, state, outcome)
+            record = self._record(ctx, req)
             ctx.write_record(record)
             self._send(RECORD_MESSAGE, record)
         if record["ttft_s"] is not None:
@@ -161,10 +175,10 @@ class LLMUser(HttpUser):
             runner.send_message(kind, data)
 
     def _stream(self, ctx: RunContext, name: str, body: dict[str, Any], headers: dict[str, str],
-                state: StreamState, outcome: Outcome, t0: float) -> float:
-        """Send, read the stream to its end, report to Locust; returns the perf_counter time it ended."""
-        s = ctx.settings
-        with self.client.post(ctx.path, json=body, headers=headers, stream=True, catch_response=True,
+                req: InFlight) -> None:
+        """Send, read the stream to its end, report to Locust; sets ``req.end`` to when it ended."""
+        s, state, outcome, t0 = ctx.settings, req.state, req.outcome, req.t0
+        with self.client.post(ctx.dialect.path, json=body, headers=headers, stream=True, catch_response=True,
                               name=name, timeout=(s.connect_timeout, s.read_timeout)) as resp:
             outcome.http_status = resp.status_code or None
             if resp.status_code == 0 or resp.status_code >= 400:
@@ -173,13 +187,13 @@ class LLMUser(HttpUser):
             else:
                 end = self._read_stream(resp, state, outcome, t0, s.request_timeout)
             tokens = state.resolve_tokens().output_tokens if outcome.status == "ok" else 0
+            req.end = end
             resp.request_meta["response_time"] = (end - t0) * 1000.0
             resp.request_meta["response_length"] = tokens
             if outcome.status == "ok":
                 resp.success()
             else:
                 resp.failure(f"{outcome.status}: {outcome.reason or outcome.error}")
-        return end
 
     @staticmethod
     def _fail_before_stream(resp: Any, outcome: Outcome) -> None:
@@ -220,20 +234,22 @@ class LLMUser(HttpUser):
         classify_stream_end(state, outcome)
         return end
 
-    def _record(self, ctx: RunContext, request_id: str, seq: int, prompt_id: str, category: str,
-                step: int | None, target_c: int | None, start_s: float, t0: float, end: float,
-                state: StreamState, outcome: Outcome) -> RequestRecord:
+    def _record(self, ctx: RunContext, req: InFlight) -> RequestRecord:
+        state, outcome, t0 = req.state, req.outcome, req.t0
         counts = state.resolve_tokens()
         chunk_ms = [round((t - t0) * 1000.0, 3) for t in state.chunk_times]
-        e2e_s = end - t0
+        e2e_s = req.end - t0
         return RequestRecord(
-            schema=SCHEMA_VERSION, request_id=request_id, server_request_id=state.server_request_id,
-            label=ctx.settings.label, api=ctx.api, prompt_id=prompt_id, category=category, prompt_seq=seq,
-            step=step, target_c=target_c, phase=ctx.live.phase_for(step, start_s, start_s + e2e_s),
-            worker=ctx.worker, user=self.user_id, start_s=start_s,
+            schema=SCHEMA_VERSION, request_id=req.request_id, server_request_id=state.server_request_id,
+            label=ctx.settings.label, api=ctx.api, prompt_id=req.prompt.id,  # type: ignore[typeddict-item]
+            category=req.prompt.category, prompt_seq=req.seq, step=req.step, target_c=req.target_c,
+            phase=ctx.live.phase_for(req.step, req.start_s, req.start_s + e2e_s),
+            worker=ctx.worker, user=self.user_id, start_s=req.start_s,
             ttft_s=(state.chunk_times[0] - t0) if state.chunk_times else None, e2e_s=e2e_s,
-            chunk_ms=chunk_ms, chunk_tokens=counts.chunk_tokens, chunk_tokens_source=counts.chunk_tokens_source,
-            output_tokens=counts.output_tokens, output_tokens_source=counts.output_tokens_source,
+            chunk_ms=chunk_ms, chunk_tokens=counts.chunk_tokens,
+            chunk_tokens_source=counts.chunk_tokens_source,  # type: ignore[typeddict-item]
+            output_tokens=counts.output_tokens,
+            output_tokens_source=counts.output_tokens_source,  # type: ignore[typeddict-item]
             prompt_tokens=state.prompt_tokens, cached_tokens=state.cached_tokens, spec=state.spec,
             status=outcome.status, http_status=outcome.http_status,  # type: ignore[typeddict-item]
             error=outcome.error, finish_reason=state.finish_reason, max_tokens=ctx.sampling.max_tokens,

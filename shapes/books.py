@@ -1,6 +1,6 @@
 """A ladder step's bookkeeping: when it started, warmed up and ended, and its closing figures.
 
-Pure functions over records; the figures themselves are defined once in ``analysis.window``.
+Pure functions over records; the figures themselves are defined once in ``contract.window``.
 """
 
 from __future__ import annotations
@@ -8,22 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.schema import SCHEMA_VERSION, RequestRecord, StepRecord
-from analysis.window import achieved_concurrency, measured_in_window, window_throughput
+from contract.policy import MIN_ACHIEVED_FRACTION, MIN_PERCENTILE_REQUESTS, default_min_requests
+from contract.schema import SCHEMA_VERSION, RequestRecord, StepRecord
+from contract.window import achieved_concurrency, measured_in_window, window_throughput
 
-LOW_CONCURRENCY_FRACTION = 0.95
-PERCENTILE_MIN_REQUESTS = 30  # complete requests a latency percentile needs before it is more than indicative
 WARMUP_STABLE_S = 2.0  # the in-flight count must stay at C at least this long (and 2x the last median TTFT)
-
-
-def default_min_requests(target_c: int) -> int:
-    """Requests a step must measure unless told otherwise: enough for stable figures at every C."""
-    return max(30, 3 * target_c)
 
 
 def step_min_requests(target_c: int, step_ci: float) -> int:
     """With a precision target the throughput's interval decides; 30 complete requests keep percentiles."""
-    return PERCENTILE_MIN_REQUESTS if step_ci > 0 else default_min_requests(target_c)
+    return MIN_PERCENTILE_REQUESTS if step_ci > 0 else default_min_requests(target_c)
 
 
 def warmup_stable_s(previous_ttfts: Sequence[float]) -> float | None:
@@ -92,7 +86,7 @@ def close_step(book: StepBook, records: Sequence[RequestRecord]) -> StepRecord:
         achieved = achieved_concurrency(records, book.steady_start_s, end)
         throughput = window_throughput(records, book.steady_start_s, end)
         measured = len(measured_in_window(records, book.steady_start_s, end))
-        if achieved < LOW_CONCURRENCY_FRACTION * book.target_c:
+        if achieved < MIN_ACHIEVED_FRACTION * book.target_c:
             flags.append("low_concurrency")
     if measured < book.min_requests:
         flags.append("too_few_requests")

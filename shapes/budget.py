@@ -11,32 +11,14 @@ the target and ``h * sqrt(W / share)`` for a share.
 from __future__ import annotations
 
 import math
-import re
+
+from contract.settings import SettingsError, parse_duration
 
 DRAIN_RESERVE = 0.05  # of the budget, kept back for the last step's requests to finish
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
 
-
-class BudgetError(ValueError):
-    """A duration that cannot be read; the message names the flag and what was expected."""
-
-
-def parse_duration(text: str, where: str = "--time-budget") -> float:
-    """'30m', '1h30m', '90s', '1.5h' or plain seconds '900' -> seconds (> 0)."""
-    raw = str(text).strip().lower()
-    if not raw:
-        raise BudgetError(f"{where}: expected a duration such as 30m, 1h30m or 900s, got an empty value")
-    if re.fullmatch(r"\d+(?:\.\d+)?", raw):
-        seconds = float(raw)
-    else:
-        parts = _PART.findall(raw)
-        if not parts or "".join(n + u for n, u in parts) != raw:
-            raise BudgetError(f"{where}: expected a duration such as 30m, 1h30m or 900s, got {text!r}")
-        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if seconds <= 0:
-        raise BudgetError(f"{where}: expected a positive duration, got {text!r}")
-    return seconds
+BudgetError = SettingsError  # a duration that cannot be read; the message names the flag and what was expected
+__all__ = ["BudgetError", "describe_forecast", "describe_plan", "fmt_duration", "halfwidth_for", "parse_duration",
+           "step_share", "time_for"]
 
 
 def fmt_duration(seconds: float) -> str:

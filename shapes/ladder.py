@@ -14,14 +14,12 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from locust import LoadTestShape
 
 from analysis.batch_means import window_precision
-from analysis.schema import StepRecord
-from locustfiles.settings import option_default, parse_ladder
+from contract.schema import StepRecord
+from contract.settings import SuiteSettings, parse_duration, settings_of
 from shapes.books import (
     StepBook,
     close_step,
@@ -31,41 +29,11 @@ from shapes.books import (
     warmup_end,
     warmup_stable_s,
 )
-from shapes.budget import describe_forecast, describe_plan, parse_duration, step_share
+from shapes.budget import describe_forecast, describe_plan, step_share
 from shapes.collector import RequestCollector
 from shapes.live import STEP_MESSAGE, LiveStep
 
 log = logging.getLogger("specbench.ladder")
-
-
-@dataclass(frozen=True)
-class LadderConfig:
-    """The ladder's policy knobs (see ``locustfiles.settings`` for their meaning and defaults)."""
-
-    levels: tuple[int, ...] = (1, 2, 5, 10, 30, 70, 100, 250)
-    warmup_time: float = 0.0
-    min_requests: int = 0
-    min_step_time: float = 10.0
-    max_step_time: float = 600.0
-    step_ci: float = 0.0
-    request_timeout: float = 900.0
-    time_budget_s: float = 0.0  # 0: no budget
-
-    @classmethod
-    def from_options(cls, options: Any) -> LadderConfig:
-        """From Locust's parsed options; anything unset falls back to the suite's one table of defaults."""
-
-        def get(dest: str) -> Any:
-            value = getattr(options, dest, None) if options is not None else None
-            return option_default(dest) if value is None else value
-
-        return cls(
-            levels=tuple(parse_ladder(get("ladder"))), warmup_time=float(get("warmup_time")),
-            min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
-            max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
-            request_timeout=float(get("request_timeout")),
-            time_budget_s=parse_duration(get("time_budget")) if get("time_budget") else 0.0,
-        )
 
 
 class ConcurrencyLadder(LoadTestShape):
@@ -75,7 +43,7 @@ class ConcurrencyLadder(LoadTestShape):
         super().__init__()
         self.collector = RequestCollector()
         self.on_step_closed: list[Callable[[StepRecord], None]] = []
-        self.config = LadderConfig()
+        self.settings = SuiteSettings.from_options(None)  # the defaults, until a Start brings options
         self._reset_ladder()
 
     # -- Locust's contract ----------------------------------------------------------------------------------
@@ -85,7 +53,8 @@ class ConcurrencyLadder(LoadTestShape):
         if self._just_started():  # MasterRunner.start() calls this again right after the first tick
             return
         options = self.runner.environment.parsed_options if self.runner is not None else None
-        self.config = LadderConfig.from_options(options)
+        if options is not None:
+            self.settings = settings_of(options)
         self._reset_ladder()
         if self.runner is not None:  # a web-UI restart: the previous run's stats are still there
             self.runner.stats.clear_all()
@@ -106,7 +75,7 @@ class ConcurrencyLadder(LoadTestShape):
         ended_by = self._end_reason(book, now)
         if ended_by is not None:
             self._end_step(book, now, ended_by)
-            if book.index + 1 < len(self.config.levels):
+            if book.index + 1 < len(self.settings.ladder):
                 self._begin_step(book.index + 1, now)
             else:
                 self._draining = True
@@ -138,30 +107,37 @@ class ConcurrencyLadder(LoadTestShape):
             self.runner.send_message(STEP_MESSAGE, self.live.to_message())
 
     def _begin_step(self, index: int, now: float) -> None:
-        cfg = self.config
-        target = cfg.levels[index]
+        cfg = self.settings
+        target = cfg.ladder[index]
         min_requests = cfg.min_requests or step_min_requests(target, cfg.step_ci)
         book = StepBook(index=index, target_c=target, min_requests=min_requests, start_s=now)
         previous = self.collector.records([index - 1]) if index > 0 else []
         book.stable_s = warmup_stable_s([r["ttft_s"] for r in previous
                                          if r["status"] == "ok" and r.get("ttft_s") is not None])
-        if cfg.time_budget_s > 0:
-            if index == 0:
-                log.info(describe_plan(list(cfg.levels), cfg.time_budget_s, cfg.max_step_time, cfg.step_ci))
-            elapsed = now - self.books[0].start_s if self.books else 0.0
-            book.max_s = step_share(cfg.time_budget_s, elapsed, len(cfg.levels) - index, cfg.max_step_time)
-            self._forecast(book)
+        self._plan_budget(book, now)
         self.books.append(book)
         self._book = book
         self.live = LiveStep(index=index, target_c=target)
-        if self.config.warmup_time > 0:  # a set warm-up time is known now
-            book.steady_start_s = now + self.config.warmup_time
+        if self.settings.warmup_time > 0:  # a set warm-up time is known now
+            book.steady_start_s = now + self.settings.warmup_time
             self.live.steady_start_s = book.steady_start_s
         self._broadcast()
         log.info("step %d/%d C=%d: started (measures >= %d requests and >= %.0f s%s; at most %.0f s)",
-                 index + 1, len(cfg.levels), target, min_requests, cfg.min_step_time,
+                 index + 1, len(cfg.ladder), target, min_requests, cfg.min_step_time,
                  f", until tok/s is within +-{cfg.step_ci:.0%}" if cfg.step_ci > 0 else "",
                  book.max_s if book.max_s is not None else cfg.max_step_time)
+
+    def _plan_budget(self, book: StepBook, now: float) -> None:
+        """With --time-budget: this step's share of what is left, the plan (first step), the forecast."""
+        cfg = self.settings
+        if not cfg.time_budget:
+            return
+        budget_s = parse_duration(cfg.time_budget)
+        if book.index == 0:
+            log.info(describe_plan(list(cfg.ladder), budget_s, cfg.max_step_time, cfg.step_ci))
+        elapsed = now - self.books[0].start_s if self.books else 0.0
+        book.max_s = step_share(budget_s, elapsed, len(cfg.ladder) - book.index, cfg.max_step_time)
+        self._forecast(book)
 
     def _forecast(self, book: StepBook) -> None:
         """What this step's share of the budget buys, from the last closed step with an interval (the pilot)."""
@@ -169,7 +145,7 @@ class ConcurrencyLadder(LoadTestShape):
         if pilot is None or book.max_s is None or pilot.steady_start_s is None or pilot.end_s is None:
             return
         line = describe_forecast(book.target_c, book.max_s, pilot.target_c, pilot.end_s - pilot.steady_start_s,
-                                 pilot.halfwidth, self.config.step_ci)
+                                 pilot.halfwidth, self.settings.step_ci)
         if line:
             log.info(line)
 
@@ -190,7 +166,7 @@ class ConcurrencyLadder(LoadTestShape):
             self._broadcast()
 
     def _end_reason(self, book: StepBook, now: float) -> str | None:
-        cfg = self.config
+        cfg = self.settings
         if now - book.start_s >= (book.max_s if book.max_s is not None else cfg.max_step_time):
             return "max_time"
         steady = book.steady_start_s
@@ -229,12 +205,12 @@ class ConcurrencyLadder(LoadTestShape):
             for callback in self.on_step_closed:
                 callback(step)
             precision = f", tok/s 95% CI +-{book.halfwidth:.1%}" if book.halfwidth is not None else ""
-            log.info(describe_close(step, len(self.config.levels)) + precision)
+            log.info(describe_close(step, len(self.settings.ladder)) + precision)
             self.collector.drop_steps_before(book.index)
 
     def _drain_tick(self, now: float) -> tuple[int, float] | None:
         """Users start nothing new while draining; once nothing is in flight, stop them and end the test."""
-        timed_out = now - self._drain_started > self.config.request_timeout + 10.0
+        timed_out = now - self._drain_started > self.settings.request_timeout + 10.0
         if not self.collector.in_flight or timed_out:
             self._close_ready_books(force=True)
             self._finished = True
@@ -252,8 +228,3 @@ class ConcurrencyLadder(LoadTestShape):
             self._end_step(self._book, now, "stopped")
         self._close_ready_books(force=True)
         self._finished = True
-
-    @property
-    def finished(self) -> bool:
-        return self._finished
-

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+PLAN_MESSAGE = "specbench_plan"  # master -> workers: API, model, run directory and server of this run
 STEP_MESSAGE = "specbench_step"  # master -> workers: the current step
 START_MESSAGE = "specbench_start"  # worker -> master: a request started
 RECORD_MESSAGE = "specbench_record"  # worker -> master: a request finished (its whole record)

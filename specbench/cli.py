@@ -18,12 +18,13 @@ import sys
 import time
 from pathlib import Path
 
-from locustfiles.settings import default_run_dir
-from shapes.budget import BudgetError, parse_duration
+from contract.schema import APIS
+from contract.settings import SettingsError, default_run_dir, parse_duration
+from locustfiles.target import start_emulator_process
 from specbench.preflight import PreflightError, check_server
-from specbench.servers import start_emulator_process
+from specbench_config import data_path
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "config" / "suite" / "demo.yaml"
+DEMO_CONFIG = data_path("suite", "demo.yaml")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", required=True, help="URL of the speculative server")
     p.add_argument("--out", help="report directory (default reports/compare-YYYYmmdd-HHMMSS)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
-    p.add_argument("--api", default="auto", choices=("auto", "generate", "chat", "completions"))
+    p.add_argument("--api", default="auto", choices=("auto", *APIS))
     common_load(p)
 
     p = sub.add_parser("run", help="one ladder against one server")
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return analysis_main(["summarize", args.run_dir] + (["--json"] if args.json else []))
         return analysis_main(["compare", args.base_run, args.spec_run] + (["--out", args.out] if args.out else []))
-    except (PreflightError, UsageError, BudgetError) as exc:
+    except (PreflightError, UsageError, SettingsError) as exc:
         print(f"specbench: error: {exc}", file=sys.stderr)
         return 2
 

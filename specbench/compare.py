@@ -13,6 +13,7 @@ from pathlib import Path
 
 import requests
 
+from locustfiles.auth import auth_headers
 from shapes.budget import fmt_duration
 from specbench.loadrun import LoadRun, execute
 from specbench.preflight import Preflight
@@ -39,7 +40,7 @@ class CompareJob:
 
 def flush_cache(url: str, api_key: str | None) -> bool:
     """POST /flush_cache where the server has it (SGLang); others simply lack it."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = auth_headers(api_key)
     try:
         resp = requests.post(url.rstrip("/") + "/flush_cache", timeout=30, headers=headers)
     except requests.RequestException:

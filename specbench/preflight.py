@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import requests
 
-from locustfiles.payloads import API_PATHS
+from locustfiles.auth import auth_headers
+from locustfiles.dialects import dialect
 from locustfiles.run import resolve_api
 from locustfiles.serverinfo import ServerIdentity, identify
 
@@ -43,7 +44,7 @@ def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None 
                  timeout: float = 10.0) -> Preflight:
     """Raise PreflightError with one clear line when the server cannot be measured."""
     base = url.rstrip("/")
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = auth_headers(api_key)
     with requests.Session() as session:
         session.trust_env = False
         session.headers.update(headers)
@@ -72,15 +73,9 @@ def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None 
 
 def _check_streams(session: requests.Session, base: str, api: str, identity: ServerIdentity, role: str,
                    timeout: float) -> None:
-    path = API_PATHS[api]
-    model = identity.model or "default"
-    if api == "generate":
-        body: dict = {"text": "Say hi.", "sampling_params": {"max_new_tokens": 2, "temperature": 0}, "stream": True}
-    elif api == "chat":
-        body = {"model": model, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2,
-                "stream": True}
-    else:
-        body = {"model": model, "prompt": "Say hi.", "max_tokens": 2, "stream": True}
+    route = dialect(api)
+    path = route.path
+    body = route.probe_body(identity.model or "default")
     try:
         resp = session.post(base + path, json=body, timeout=timeout, stream=True)
     except requests.RequestException as exc:

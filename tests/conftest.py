@@ -13,9 +13,12 @@ from typing import Any
 import pytest
 import requests
 
-from specbench.servers import EmulatorProcess, start_emulator_process
+from locustfiles.target import EmulatorProcess, start_emulator_process
 
 REPO = Path(__file__).resolve().parent.parent
+# The benchmark scripts (benchmarks/, not installed) import their siblings by bare name, as when run as scripts;
+# the emulator tests reuse their client and figures the same way.
+sys.path.insert(0, str(REPO / "benchmarks"))
 LOCUSTFILE = REPO / "locustfiles" / "sglang.py"
 
 

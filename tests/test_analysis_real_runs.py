@@ -23,7 +23,7 @@ QUICK = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "12", "--min
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    from specbench.servers import start_emulator_process
+    from locustfiles.target import start_emulator_process
 
     root = tmp_path_factory.mktemp("real_runs")
     servers = {name: start_emulator_process(name, speed=20) for name in ("baseline", "eagle3")}

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from locustfiles.settings import SettingsError, SuiteSettings
+from contract.settings import SettingsError, SuiteSettings
 from shapes.books import step_min_requests, warmup_stable_s
 from shapes.budget import (
     BudgetError,

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from analysis import compare_runs, load_run
-from analysis.schema import read_run
+from contract.schema import read_run
 from emulator.costmodel import expected_throughput_for_prompts
 from emulator.profile import load_profile
 from locustfiles.prompts import load_prompts

@@ -3,7 +3,7 @@ warms up on a stable in-flight count instead of waiting for every kept user to f
 
 from __future__ import annotations
 
-from analysis.schema import read_run
+from contract.schema import read_run
 from shapes.books import warmup_end
 from tests.conftest import run_locust
 

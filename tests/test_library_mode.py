@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.schema import read_run
+from contract.schema import read_run
 
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "programmatic_ladder.py"
 REPO = SCRIPT.parent.parent.parent

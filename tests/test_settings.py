@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from locustfiles.settings import (
+from contract.settings import (
     OPTIONS,
     SettingsError,
     SuiteSettings,

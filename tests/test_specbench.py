@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -125,9 +126,10 @@ class _NoStream(_NoRoute):
 @pytest.fixture(params=["down", "401", "404", "no-stream"])
 def broken_server(request) -> Iterator[tuple[str, str]]:
     if request.param == "down":
-        from specbench.servers import free_port
-
-        yield f"http://127.0.0.1:{free_port()}", "not reachable"
+        with socket.socket() as sock:  # a free port: nothing listens once it is closed
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        yield f"http://127.0.0.1:{port}", "not reachable"
         return
     handler, expected = {"401": (_Unauthorized, "answers 401"), "404": (_NoRoute, "does not serve"),
                          "no-stream": (_NoStream, "does not stream")}[request.param]

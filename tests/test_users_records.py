@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.schema import read_run
+from contract.schema import read_run
 from tests.conftest import FAST_LADDER, ledger, locust_cmd, read_jsonl, run_locust
 
 

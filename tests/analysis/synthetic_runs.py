@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.schema import META_FILE, RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE
+from contract.schema import META_FILE, RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE
 
 EPOCH = 1_760_000_000.0
 SEED_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)

@@ -22,7 +22,7 @@ from analysis.batch_means import (
     window_precision,
 )
 from analysis.rate_series import token_rate_series
-from analysis.window import window_throughput
+from contract.window import window_throughput
 
 
 def _stream(rates: np.ndarray, bin_s: float, lifetime_s: float, t0: float = 1000.0) -> list[dict]:

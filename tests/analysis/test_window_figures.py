@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.request_metrics import acceptance_length, itl_samples_s, per_request_tok_s, tpot_s, ttft_s
-from analysis.window import (
+from contract.window import (
     achieved_concurrency,
     batch_throughputs,
     measured_in_window,

@@ -1,6 +1,6 @@
 """Shared fixtures: emulators started in-process (thread mode here) and a plain stdlib HTTP client.
 
-The client is deliberately independent of ``emulator.loadclient``: protocol tests parse the wire with
+The client is deliberately independent of ``benchmarks/loadclient.py``: protocol tests parse the wire with
 ``http.client`` and ``json`` only. Test files are named ``test_emu_*`` to stay unique in the repo.
 """
 

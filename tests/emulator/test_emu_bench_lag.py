@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from emulator.bench_lag import run_lag
+from bench_lag import run_lag
 
 
 def test_many_streams_keep_to_the_model() -> None:

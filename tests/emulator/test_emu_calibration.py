@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from emulator.calibrate import format_table, run_profile
-from emulator.suiteprompts import load_suite_prompts
+from calibrate import format_table, run_profile
+from suiteprompts import load_suite_prompts
 
 
 @pytest.mark.parametrize("profile", ["baseline", "eagle3"])

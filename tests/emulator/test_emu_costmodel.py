@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from emulator import ProfileError, available_profiles, costmodel, load_profile
-from emulator.calibrate import SEED_TPS, as_chat
-from emulator.suiteprompts import load_suite_prompts
 from emulator.textmodel import estimate_prompt_tokens, prompt_key, prompt_tokens, render_chat
+
+from calibrate import SEED_TPS, as_chat
+from suiteprompts import load_suite_prompts
 
 
 def test_step_time_is_a_plus_b_batch_plus_prefill_over_speed() -> None:

@@ -9,7 +9,8 @@ from contextlib import contextmanager
 import pytest
 
 from emulator import EmulatorHandle, start_emulator
-from emulator.loadclient import Connection
+
+from loadclient import Connection
 
 STREAM_BODY = {"messages": [{"role": "user", "content": "fault"}], "max_tokens": 40, "ignore_eos": True,
                "stream": True}

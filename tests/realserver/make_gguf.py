@@ -29,7 +29,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,22 @@ def default_n_ff(n_embd: int) -> int:
     return int(math.ceil(8 * n_embd / 3 / 32) * 32)
 
 
+def _normal_pieces() -> Iterator[str]:
+    """Normal tokens in vocabulary order: ASCII characters, words with all their prefixes, syllables."""
+    for code in range(0x20, 0x7F):
+        yield SPM_SPACE if code == 0x20 else chr(code)
+    for word in _WORDS:
+        for piece in (SPM_SPACE + word, word):
+            for end in range(2, len(piece) + 1):
+                yield piece[:end]
+    for syl in _SYLLABLES:
+        yield SPM_SPACE + syl
+        yield syl
+    for first in _SYLLABLES:  # two-syllable pieces, reachable as "▁" + first, then + second
+        for second in _SYLLABLES:
+            yield SPM_SPACE + first + second
+
+
 def build_vocab(n_vocab: int = 2048) -> tuple[list[str], list[float], list[int]]:
     """Build a SentencePiece-style vocabulary: specials, 256 byte tokens, ASCII characters, word pieces.
 
@@ -97,18 +113,8 @@ def build_vocab(n_vocab: int = 2048) -> tuple[list[str], list[float], list[int]]
             tokens.append(piece)
             types.append(TT_NORMAL)
 
-    for code in range(0x20, 0x7F):
-        add(SPM_SPACE if code == 0x20 else chr(code))
-    for word in _WORDS:
-        for piece in (SPM_SPACE + word, word):
-            for end in range(2, len(piece) + 1):
-                add(piece[:end])
-    for syl in _SYLLABLES:
-        add(SPM_SPACE + syl)
-        add(syl)
-    for first in _SYLLABLES:  # two-syllable pieces, reachable as "▁" + first, then + second
-        for second in _SYLLABLES:
-            add(SPM_SPACE + first + second)
+    for piece in _normal_pieces():
+        add(piece)
     if len(tokens) < n_vocab:
         raise ValueError(f"n_vocab={n_vocab} is larger than this generator's vocabulary ({len(tokens)})")
     scores = [0.0 if t != TT_NORMAL else float(len(tok)) for tok, t in zip(tokens, types, strict=True)]

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from analysis.schema import read_run
+from contract.schema import read_run
 from locustfiles.prompts import load_prompts
 
 from .client import chat_payload, metrics, stream

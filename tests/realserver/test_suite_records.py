@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from analysis.schema import read_run
+from contract.schema import read_run
 from locustfiles.serverinfo import identify
 from tests.conftest import run_locust
 

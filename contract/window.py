@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from analysis.schema import RequestRecord
+from contract.schema import RequestRecord
 
 # Two-sided 97.5% Student-t quantiles for small batch counts (df = n - 1); larger df uses 1.96.
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,

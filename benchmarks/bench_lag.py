@@ -1,6 +1,6 @@
 """Lag benchmark: does the emulator keep to its cost model with 250 concurrent streams on one core?
 
-``python -m emulator.bench_lag [--streams 250] [--speed 1] [--window-s 20] [--profile baseline]``
+``python benchmarks/bench_lag.py [--streams 250] [--speed 1] [--window-s 20] [--profile baseline]``
 
 The emulator runs as a child process (one Python thread, so one core) with ``max_running_requests``
 raised above the stream count, so every step carries all streams. This process opens the streams on
@@ -22,10 +22,11 @@ from typing import Any
 
 import gevent
 
-from . import costmodel
-from .loadclient import Connection, closed_loop, window_throughput
-from .profile import load_profile
-from .spawn import spawned_emulator
+from emulator import costmodel
+from emulator.profile import load_profile
+from locustfiles.target import start_emulator_process
+
+from loadclient import Connection, closed_loop, window_throughput
 
 __all__ = ["LagResult", "main", "run_lag"]
 
@@ -87,7 +88,8 @@ def run_lag(*, streams: int = 250, speed: float = 1.0, window_s: float = 20.0, w
     step_s = costmodel.expected_step_ms(prof, streams) / 1000.0
     max_tokens = math.ceil((warmup_s + window_s) / step_s * 1.5) + 50
     args = ["--max-running-requests", str(streams + 6)]
-    with spawned_emulator(profile, speed=speed, args=args) as (proc, url):
+    with start_emulator_process(profile, speed=speed, extra=args) as emu:
+        proc, url = emu.process, emu.url
         body = {"text": PROMPT, "sampling_params": {"max_new_tokens": max_tokens, "ignore_eos": True},
                 "stream": True}
         stop_s = time.time() + warmup_s + window_s
@@ -124,7 +126,7 @@ def run_lag(*, streams: int = 250, speed: float = 1.0, window_s: float = 20.0, w
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m emulator.bench_lag", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python benchmarks/bench_lag.py", description=__doc__.split("\n")[0])
     parser.add_argument("--streams", type=int, default=250)
     parser.add_argument("--speed", type=float, default=1.0)
     parser.add_argument("--window-s", type=float, default=20.0)

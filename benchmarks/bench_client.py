@@ -1,6 +1,6 @@
 """Which HTTP client should the streaming Locust user read SSE with? Measured, not guessed.
 
-``python -m locustfiles.bench_client [--events 200] [--gap-ms 20] [--ttft-ms 300] [--users 1,20] [--rounds 5]``
+``python benchmarks/bench_client.py [--events 200] [--gap-ms 20] [--ttft-ms 300] [--users 1,20] [--rounds 5]``
 
 Four ways of reading a chunked SSE completion, each inside a real Locust user run by a local runner:
 
@@ -43,7 +43,6 @@ from locust.event import Events
 from locustfiles.sse import DONE, iter_events
 
 READ_SIZE = 65536  # as in locustfiles.user
-ROOT = Path(__file__).resolve().parents[1]
 HEADERS = {"Accept": "text/event-stream", "Accept-Encoding": "identity", "Content-Type": "application/json"}
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 EVENT = (b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench",'
@@ -131,7 +130,7 @@ def serve() -> None:
 @contextmanager
 def sse_server() -> Iterator[str]:
     """The server as a child process of this module; yields its base URL and always stops it."""
-    proc = subprocess.Popen([sys.executable, "-m", "locustfiles.bench_client", "--serve"], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve"],
                             stdout=subprocess.PIPE, text=True)
     try:
         with gevent.Timeout(30, RuntimeError("SSE server did not start")):

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 SCHEMA_VERSION = 1
 
@@ -29,10 +29,13 @@ META_FILE = "meta.json"
 Status = Literal["ok", "http_error", "stream_error", "timeout", "truncated", "connect_error"]
 STATUSES: tuple[str, ...] = ("ok", "http_error", "stream_error", "timeout", "truncated", "connect_error")
 Phase = Literal["warmup", "measured", "transition"]
+# The request routes the suite speaks (one dialect object each, in locustfiles/dialects.py).
+Api = Literal["generate", "chat", "completions"]
+APIS: tuple[str, ...] = get_args(Api)
 # Where output_tokens came from: a server-reported count, or (last resort) counted chunks.
-TOKEN_SOURCES: tuple[str, ...] = ("meta_info", "usage", "timings", "tokens_predicted", "chunks")
+TokenSource = Literal["meta_info", "usage", "timings", "tokens_predicted", "chunks"]
 # How the per-chunk cumulative counts were obtained.
-CHUNK_TOKEN_SOURCES: tuple[str, ...] = ("server", "one_per_chunk", "interpolated", "chunks")
+ChunkTokenSource = Literal["server", "one_per_chunk", "interpolated", "chunks"]
 
 
 class SpecFields(TypedDict, total=False):
@@ -53,7 +56,7 @@ class RequestRecord(TypedDict):
     request_id: str  # suite-side id, unique within the run ("<worker>-<n>")
     server_request_id: str | None  # id the server gave the response (meta_info.id, chunk id)
     label: str  # run label, e.g. "baseline", "eagle3"
-    api: str  # "generate", "chat" or "completions"
+    api: Api
     prompt_id: str
     category: str
     prompt_seq: int  # position of the prompt in the shared prompt order
@@ -67,9 +70,9 @@ class RequestRecord(TypedDict):
     e2e_s: float  # seconds from send to the end of the stream (or the failure)
     chunk_ms: list[float]  # arrival offsets (ms from start_s) of chunks that carried output tokens
     chunk_tokens: list[int]  # cumulative output tokens after each chunk in chunk_ms
-    chunk_tokens_source: str  # one of CHUNK_TOKEN_SOURCES
+    chunk_tokens_source: ChunkTokenSource
     output_tokens: int
-    output_tokens_source: str  # one of TOKEN_SOURCES
+    output_tokens_source: TokenSource
     prompt_tokens: int | None
     cached_tokens: int | None
     spec: SpecFields | None

@@ -1,6 +1,6 @@
 """Calibration benchmark: drive profiles closed-loop and compare measured, analytic and seed tok/s.
 
-``python -m emulator.calibrate [--speed N] [--levels 1,2,5,10,30,70,100,250] [--profiles baseline,eagle3]``
+``python benchmarks/calibrate.py [--speed N] [--levels 1,2,5,10,30,70,100,250] [--profiles baseline,eagle3]``
 
 Each profile runs as a child process; C greenlet clients stream chat completions (max_tokens 512,
 ignore_eos, the suite's prompts spread over the clients) and send the next request as soon as the
@@ -24,12 +24,13 @@ from typing import Any
 
 import gevent
 
-from . import costmodel
-from .loadclient import Connection, StreamResult, closed_loop, window_throughput
-from .profile import Profile, ProfileError, load_profile
-from .spawn import spawned_emulator
-from .suiteprompts import PromptLike, load_suite_prompts
-from .textmodel import prompt_tokens
+from emulator import costmodel
+from emulator.profile import Profile, ProfileError, load_profile
+from emulator.textmodel import prompt_tokens
+from locustfiles.target import start_emulator_process
+
+from loadclient import Connection, StreamResult, closed_loop, window_throughput
+from suiteprompts import PromptLike, load_suite_prompts
 
 __all__ = ["SEED_TPS", "LevelResult", "as_chat", "format_table", "main", "measure_level", "run_profile",
            "seed_tps"]
@@ -191,7 +192,8 @@ def run_profile(name: str, *, speed: float, levels: Sequence[int], max_tokens: i
     prompts = list(prompts) if prompts is not None else load_suite_prompts()[0]
     chats = [as_chat(p) for p in prompts]
     out: list[LevelResult] = []
-    with spawned_emulator(name, speed=speed) as (_proc, url):
+    with start_emulator_process(name, speed=speed) as emu:
+        url = emu.url
         for level in levels:
             suite = costmodel.expected_throughput_for_prompts(profile, level, chats, max_tokens)
             in_batch = min(level, profile.max_running_requests)
@@ -218,7 +220,7 @@ def format_table(rows: Sequence[LevelResult], speed: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m emulator.calibrate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python benchmarks/calibrate.py", description=__doc__.split("\n")[0])
     parser.add_argument("--speed", type=float, default=10.0)
     parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)))
     parser.add_argument("--profiles", default="baseline,eagle3")

@@ -8,15 +8,19 @@ whose message names the source (file and key, or flag) and what was expected.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import re
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-DEFAULT_LADDER = "1,2,5,10,30,70,100,250"
+from contract.policy import DEFAULT_LADDER
+from contract.schema import APIS
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,6 @@ class Option:
     help: str
     choices: tuple[str, ...] | None = None
     in_web_ui: bool = True
-    secret: bool = False
 
     @property
     def dest(self) -> str:
@@ -37,7 +40,7 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("api", "auto", "API: auto (SGLang /generate when /server_info says SGLang, else chat), generate, "
-           "chat or completions", choices=("auto", "generate", "chat", "completions")),
+           "chat or completions", choices=("auto", *APIS)),
     Option("max-tokens", 512, "output tokens asked for per request"),
     Option("ignore-eos", True, "ask the server to ignore EOS so every request yields exactly max-tokens"),
     Option("temperature", 0.0, "sampling temperature"),
@@ -53,7 +56,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("connect-timeout", 10.0, "seconds to connect"),
     Option("read-timeout", 120.0, "seconds a stream may stay silent before it counts as a timeout"),
     Option("request-timeout", 900.0, "seconds a whole request may take before it counts as a timeout"),
-    Option("ladder", DEFAULT_LADDER, "concurrency levels of the ladder, comma-separated"),
+    Option("ladder", ",".join(map(str, DEFAULT_LADDER)), "concurrency levels of the ladder, comma-separated"),
     Option("warmup-time", 0.0, "warm-up seconds per step; 0: until every user has finished one request or the "
            "requests in flight have stayed at C for a while (see README)"),
     Option("min-requests", 0, "requests each step must measure; 0: 30 with --step-ci, else max(30, 3*C)"),
@@ -132,8 +135,6 @@ def load_profile(path: str) -> dict[str, Any]:
         if opt is None or dest == "suite_config":
             known = ", ".join(o.name for o in OPTIONS if o.dest != "suite_config")
             raise SettingsError(f"{path}: unknown key '{key}'; expected one of: {known}")
-        if opt.secret:
-            raise SettingsError(f"{path}: key '{key}' must not hold a secret; use api-key-env")
         values[dest] = _coerce(opt, value, f"{path}: key '{key}'")
     return values
 
@@ -171,6 +172,27 @@ def apply_profile(options: Any, argv: list[str]) -> None:
             setattr(options, dest, value)
 
 
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str, where: str = "--time-budget") -> float:
+    """'30m', '1h30m', '90s', '1.5h' or plain seconds '900' -> seconds (> 0); else a SettingsError naming ``where``."""
+    raw = str(text).strip().lower()
+    expected = f"{where}: expected a duration such as 30m, 1h30m or 900s"
+    if not raw:
+        raise SettingsError(f"{expected}, got an empty value")
+    if re.fullmatch(r"\d+(?:\.\d+)?", raw):
+        seconds = float(raw)
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", raw)
+        if not parts or "".join(n + u for n, u in parts) != raw:
+            raise SettingsError(f"{expected}, got {text!r}")
+        seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise SettingsError(f"{where}: expected a positive duration, got {text!r}")
+    return seconds
+
+
 def parse_ladder(text: str, where: str = "--ladder") -> list[int]:
     """'1,2,5' -> [1, 2, 5]; every level a positive whole number."""
     levels: list[int] = []
@@ -191,7 +213,7 @@ def default_run_dir(label: str) -> Path:
     return Path("runs") / f"{label}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class SuiteSettings:
     """Validated settings of one run, read from Locust's parsed options."""
 
@@ -239,8 +261,8 @@ class SuiteSettings:
         return settings
 
     def validate(self) -> None:
-        if self.api not in ("auto", "generate", "chat", "completions"):
-            raise SettingsError(f"--api: expected auto, generate, chat or completions, got {self.api!r}")
+        if self.api not in ("auto", *APIS):
+            raise SettingsError(f"--api: expected one of auto, {', '.join(APIS)}, got {self.api!r}")
         if self.max_tokens < 1:
             raise SettingsError(f"--max-tokens: expected a positive whole number, got {self.max_tokens}")
         for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time"):
@@ -249,12 +271,7 @@ class SuiteSettings:
         if self.step_ci < 0 or self.step_ci >= 1:
             raise SettingsError(f"--step-ci: expected a fraction in [0, 1), got {self.step_ci}")
         if self.time_budget:
-            from shapes.budget import BudgetError, parse_duration  # pure, no Locust
-
-            try:
-                parse_duration(self.time_budget, "--time-budget")
-            except BudgetError as exc:
-                raise SettingsError(str(exc)) from None
+            parse_duration(self.time_budget, "--time-budget")
         if self.api_key_env and self.api_key_env not in os.environ:
             raise SettingsError(f"--api-key-env: environment variable {self.api_key_env} is not set")
 
@@ -262,9 +279,28 @@ class SuiteSettings:
         """The secret itself, read from the environment at the moment it is needed; never stored."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
-    def run_dir(self) -> Path:
-        return Path(self.out) if self.out else default_run_dir(self.label)
-
     def public(self) -> dict[str, Any]:
-        """Settings for meta.json: everything but secrets (the env var's name is kept, never its value)."""
-        return {k: v for k, v in self.__dict__.items() if not _BY_DEST.get(k, Option(k, "", "")).secret}
+        """Settings for meta.json: no field holds a secret (the key's env var name is kept, never its value)."""
+        return dataclasses.asdict(self)
+
+
+_VALIDATED: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], SuiteSettings]] = weakref.WeakKeyDictionary()
+
+
+def settings_of(options: Any) -> SuiteSettings:
+    """The one validated ``SuiteSettings`` for Locust's parsed options, built once per distinct set of values.
+
+    The users' context, the ladder and the hooks all ask here, so each Start (whose web-UI form may have
+    changed the values) is validated once and everyone reads the same object. Cached beside the options
+    object, never on it: Locust ships the options' attributes to workers.
+    """
+    values = tuple(getattr(options, opt.dest, None) for opt in OPTIONS)
+    try:
+        cached = _VALIDATED.get(options)
+    except TypeError:  # an options object that takes no weak reference (tests' SimpleNamespace)
+        return SuiteSettings.from_options(options)
+    if cached is not None and cached[0] == values:
+        return cached[1]
+    settings = SuiteSettings.from_options(options)
+    _VALIDATED[options] = (values, settings)
+    return settings

@@ -1,6 +1,6 @@
 """The prompts calibration runs with: the suite's ``config/prompts/diverse.jsonl`` when present.
 
-The emulator stands apart from ``locustfiles/``, so this is a minimal reader of the same JSONL format
+A benchmark of the emulator alone, so this is a minimal reader of the same JSONL format
 (``{"prompt": str}`` or ``{"messages": [...]}`` per line), plus a small fallback list for when the file
 is absent. Message lists are kept as lists: they are meant for ``/v1/chat/completions``.
 """
@@ -11,10 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from specbench_config import data_path
+
 __all__ = ["FALLBACK_PROMPTS", "SUITE_PROMPTS", "PromptLike", "load_suite_prompts"]
 
 PromptLike = str | list[dict[str, Any]]
-SUITE_PROMPTS = Path(__file__).resolve().parent.parent / "config" / "prompts" / "diverse.jsonl"
+SUITE_PROMPTS = data_path("prompts", "diverse.jsonl")
 
 FALLBACK_PROMPTS: list[PromptLike] = [
     "Explain the theory of general relativity in detail.",

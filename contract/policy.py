@@ -1,0 +1,23 @@
+"""The step policy both sides apply: what a step must measure and when its concurrency counts as held.
+
+The live ladder decides with these while a run goes; the analysis judges the recorded run with the same
+numbers, so a step the ladder accepted is never flagged for a rule it did not know.
+"""
+
+from __future__ import annotations
+
+#: The concurrency ladder when none is given (the seed's levels).
+DEFAULT_LADDER: tuple[int, ...] = (1, 2, 5, 10, 30, 70, 100, 250)
+
+#: Achieved concurrency below this share of the target: the level was not held (flag ``low_concurrency``).
+MIN_ACHIEVED_FRACTION = 0.95
+
+
+#: Complete requests a latency percentile rests on before it is more than indicative (``~`` in tables); also
+#: what a step measures at least when ``--step-ci`` decides its length.
+MIN_PERCENTILE_REQUESTS = 30
+
+
+def default_min_requests(target_c: int) -> int:
+    """Requests a step must measure unless told otherwise: enough for a p99 and for every user to recycle."""
+    return max(30, 3 * target_c)

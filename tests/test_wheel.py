@@ -1,0 +1,104 @@
+"""The suite as a user installs it: a wheel built from the checkout, in a fresh venv, run outside the checkout.
+
+Catches what an editable install hides: data (prompt sets, emulator and suite profiles) left out of the wheel,
+code that finds it by a path into the checkout, a locustfile path that points into the checkout. Kept fast and
+offline: the wheel is built from a copy of the sources with this venv's setuptools (no build isolation, nothing
+downloaded) and installed with ``--no-deps`` into a bare venv; the dependencies then come from this venv's
+site-packages through one ``.pth`` line (the ``.pth`` hooks there, the editable install's among them, are not
+run, so nothing of the checkout is importable in the fresh venv).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+#: What the wheel is built from: the installed packages, the data and the project file, nothing else.
+SOURCES = ("pyproject.toml", "README.md", "analysis", "contract", "emulator", "locustfiles", "shapes", "specbench",
+           "config")
+SHORT_DEMO = ("--speed", "50", "--ladder", "1,4", "--max-tokens", "32", "--min-requests", "10",
+              "--min-step-time", "1", "--max-step-time", "30")
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    said = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{said}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv holding the wheel of this checkout; returns its bin directory."""
+    work = tmp_path_factory.mktemp("wheel")
+    src = work / "src"
+    src.mkdir()
+    for name in SOURCES:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(REPO / name, src / name)
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+          "-w", str(work / "dist"), str(src)], cwd=work, timeout=120)
+    wheel = next((work / "dist").glob("specbench-*.whl"))
+    env_dir = work / "venv"
+    venv.create(env_dir, with_pip=False, symlinks=os.name != "nt")
+    bindir = env_dir / ("Scripts" if os.name == "nt" else "bin")
+    python = bindir / ("python.exe" if os.name == "nt" else "python")
+    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
+          str(wheel)], cwd=work, timeout=120)
+    # Only after the install, so pip never sees this venv's (editable) specbench as installed there.
+    purelib = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                        cwd=work, timeout=30).stdout.strip())
+    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (purelib / "specbench_test_deps.pth").write_text("\n".join(sorted(deps)) + "\n", encoding="utf-8")
+    return bindir
+
+
+def _outside_env(run_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["HOME"] = str(run_dir)
+    return env
+
+
+def test_the_wheel_carries_code_data_and_locustfile_and_nothing_of_the_checkout(installed: Path,
+                                                                              tmp_path: Path) -> None:
+    code = ("import json, locustfiles, emulator, specbench_config;"
+            "from emulator import available_profiles; from locustfiles.prompts import available_sets;"
+            "from specbench.loadrun import LOCUSTFILE;"
+            "print(json.dumps({'files': [locustfiles.__file__, emulator.__file__, specbench_config.__file__,"
+            " str(LOCUSTFILE)], 'profiles': available_profiles(), 'prompts': available_sets(),"
+            " 'demo': specbench_config.data_path('suite', 'demo.yaml').is_file()}))")
+    python = installed / ("python.exe" if os.name == "nt" else "python")
+    found = json.loads(_run([str(python), "-c", code], cwd=tmp_path, timeout=60, env=_outside_env(tmp_path)).stdout)
+    venv_root = installed.parent.resolve()
+    for path in found["files"]:
+        assert Path(path).resolve().is_relative_to(venv_root), f"{path} is not from the installed wheel"
+    assert Path(found["files"][3]).is_file(), "the locustfile passed to locust -f is in the wheel"
+    assert {"baseline", "eagle3"} <= set(found["profiles"])
+    assert "diverse" in found["prompts"]
+    assert found["demo"]
+
+
+def test_specbench_demo_runs_from_the_installed_wheel_outside_the_checkout(installed: Path, tmp_path: Path) -> None:
+    specbench = installed / ("specbench.exe" if os.name == "nt" else "specbench")
+    proc = _run([str(specbench), "demo", "--out", "report", *SHORT_DEMO], cwd=tmp_path, timeout=180,
+                env=_outside_env(tmp_path))
+    out = tmp_path / "report"
+    assert "report: " in proc.stdout
+    for name in ("report.md", "comparison.json", "baseline/records.jsonl", "spec/records.jsonl"):
+        assert (out / name).is_file(), name
+    levels = json.loads((out / "comparison.json").read_text())["levels"]
+    assert [lv["target_c"] for lv in levels] == [1, 4]
+    assert all(lv["ratio"] is not None for lv in levels)
