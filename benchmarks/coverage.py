@@ -197,8 +197,10 @@ def tally_runs(runs: Sequence[RunWindows], *, n_boot: int = 500) -> dict[str, Ta
             median = _median_e2e(run.records, a, b)
             new = batch_means_estimate(run.records, a, b, None)
             old = window_batches(run.records, a, b, median)
-            tallies["tput_new"].add(new.interval() if new else None, truth)
-            tallies["tput_old"].add(_t_interval(old) if len(old) >= 5 else None, truth)
+            for key, interval in (("tput_new", new.interval() if new else None),
+                                  ("tput_old", _t_interval(old) if len(old) >= 5 else None)):
+                tallies[key].add(interval, truth)
+                tallies.setdefault(f"{key}@{run.c}", Tally()).add(interval, truth)
             per_window.append((new, old))
         estimates[run.profile, run.c, run.seed] = per_window
     by_key = {(r.profile, r.c, r.seed): r for r in runs}
@@ -219,8 +221,10 @@ def tally_runs(runs: Sequence[RunWindows], *, n_boot: int = 500) -> dict[str, Ta
             (s_new, s_old), (b_new, b_old) = spec_pair, base_pair
             truth = spec_run.truth(i) / base_run.truth(j)
             new = ratio_interval_t(b_new, s_new) if b_new and s_new else None
-            tallies["ratio_new"].add(new, truth)
-            tallies["ratio_old"].add(ratio_interval(b_old, s_old, rng=rng, n_boot=n_boot), truth)
+            old = ratio_interval(b_old, s_old, rng=rng, n_boot=n_boot)
+            for key, interval in (("ratio_new", new), ("ratio_old", old)):
+                tallies[key].add(interval, truth)
+                tallies.setdefault(f"{key}@{c}", Tally()).add(interval, truth)
     return tallies
 
 
@@ -273,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
              "ratio_new": "ratio, batch means (new)", "ratio_old": f"ratio, {LIFETIME} bootstrap (old)"}
     for key, name in names.items():
         print(tallies[key].line(name))
+    print("\nby level (covered/judged):")
+    for c in levels:
+        cells = [f"{key.split('_')[0]} {key.split('_')[1]} {tallies[f'{key}@{c}'].rate:6.1%}"
+                 for key in names if f"{key}@{c}" in tallies]
+        print(f"  C={c:<4}" + "   ".join(cells))
     return 0
 
 
