@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-step-time", type=float, default=240.0)
     parser.add_argument("--old-commit", default="0268386", help="the suite before the batch-means estimator")
     parser.add_argument("--out", default="", help="keep the run directories here (default: a temp dir)")
+    parser.add_argument("--reuse", default="", help="methods whose runs under --out are reused, e.g. old")
     args = parser.parse_args(argv)
     root = Path(args.out or tempfile.mkdtemp(prefix="ttv-"))
     old_root = root / "old-code"
@@ -99,7 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     for method, code, judge in (("new", REPO, new_halfwidth), ("old", old_root, old_halfwidth)):
         for profile in ("baseline", "eagle3"):
             out = root / method / profile
-            wall = run_ladder(code, profile, out, args)
+            walls = root / method / f"{profile}.wall"
+            if method in args.reuse.split(",") and walls.exists():
+                wall = float(walls.read_text())
+            else:
+                wall = run_ladder(code, profile, out, args)
+                walls.write_text(f"{wall:.1f}")
             results[method, profile] = (wall, step_times(out), judge(out))
             print(f"{method} {profile}: ladder took {wall:.0f} s", flush=True)
     print(f"\nspeed {args.speed:g}, max-tokens {args.max_tokens}, --step-ci 0.03, max-step-time "

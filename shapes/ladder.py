@@ -34,6 +34,7 @@ from shapes.collector import RequestCollector
 from shapes.live import STEP_MESSAGE, LiveStep
 
 log = logging.getLogger("specbench.ladder")
+STOP_MARGIN = 0.9  # a step stops once its recorded part is within 90% of --step-ci
 
 
 class ConcurrencyLadder(LoadTestShape):
@@ -177,10 +178,11 @@ class ConcurrencyLadder(LoadTestShape):
             return None
         if cfg.step_ci <= 0:
             return "target"
-        # Judged by the report's own estimator on the part of the window whose every request is recorded.
+        # Judged by the report's own estimator on the part of the window whose every request is recorded, not
+        # extrapolated to the whole window and with a 10% margin: the report judges the whole window afresh.
         exact_until = min(now, self.collector.oldest_in_flight_start() or now)
         records = self.collector.records([book.index - 1, book.index])
-        if window_precision(records, steady, exact_until, until=now) <= cfg.step_ci:
+        if window_precision(records, steady, exact_until) <= STOP_MARGIN * cfg.step_ci:
             return "ci"
         return None
 
