@@ -68,7 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--suite-config", default=str(DEMO_CONFIG))
     p.add_argument("--processes", type=int, default=0)
     p.add_argument("--api-key-env", default="")
-    p.add_argument("--time-budget", default="", help="wall time for both runs, e.g. 5m")
+    p.add_argument("--time-budget", default="4m", help="wall time for both runs (default 4m, so the demo ends "
+                   "within 5 minutes; 0 or '' for none)")
     return parser
 
 
@@ -126,7 +127,7 @@ def _load_options(args: argparse.Namespace) -> list[str]:
 
 def _budget(args: argparse.Namespace) -> float:
     """--time-budget in seconds (0: none); a bad value is a one-line error, exit 2."""
-    return parse_duration(args.time_budget, "--time-budget") if args.time_budget else 0.0
+    return parse_duration(args.time_budget, "--time-budget") if args.time_budget not in ("", "0") else 0.0
 
 
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
