@@ -238,12 +238,18 @@ def collect(*, profiles: Sequence[str] = PROFILES, levels: Sequence[int] = LEVEL
         return run_one(*config, seconds=seconds, windows=windows, speed=speed, max_tokens=max_tokens,
                        model_clock=model_clock)
 
-    if parallel:
-        jobs = [gevent.spawn(one, config) for config in configs]
-        gevent.joinall(jobs, raise_error=True)
-        runs = [job.value for job in jobs]
+    runs: list[RunWindows] = []
+    if parallel:  # one seed's runs at once (8 emulators); seeds one after another, or this machine drowns
+        for seed in seeds:
+            jobs = [gevent.spawn(one, config) for config in configs if config[2] == seed]
+            gevent.joinall(jobs, raise_error=True)
+            runs += [job.value for job in jobs]
     else:
         runs = [one(config) for config in configs]
+    broken = [r for r in runs if min(r.throughputs) <= 0]
+    for run in broken:
+        print(f"{run.profile} C={run.c} seed {run.seed}: left out, a window without tokens (client starved)")
+    runs = [r for r in runs if r not in broken]
     if verbose:
         for run in runs:
             long_run = statistics.mean(run.throughputs)
