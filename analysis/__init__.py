@@ -2,8 +2,9 @@
 
 Pure Python, numpy and matplotlib; never imports Locust, so a run can be analysed anywhere. Public API:
 ``summarize_run``, ``compare_runs``, ``render_summary_table``, ``render_comparison``,
-``write_comparison_outputs``, ``write_summary_outputs``, ``load_run`` and ``main`` (the CLI). Names are
-resolved lazily, so ``import contract.window`` (the live ladder's import) stays light.
+``write_comparison_outputs``, ``write_summary_outputs``, ``load_run`` and ``main`` (the CLI); for many
+configurations against one baseline ``compare_many``, ``render_multi``, ``write_outputs`` and ``multi_json``.
+Names are resolved lazily, so ``import contract.window`` (the live ladder's import) stays light.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ _EXPORTS = {
     "write_summary_outputs": "analysis.outputs",
     "summary_json": "analysis.serialize",
     "comparison_json": "analysis.serialize",
+    "compare_many": "analysis.multi",
+    "MultiComparison": "analysis.multi",
+    "render_multi": "analysis.multi_render",
+    "write_outputs": "analysis.outputs",
+    "write_multi_outputs": "analysis.outputs",
+    "multi_json": "analysis.multi_serialize",
     "load_run": "analysis.load",
     "ValidityWarning": "analysis.checks",
     "main": "analysis.cli",

@@ -1,4 +1,4 @@
-"""``python -m analysis``: summarize one run or compare a baseline run with a speculative run.
+"""``python -m analysis``: summarize one run, or compare a baseline run with one or more speculative runs.
 
 Bad input (not a run directory, a malformed file) prints one line naming the file and exits 2.
 """
@@ -7,18 +7,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from analysis.compare import DEFAULT_N_BOOT, DEFAULT_SEED, compare_runs
+from analysis.compare import DEFAULT_N_BOOT, DEFAULT_SEED
 from analysis.load import load_run
-from analysis.outputs import write_comparison_outputs, write_summary_outputs
+from analysis.multi import compare_many
+from analysis.outputs import write_outputs, write_summary_outputs
 from analysis.render import render_comparison, render_summary_table
 from analysis.serialize import comparison_json, summary_json
 from analysis.summary import summarize_run
-from contract.schema import RunFormatError
+from contract.schema import RunData, RunFormatError
 
 EXIT_BAD_INPUT = 2
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+
+
+class UsageError(ValueError):
+    """A mistake in the command line (bad configuration names)."""
 
 
 def _at_least(minimum: int) -> Callable[[str], int]:
@@ -38,9 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     summ.add_argument("run_dir", help="run directory (records.jsonl, steps.jsonl, meta.json)")
     summ.add_argument("--json", action="store_true", help="print the table as JSON (schema in README)")
     summ.add_argument("--out", metavar="DIR", help="also write summary.txt/.json/.csv and plots into DIR")
-    comp = sub.add_parser("compare", help="baseline against speculative, level by level")
+    comp = sub.add_parser("compare", help="baseline against one or more speculative runs, level by level")
     comp.add_argument("baseline_run", help="run directory of the baseline (no speculation)")
-    comp.add_argument("spec_run", help="run directory of the speculative server")
+    comp.add_argument("spec_runs", nargs="+", metavar="[NAME=]RUN",
+                      help="run directory of a speculative configuration; NAME= names it (default: its label)")
+    comp.add_argument("--baseline-name", default="baseline", help="the baseline's name in a many-run report")
     comp.add_argument("--out", metavar="DIR", help="write report.md, comparison.csv/.json and plots into DIR")
     comp.add_argument("--json", action="store_true", help="print comparison.json instead of the tables")
     comp.add_argument("--seed", type=_at_least(0), default=DEFAULT_SEED, help="bootstrap seed (default %(default)s)")
@@ -56,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "summarize":
             return _summarize(args)
         return _compare(args)
-    except RunFormatError as exc:
+    except (RunFormatError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
@@ -71,10 +81,50 @@ def _summarize(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    comparison = compare_runs(load_run(args.baseline_run), load_run(args.spec_run), seed=args.seed,
-                              n_boot=args.n_boot)
-    print(json.dumps(comparison_json(comparison), indent=2) if args.json else render_comparison(comparison))
+    base = load_run(args.baseline_run)
+    configs = named_runs(args.spec_runs, args.baseline_name)
+    multi = compare_many(base, configs, baseline_name=args.baseline_name, seed=args.seed, n_boot=args.n_boot)
+    if len(configs) == 1:  # the two-run comparison, exactly as it always was
+        comparison = multi.pairs[0]
+        print(json.dumps(comparison_json(comparison), indent=2) if args.json else render_comparison(comparison))
+    else:
+        from analysis.multi_render import render_multi
+        from analysis.multi_serialize import multi_json
+
+        print(json.dumps(multi_json(multi), indent=2) if args.json else render_multi(multi))
     if args.out:
-        paths = write_comparison_outputs(comparison, args.out)
+        paths = write_outputs(multi, args.out)
         print(f"wrote {len(paths)} files to {args.out}", file=sys.stderr)
     return 0
+
+
+def split_name(arg: str) -> tuple[str | None, str]:
+    """'NAME=RUN' -> (NAME, RUN); a plain run directory (or URL) -> (None, arg)."""
+    head, sep, tail = arg.partition("=")
+    if sep and NAME_RE.match(head) and not Path(arg).exists():
+        return head, tail
+    return None, arg
+
+
+def check_names(names: Sequence[str], baseline_name: str, what: str = "configuration") -> None:
+    """Names become directory names and table headers: safe characters, unique, not the baseline's."""
+    for name in names:
+        if not NAME_RE.match(name):
+            raise UsageError(f"{what} name {name!r}: expected letters, digits and . _ + - (at most 64)")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise UsageError(f"{what} name {dup[0]!r} is given twice; names must be unique")
+    if baseline_name in names:
+        raise UsageError(f"{what} name {baseline_name!r} is the baseline's name; choose another")
+
+
+def named_runs(args: Sequence[str], baseline_name: str) -> list[tuple[str, RunData]]:
+    """Load each [NAME=]RUN; unnamed runs are named by their label, else their directory name."""
+    loaded = []
+    for arg in args:
+        name, path = split_name(arg)
+        run = load_run(path)
+        loaded.append((name or run.meta.label or Path(path).name, run))
+    if len(loaded) > 1:
+        check_names([n for n, _ in loaded], baseline_name)
+    return loaded

@@ -6,7 +6,7 @@ runs' step rows (``summary``), so the comparison can never disagree with either 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,6 +43,10 @@ class LevelComparison:
     ttft_p99_ratio: float | None
     e2e_p50_ratio: float | None
     e2e_p99_ratio: float | None
+    # Each window's batch throughputs behind the interval, kept so a many-configuration report can bootstrap
+    # any two configurations against each other from the very same batches.
+    baseline_batches: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    spec_batches: tuple[float, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -110,6 +114,8 @@ def compare_runs(
             ttft_p99_ratio=_ratio(s_row.ttft_p99_s, b_row.ttft_p99_s),
             e2e_p50_ratio=_ratio(s_row.e2e_p50_s, b_row.e2e_p50_s),
             e2e_p99_ratio=_ratio(s_row.e2e_p99_s, b_row.e2e_p99_s),
+            baseline_batches=tuple(float(v) for v in b_est.batches),
+            spec_batches=tuple(float(v) for v in s_est.batches),
         ))
         requests.append(LevelRequests(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win)))
     points = [RatioPoint(lv.target_c, lv.ratio, lv.ratio_low, lv.ratio_high) for lv in levels

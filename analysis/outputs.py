@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 from analysis.compare import Comparison
+from analysis.html import write_html
+from analysis.multi import MultiComparison
 from analysis.render import render_comparison, render_summary_table
 from analysis.report import render_report
 from analysis.serialize import comparison_csv, comparison_json, steps_csv, summary_json
@@ -32,16 +34,52 @@ def write_summary_outputs(summary: RunSummary, out_dir: str | Path) -> list[Path
 
 
 def write_comparison_outputs(comparison: Comparison, out_dir: str | Path) -> list[Path]:
-    """comparison.txt, report.md, comparison.csv, comparison.json and four plots; returns the paths."""
+    """comparison.txt, report.md, report.html, comparison.csv, comparison.json and four plots; the paths."""
     from analysis.plots import comparison_plots  # matplotlib only when files are asked for
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots = comparison_plots(comparison, out)
+    report = render_report(comparison, plots)
     return [
         _write(out / "comparison.txt", render_comparison(comparison) + "\n"),
-        _write(out / "report.md", render_report(comparison, plots)),
+        _write(out / "report.md", report),
+        write_html(report, out, title="Speculative decoding against baseline"),
         _write(out / "comparison.csv", comparison_csv(comparison)),
         _write(out / "comparison.json", json.dumps(comparison_json(comparison), indent=2) + "\n"),
         *plots,
     ]
+
+
+def write_outputs(multi: MultiComparison, out_dir: str | Path) -> list[Path]:
+    """Any comparison's files: the two-run files for one configuration, else the many-configuration ones."""
+    if len(multi.pairs) == 1:
+        return write_comparison_outputs(multi.pairs[0], out_dir)
+    return write_multi_outputs(multi, out_dir)
+
+
+def write_multi_outputs(multi: MultiComparison, out_dir: str | Path) -> list[Path]:
+    """comparison.txt, report.md, report.html, comparison.csv/.json, two plots, and pairs/NAME/ per configuration.
+
+    Each ``pairs/NAME/`` holds that configuration's full two-run report against the baseline (latency and
+    per-category figures included), so nothing the two-run report shows is lost in the combined one.
+    """
+    from analysis.multi_plots import multi_plots  # matplotlib only when files are asked for
+    from analysis.multi_render import render_multi, render_multi_report
+    from analysis.multi_serialize import multi_csv, multi_json
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plots = multi_plots(multi, out)
+    report = render_multi_report(multi, plots)
+    written = [
+        _write(out / "comparison.txt", render_multi(multi) + "\n"),
+        _write(out / "report.md", report),
+        write_html(report, out, title="Speculative configurations against baseline"),
+        _write(out / "comparison.csv", multi_csv(multi)),
+        _write(out / "comparison.json", json.dumps(multi_json(multi), indent=2) + "\n"),
+        *plots,
+    ]
+    for name, pair in zip(multi.names, multi.pairs, strict=True):
+        written += write_comparison_outputs(pair, out / "pairs" / name)
+    return written

@@ -37,7 +37,7 @@ class StepWindow:
 
 def step_windows(run: RunData) -> list[StepWindow]:
     """All steps of a run in index order: written steps first-hand, unwritten ones rebuilt from records."""
-    windows = {s["index"]: _from_step_line(s) for s in run.steps}
+    windows = {s["index"]: window_from_step(s) for s in run.steps}
     for index, recs in _records_by_step(run.records).items():
         if index not in windows:
             windows[index] = _from_records(index, recs)
@@ -57,7 +57,8 @@ def measured_ok(records: Sequence[RequestRecord], window: StepWindow) -> list[Re
     return [r for r in inside if r["status"] == "ok"]
 
 
-def _from_step_line(step: StepRecord) -> StepWindow:
+def window_from_step(step: StepRecord) -> StepWindow:
+    """A step's window as its steps.jsonl line gives it."""
     t0 = step.get("steady_start_s")
     t1 = step.get("end_s")
     return StepWindow(

@@ -95,15 +95,20 @@ def summarize_run(run: RunData, *, name: str | None = None) -> RunSummary:
     rows: list[StepRow] = []
     warnings: list[ValidityWarning] = []
     for window in step_windows(run):
-        row = summarize_step(run, window)
-        found = step_warnings(run_name, row)
+        row, found = flag_step(run_name, summarize_step(run, window))
         warnings.extend(found)
-        codes = [w.code for w in found] + ([CHUNK_COUNTED_TOKENS] if row.chunk_counted_requests else [])
-        rows.append(replace(row, flags=tuple(dict.fromkeys(codes))))
+        rows.append(row)
     has_meta = (run.path / META_FILE).exists()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
                       cached_share(run.records))
+
+
+def flag_step(run_name: str, row: StepRow) -> tuple[StepRow, list[ValidityWarning]]:
+    """The row with its flags filled in, and the warnings behind them."""
+    found = step_warnings(run_name, row)
+    codes = [w.code for w in found] + ([CHUNK_COUNTED_TOKENS] if row.chunk_counted_requests else [])
+    return replace(row, flags=tuple(dict.fromkeys(codes))), found
 
 
 def cached_share(records: Sequence[RequestRecord]) -> float | None:
@@ -118,11 +123,19 @@ def cached_share(records: Sequence[RequestRecord]) -> float | None:
 
 def summarize_step(run: RunData, window: StepWindow) -> StepRow:
     """The figures of one step (flags are filled in by ``summarize_run``)."""
+    return step_figures(run.records, window)
+
+
+def step_figures(records: Sequence[RequestRecord], window: StepWindow) -> StepRow:
+    """A step's figures from any set of records holding those in flight during its window.
+
+    The live web-UI tab calls this on the master's records as a run goes, ``summarize`` on the run directory.
+    """
     min_requests = window.min_requests or default_min_requests(window.target_c)
     if window.bounds is None:
         return _empty_row(window, min_requests)
     t0, t1 = window.bounds
-    nearby = overlapping(run.records, t0, t1)
+    nearby = overlapping(records, t0, t1)
     inside = measured_in_window(nearby, t0, t1)
     ok = [r for r in inside if r["status"] == "ok"]
     failures = Counter(r["status"] for r in inside if r["status"] != "ok")

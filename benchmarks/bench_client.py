@@ -235,9 +235,21 @@ class BenchUser:
     wait_time = constant(0)
 
 
-def _finish(resp: Any, rec: Record) -> None:
+def _read(resp: Any, rec: Record, events: Callable[[Any], Iterable[tuple[float, bytes]]]) -> Record:
+    """Consume one response's events into ``rec``; any error is the record's, and marks Locust's entry failed."""
+    try:
+        rec.consume(events(resp))
+    except Exception as exc:
+        rec.error = repr(exc)
     if rec.error or not rec.done:
         resp.failure(rec.error or "stream ended without [DONE]")
+    return rec
+
+
+def _read1_events(resp: Any) -> Iterator[tuple[float, bytes]]:
+    raw = resp.raw
+    yield from iter_events(lambda: raw.read1(READ_SIZE), clock=time.time)
+    raw.release_conn()
 
 
 class ReadOneUser(BenchUser, HttpUser):
@@ -247,14 +259,7 @@ class ReadOneUser(BenchUser, HttpUser):
         rec = Record(time.time())
         with self.client.post(path, json=BODY, headers=HEADERS, stream=True, catch_response=True, name="a",
                               timeout=(5, 30)) as resp:
-            try:
-                raw = resp.raw
-                rec.consume(iter_events(lambda: raw.read1(READ_SIZE), clock=time.time))
-                raw.release_conn()
-            except Exception as exc:
-                rec.error = repr(exc)
-            _finish(resp, rec)
-        return rec
+            return _read(resp, rec, _read1_events)
 
 
 class IterLinesUser(BenchUser, HttpUser):
@@ -264,12 +269,7 @@ class IterLinesUser(BenchUser, HttpUser):
         rec = Record(time.time())
         with self.client.post(path, json=BODY, headers=HEADERS, stream=True, catch_response=True, name="b",
                               timeout=(5, 30)) as resp:
-            try:
-                rec.consume(line_events(resp.iter_lines()))
-            except Exception as exc:
-                rec.error = repr(exc)
-            _finish(resp, rec)
-        return rec
+            return _read(resp, rec, lambda r: line_events(r.iter_lines()))
 
 
 class FastReadlineUser(BenchUser, FastHttpUser):
@@ -281,13 +281,7 @@ class FastReadlineUser(BenchUser, FastHttpUser):
         rec = Record(time.time())
         with self.client.post(path, json=BODY, headers=HEADERS, stream=True, catch_response=True,
                               name="c") as resp:
-            try:
-                response = resp._response
-                rec.consume(line_events(iter(lambda: response.readline(b"\n"), b"")))
-            except Exception as exc:
-                rec.error = repr(exc)
-            _finish(resp, rec)
-        return rec
+            return _read(resp, rec, lambda r: line_events(iter(lambda: r._response.readline(b"\n"), b"")))
 
 
 class FastIterLinesUser(BenchUser, FastHttpUser):

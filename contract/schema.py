@@ -59,7 +59,7 @@ class RequestRecord(TypedDict):
     api: Api
     prompt_id: str
     category: str
-    prompt_seq: int  # position of the prompt in the shared prompt order
+    prompt_seq: int  # position of the prompt in the prompt order: request N of a level has N
     step: int | None  # ladder step index at request start; None outside a ladder
     target_c: int | None  # ladder target concurrency at request start
     phase: Phase | None  # as seen by the client when the request finished
@@ -97,7 +97,10 @@ class StepRecord(TypedDict, total=False):
     achieved_c: float | None  # time-averaged requests in flight in the window (Little's law)
     throughput_tok_s: float | None  # output tokens that arrived in the window / window length
     ended_by: str  # "target", "max_time", "ci", "stopped"
-    flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window"
+    flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window", "worker_lost", "client_bound"
+    users_lost: int  # only when a worker was lost: users it ran (re-spawned on the others)
+    lost_requests: int  # only when a worker was lost: this step's requests it had in flight, never recorded
+    load_cpu: dict[str, float]  # percent of one core per load process over the step ("local"/"master", "worker N")
 
 
 @dataclass

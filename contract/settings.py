@@ -22,6 +22,8 @@ import yaml
 from contract.policy import DEFAULT_LADDER
 from contract.schema import APIS
 
+LOAD_MODES: tuple[str, ...] = ("ladder", "users")
+
 
 @dataclass(frozen=True)
 class Option:
@@ -56,6 +58,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("connect-timeout", 10.0, "seconds to connect"),
     Option("read-timeout", 120.0, "seconds a stream may stay silent before it counts as a timeout"),
     Option("request-timeout", 900.0, "seconds a whole request may take before it counts as a timeout"),
+    Option("load-mode", "ladder", "ladder: walk the --ladder levels (the Users field is not used); users: hold "
+           "Locust's number of users as one measured step, for Run time if set, else until Stop",
+           choices=LOAD_MODES),
     Option("ladder", ",".join(map(str, DEFAULT_LADDER)), "concurrency levels of the ladder, comma-separated"),
     Option("warmup-time", 0.0, "warm-up seconds per step; 0: until every user has finished one request or the "
            "requests in flight have stayed at C for a while (see README)"),
@@ -232,6 +237,7 @@ class SuiteSettings:
     connect_timeout: float
     read_timeout: float
     request_timeout: float
+    load_mode: str
     ladder: list[int]
     warmup_time: float
     min_requests: int
@@ -252,7 +258,7 @@ class SuiteSettings:
             label=str(get("label")), out=str(get("out") or ""), model=str(get("model") or ""),
             api_key_env=str(get("api_key_env") or ""), connect_timeout=float(get("connect_timeout")),
             read_timeout=float(get("read_timeout")), request_timeout=float(get("request_timeout")),
-            ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
+            load_mode=str(get("load_mode")), ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
             min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
             time_budget=str(get("time_budget") or ""),
@@ -263,6 +269,8 @@ class SuiteSettings:
     def validate(self) -> None:
         if self.api not in ("auto", *APIS):
             raise SettingsError(f"--api: expected one of auto, {', '.join(APIS)}, got {self.api!r}")
+        if self.load_mode not in LOAD_MODES:
+            raise SettingsError(f"--load-mode: expected one of {', '.join(LOAD_MODES)}, got {self.load_mode!r}")
         if self.max_tokens < 1:
             raise SettingsError(f"--max-tokens: expected a positive whole number, got {self.max_tokens}")
         for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time"):

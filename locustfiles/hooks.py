@@ -6,20 +6,39 @@ takes one Environment, so tests can wire several in one process, each with its o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import sys
+import time
 from typing import Any
 
 import gevent
 from locust.env import Environment
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from contract.schema import RunMeta
 from contract.settings import SettingsError, add_arguments, apply_profile, settings_of
 from locustfiles import run as runmod
+from locustfiles.fleet import Fleet
+from locustfiles.link import (
+    CLOCK_MESSAGE,
+    CPU_MESSAGE,
+    HELLO_MESSAGE,
+    WELCOME_MESSAGE,
+    WorkerLink,
+    add_link_options,
+    run_token,
+)
 from locustfiles.prompts import PromptError
 from locustfiles.recorder import write_meta
+from locustfiles.sequencer import (
+    SEQ_ASK_MESSAGE,
+    SEQ_GRANT_MESSAGE,
+    LocalSequence,
+    StepCounters,
+    WorkerSequence,
+)
 from locustfiles.target import EmulatorProcess, start_emulator_process
 from shapes.ladder import ConcurrencyLadder
 from shapes.live import PLAN_MESSAGE, RECORD_MESSAGE, START_MESSAGE, STEP_MESSAGE, LiveStep
@@ -37,6 +56,15 @@ class RunHooks:
         self.steps = runmod.StepsWriter()
         self.emulator: EmulatorProcess | None = None
         self.plan: runmod.RunPlan | None = None  # on a worker: the master's plan for the current run
+        self.counters = StepCounters()  # master/local: prompt sequence numbers per step
+        self.fleet: Fleet | None = None  # master: workers admitted by token, their record counts, losses
+        self.link: WorkerLink | None = None  # worker: token handshake and clock offset
+        self.sequence: WorkerSequence | None = None  # worker: prompt numbers granted by the master
+        self._watch: gevent.Greenlet | None = None
+        self._pending_start = False  # worker: a spawn arrived before the master's welcome
+        self._plan_message: dict[str, Any] | None = None  # master: the current run's plan, for late joiners
+        self.run_dirs: set[str] = set()  # run directories this process has written (one per Start)
+        self.tokens_tab: Any = None  # the web UI's Tokens tab, on the process that serves the UI
 
     @property
     def shape(self) -> ConcurrencyLadder | None:
@@ -60,8 +88,7 @@ class RunHooks:
         if self.runs_users:
             runner.register_message(STEP_MESSAGE, self._on_step_message)
         if not self.coordinates:
-            runner.register_message(PLAN_MESSAGE, self._on_plan_message)
-        if not self.coordinates:
+            self._init_worker(runner)
             return
         options = self.env.parsed_options
         if options is not None:
@@ -74,14 +101,85 @@ class RunHooks:
                 self._start_embedded_emulator(options)
         runner.register_message(START_MESSAGE, self._on_start_message)
         runner.register_message(RECORD_MESSAGE, self._on_record_message)
-        if self.shape is not None:
-            self.shape.on_step_closed.append(self.steps)
+        if isinstance(runner, MasterRunner):
+            self._init_master(runner, options)
+        self._wire_outputs()
         if options is not None and getattr(options, "headless", False):
             # Locust 2.47 installs its SIGTERM handler only after a headless shape run has ended (a SIGTERM
             # during the ladder kills the process with nothing closed), and Ctrl-C raises KeyboardInterrupt
             # in whichever greenlet happens to run. Both now end the shape, so Locust stops in order.
             for signum in (signal.SIGTERM, signal.SIGINT):
                 gevent.signal_handler(signum, self._on_stop_signal, signum)
+
+    def _init_worker(self, runner: Any) -> None:
+        runner.register_message(PLAN_MESSAGE, self._on_plan_message)
+        token, _given = run_token(self.env.parsed_options)
+        self.link = WorkerLink(runner.send_message, token, self._on_refused)
+        runner.register_message(WELCOME_MESSAGE, lambda msg, **_kw: self._on_welcome(msg.data))
+        runner.register_message(CLOCK_MESSAGE, lambda msg, **_kw: self.link and self.link.on_clock(msg.data))
+        runner.register_message(SEQ_GRANT_MESSAGE,
+                                lambda msg, **_kw: self.sequence and self.sequence.on_grant(msg.data))
+        self.link.hello()  # connected already (Locust waits for the master's ack), and before any spawn
+
+    def _on_refused(self, reason: str) -> None:
+        log.error("specbench: %s; this worker quits and sends nothing", reason)
+        self.env.process_exit_code = 2
+        runner = self.env.runner
+        if runner is not None:
+            gevent.spawn_later(0.2, runner.quit)
+
+    def _init_master(self, runner: MasterRunner, options: Any) -> None:
+        token, given = run_token(options)
+        self.fleet = Fleet(token)
+        runner.register_message(HELLO_MESSAGE, lambda msg, **_kw: self._on_hello(runner, msg))
+        runner.register_message(CLOCK_MESSAGE, lambda msg, **_kw: self._on_clock(runner, msg))
+        runner.register_message(SEQ_ASK_MESSAGE, lambda msg, **_kw: self._on_seq_ask(runner, msg))
+        runner.register_message(CPU_MESSAGE, lambda msg, **_kw: self.fleet and self.fleet.on_cpu(msg.node_id, msg.data))
+        if self.shape is not None:
+            self.shape.worker_cpu = self.fleet.worker_cpu
+        if not given and not getattr(options, "processes", None):
+            log.info("Run token %s: start workers with --run-token %s (or %s in their environment)",
+                     token, token, "SPECBENCH_RUN_TOKEN")
+
+    def _on_hello(self, runner: MasterRunner, msg: Any) -> None:
+        if self.fleet is not None:
+            self.fleet.on_hello(runner, msg.node_id, msg.data, before_welcome=lambda node: self._catch_up(runner, node))
+
+    def _catch_up(self, runner: MasterRunner, node: str) -> None:
+        """A worker joining a running test (a replacement) gets the run's plan and the current step first."""
+        if self._plan_message is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+            runner.send_message(PLAN_MESSAGE, self._plan_message, client_id=node)
+            if self.shape is not None:
+                runner.send_message(STEP_MESSAGE, self.shape.live.to_message(), client_id=node)
+
+    def _on_clock(self, runner: MasterRunner, msg: Any) -> None:
+        if self.fleet is not None and self.fleet.accepts(msg.node_id):
+            runner.send_message(CLOCK_MESSAGE, {"t0": msg.data["t0"], "tm": time.time()}, client_id=msg.node_id)
+
+    def _on_seq_ask(self, runner: MasterRunner, msg: Any) -> None:
+        if self.fleet is not None and self.fleet.accepts(msg.node_id):
+            runner.send_message(SEQ_GRANT_MESSAGE, self.counters.grant(msg.data), client_id=msg.node_id)
+
+    def _on_worker_lost(self, node: str, index: int, users: int) -> None:
+        shape = self.shape
+        steps = shape.collector.lose_node(node) if shape is not None else []
+        if shape is not None:
+            shape.note_worker_lost(users, steps)
+        runner = self.env.runner
+        remaining = runner.worker_count if isinstance(runner, MasterRunner) else 0
+        log.error("Worker %d lost (no heartbeat): %d users and %d requests in flight lost; "
+                  "re-spawning its users on the %d remaining workers", index, users, len(steps), remaining)
+        if isinstance(runner, MasterRunner) and remaining > 0 and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+            gevent.spawn(runner.start, runner.target_user_count, runner.spawn_rate)
+
+    def _wire_outputs(self) -> None:
+        """Closed steps go to steps.jsonl, and (where a web UI is served) to the Tokens tab."""
+        if self.shape is not None:
+            self.shape.on_step_closed.append(self.steps)
+        if self.env.web_ui is not None:
+            from locustfiles.webui import install_tokens_tab  # only where a web UI is served
+
+            self.tokens_tab = install_tokens_tab(self.env, self)
 
     def _on_stop_signal(self, signum: int) -> None:
         log.info("Got %s: stopping the ladder; every finished request is kept", signal.Signals(signum).name)
@@ -112,58 +210,144 @@ class RunHooks:
         self.plan = runmod.RunPlan.from_message(msg.data)
 
     def _on_start_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        if self.fleet is not None and not self.fleet.accepts(msg.node_id):
+            return
         if self.shape is not None:
-            self.shape.collector.on_start(msg.data)
+            self.shape.collector.on_start(msg.data, node=msg.node_id)
 
     def _on_record_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        """The one writer of records.jsonl: each record is appended as it arrives, then counted for the books."""
+        if self.fleet is not None and not self.fleet.accepts(msg.node_id):
+            return
+        record = msg.data["record"]
+        if self.fleet is not None:
+            self.fleet.count_record(msg.node_id, msg.data.get("n"))
+        ctx = getattr(self.env, "specbench_run", None)
+        if ctx is not None:
+            ctx.write_record(record)
         if self.shape is not None:
-            self.shape.collector.on_record(msg.data)
+            self.shape.collector.on_record(record)
 
     # -- test lifecycle --------------------------------------------------------------------------------------
 
     def on_test_start(self) -> None:
-        options = self.env.parsed_options
         runner = self.env.runner
+        if self.link is not None and not self.link.welcomed:
+            # A worker that joined a running test hears "spawn" before the answer to its hello; it starts
+            # once welcomed (a refused one never does: its users find no run context and send nothing).
+            self._pending_start = True
+            return
         worker = int(getattr(runner, "worker_index", 0) or 0)
         try:
-            settings = settings_of(options)
-            if self.coordinates:
-                plan = runmod.plan_run(settings, self.env.host or "")
-                if isinstance(runner, MasterRunner):  # sent before Locust's spawn messages, so it arrives first
-                    runner.send_message(PLAN_MESSAGE, plan.to_message())
-            elif self.plan is None:
-                fail("worker: no run plan arrived from the master before the test started")
-            else:
-                plan = self.plan
-            # Workers split one prompt order between them (the master ships expect_workers to each).
-            workers = int(getattr(options, "expect_workers", 1) or 1) if isinstance(runner, WorkerRunner) else 1
-            ctx = runmod.build_context(settings, plan, worker, runs_users=self.runs_users, workers=workers)
+            settings = settings_of(self.env.parsed_options)
+            plan = self._plan(settings, runner)
+            ctx = runmod.build_context(settings, plan, worker, writes_records=self.coordinates,
+                                       sequence=self._sequence(runner))
         except (SettingsError, PromptError) as exc:
             fail(str(exc))
         ctx.live = self.live
+        if self.link is not None:
+            ctx.clock = self.link.clock  # the same object: later probes refine it
         setattr(self.env, "specbench_run", ctx)  # noqa: B010 - read by the users through LLMUser
         if self.coordinates:
-            self.meta = runmod.initial_meta(ctx, self.env.host or "")
-            write_meta(ctx.run_dir, self.meta)
-            self.steps.open(ctx.run_dir)
-            log.info("Run directory: %s (api %s, model %s, server %s%s)", ctx.run_dir, ctx.api, ctx.model,
-                     ctx.server.kind, ", speculative" if ctx.server.speculative else "")
+            self._open_run(ctx, runner)
 
-    def on_test_stop(self) -> None:
+    def _on_welcome(self, data: dict[str, Any]) -> None:
+        if self.link is None:
+            return
+        self.link.on_welcome(data)
+        # Joined a running test: its spawn came first (maybe even before these hooks were installed).
+        running = getattr(self.env.runner, "worker_state", None) in (STATE_SPAWNING, STATE_RUNNING)
+        if self.link.welcomed and (self._pending_start or running):
+            self._pending_start = False
+            self.on_test_start()
+
+    def _plan(self, settings: Any, runner: Any) -> runmod.RunPlan:
+        if self.coordinates:
+            plan = runmod.plan_run(settings, self.env.host or "")
+            plan = dataclasses.replace(plan, run_dir=unused_run_dir(plan.run_dir, self.run_dirs))
+            self.run_dirs.add(plan.run_dir)
+            if isinstance(runner, MasterRunner):  # sent before Locust's spawn messages, so it arrives first
+                self._plan_message = plan.to_message()
+                runner.send_message(PLAN_MESSAGE, self._plan_message)
+            return plan
+        if self.plan is None:
+            fail("worker: no run plan arrived from the master before the test started")
+        assert self.plan is not None
+        return self.plan
+
+    def _sequence(self, runner: Any) -> LocalSequence | WorkerSequence | None:
+        if isinstance(runner, WorkerRunner):
+            self.sequence = WorkerSequence(runner.send_message, lambda: int(runner.user_count or 0))
+            return self.sequence
+        self.counters.clear()
+        return None if isinstance(runner, MasterRunner) else LocalSequence(self.counters)
+
+    def _open_run(self, ctx: runmod.RunContext, runner: Any) -> None:
+        self.meta = runmod.initial_meta(ctx, self.env.host or "")
+        if self.shape is not None:
+            self.meta.ladder = list(self.shape.levels)  # users mode: the one level it holds
+        write_meta(ctx.run_dir, self.meta)
+        self.steps.open(ctx.run_dir)
+        if self.tokens_tab is not None:
+            self.tokens_tab.run_started(ctx.run_dir)
+        log.info("Run directory: %s (api %s, model %s, server %s%s)", ctx.run_dir, ctx.api, ctx.model,
+                 ctx.server.kind, ", speculative" if ctx.server.speculative else "")
+        if self.fleet is not None and isinstance(runner, MasterRunner):
+            self.fleet.clear_run()
+            if self._watch is not None:
+                self._watch.kill(block=False)
+            self._watch = self.fleet.watch(runner, self._on_worker_lost)
+
+    def on_test_stopping(self) -> None:
+        """Before Locust cuts the users' requests short: the open step's window ends while it is still exact."""
         if self.shape is not None and self.coordinates:
             self.shape.stop_now()
+
+    def on_test_stop(self) -> None:
+        """Each run ends its directory (every Start of the web UI has its own): last step written, meta final."""
+        if self._watch is not None:  # workers quitting at the end are not lost
+            self._watch.kill(block=False)
+            self._watch = None
+        if self.shape is not None and self.coordinates:
+            self.shape.stop_now()
+        self._finish_run()
+
+    def _finish_run(self) -> None:
+        ctx = getattr(self.env, "specbench_run", None)
+        if self.coordinates and ctx is not None and self.meta is not None:
+            completed = self.shape.completed if self.shape is not None else True
+            runmod.finish_meta(ctx.run_dir, self.meta, completed)
+            self.meta = None
+        self.steps.close()
+        if self.tokens_tab is not None and ctx is not None:
+            self.tokens_tab.run_ended(ctx.run_dir)
 
     def on_quitting(self) -> None:
         ctx = getattr(self.env, "specbench_run", None)
         if ctx is not None and ctx.records is not None:
             ctx.records.close()
-        if self.coordinates and ctx is not None and self.meta is not None:
-            completed = self.shape.completed if self.shape is not None else True
-            runmod.finish_meta(ctx.run_dir, self.meta, completed)
-        self.steps.close()
+        self._finish_run()
+        if self.coordinates:
+            self._report_losses()
         if self.emulator is not None:
             self.emulator.stop()
             log.info("Stopped the built-in emulator at %s", self.emulator.url)
+
+    def _report_losses(self) -> None:
+        """A run that lost data says so in one line and exits non-zero (3)."""
+        books = self.shape.books if self.shape is not None else []
+        lost_steps = [b.index + 1 for b in books if b.users_lost or b.lost_requests]
+        in_flight = sum(b.lost_requests for b in books)
+        missing = self.fleet.missing_records() if self.fleet is not None else 0
+        if not lost_steps and not missing:
+            return
+        sys.stderr.write(f"specbench: error: this run lost data: a worker was lost in step(s) "
+                         f"{', '.join(map(str, lost_steps)) or '-'}; {in_flight} requests in flight were never "
+                         f"recorded; {missing} records numbered by workers never arrived\n")
+        sys.stderr.flush()
+        if not self.env.process_exit_code:
+            self.env.process_exit_code = 3
 
 
 def fail(message: str) -> None:
@@ -173,10 +357,20 @@ def fail(message: str) -> None:
     raise SystemExit(2)
 
 
+def unused_run_dir(run_dir: str, used: set[str]) -> str:
+    """``run_dir``, or ``run_dir-2``, ``-3`` ... when an earlier Start of this process already wrote there."""
+    candidate, n = run_dir, 1
+    while candidate in used:
+        n += 1
+        candidate = f"{run_dir}-{n}"
+    return candidate
+
+
 def install(environment: Environment, argv: list[str] | None = None) -> RunHooks:
     """Attach the suite to one Environment whose runner exists (call from the ``init`` event)."""
     hooks = RunHooks(environment)
     environment.events.test_start.add_listener(lambda **_kw: hooks.on_test_start())
+    environment.events.test_stopping.add_listener(lambda **_kw: hooks.on_test_stopping())
     environment.events.test_stop.add_listener(lambda **_kw: hooks.on_test_stop())
     environment.events.quitting.add_listener(lambda **_kw: hooks.on_quitting())
     hooks.on_init(sys.argv if argv is None else argv)
@@ -185,3 +379,4 @@ def install(environment: Environment, argv: list[str] | None = None) -> RunHooks
 
 def add_options(parser: Any, **_kw: Any) -> None:
     add_arguments(parser)
+    add_link_options(parser)

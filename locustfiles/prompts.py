@@ -384,8 +384,9 @@ class PromptOrder:
       ``s // len(set)``), keeping the order a pure function of the seed.
     * ``mode="fixed"``: every request gets one prompt: ``fixed_id`` if given, else ``explanation-000``
       if the set has it, else the first prompt of the shuffled order.
-    * Distributed runs: worker ``i`` of ``k`` uses ``stride=k, offset=i`` and takes sequence numbers
-      ``i, i+k, i+2k, ...``; the k workers together cover the single-process order exactly once.
+    * Load runs number requests per ladder level with ``locustfiles.sequencer`` and call ``at(seq)``, so
+      request N of a level gets prompt N however many processes send them; ``next``, ``stride`` and
+      ``offset`` serve callers that walk the order themselves.
     """
 
     def __init__(

@@ -20,8 +20,10 @@ from typing import Any
 from contract.schema import RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE, RequestRecord, RunMeta, StepRecord
 from contract.settings import SuiteSettings, default_run_dir
 from locustfiles.dialects import Dialect, Sampling, dialect
+from locustfiles.link import ClockOffset
 from locustfiles.prompts import PromptOrder, PromptSet, load_prompts
 from locustfiles.recorder import JsonlAppender, write_meta
+from locustfiles.sequencer import LocalSequence, WorkerSequence
 from locustfiles.serverinfo import ServerIdentity, identify
 from shapes.live import LiveStep
 
@@ -43,10 +45,13 @@ class RunContext:
     prompt_set: PromptSet
     prompts: PromptOrder
     worker: int
-    records: JsonlAppender | None  # None on a master, which runs no users
+    records: JsonlAppender | None  # only on the master or local runner: the one writer of records.jsonl
+    sequence: LocalSequence | WorkerSequence | None = None  # prompt sequence numbers (locustfiles.sequencer)
+    clock: ClockOffset = field(default_factory=ClockOffset)  # this process's clock against the master's
     live: LiveStep = field(default_factory=LiveStep)
     run_token: str = field(default_factory=lambda: secrets.token_hex(3))
     _requests: itertools.count = field(default_factory=itertools.count)
+    _record_numbers: itertools.count = field(default_factory=itertools.count)
     _users: itertools.count = field(default_factory=itertools.count)
 
     @property
@@ -58,6 +63,20 @@ class RunContext:
 
     def next_user_id(self) -> str:
         return f"{self.worker}:{next(self._users)}"
+
+    def now(self) -> float:
+        """Wall clock in the master's time (the local clock on a master or local runner)."""
+        return time.time() + self.clock.offset_s
+
+    def next_seq(self, step: int | None) -> int:
+        """The prompt sequence number of this process's next request in ``step``."""
+        if self.sequence is None:
+            return self.prompts.next()[0]
+        return self.sequence.next(step)
+
+    def envelope(self, record: RequestRecord) -> dict[str, Any]:
+        """A finished record as sent to the master: numbered, so the master can count what it did not get."""
+        return {"n": next(self._record_numbers), "record": dict(record)}
 
     def write_record(self, record: RequestRecord) -> None:
         if self.records is not None:
@@ -97,20 +116,20 @@ def plan_run(settings: SuiteSettings, host: str) -> RunPlan:
                    run_dir=run_dir, server=server)
 
 
-def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, runs_users: bool,
-                  workers: int = 1) -> RunContext:
-    """``workers`` > 1: this process takes every ``workers``-th prompt of the shared order, from ``worker``."""
+def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, writes_records: bool,
+                  sequence: LocalSequence | WorkerSequence | None = None) -> RunContext:
+    """``writes_records``: the master or local runner; a worker sends its records to the master instead and
+    creates no run directory (it may run on another machine). ``sequence`` hands out prompt numbers."""
     prompt_set = load_prompts(settings.prompts)
     fixed = settings.prompt_id or None
-    stride = max(workers, worker + 1)
     order = PromptOrder(prompt_set, seed=settings.seed, mode=settings.prompt_mode,  # type: ignore[arg-type]
-                        fixed_id=fixed, stride=stride, offset=worker % stride)
+                        fixed_id=fixed)
     run_dir = Path(plan.run_dir)
-    records = JsonlAppender(run_dir / RECORDS_FILE) if runs_users else None
+    records = JsonlAppender(run_dir / RECORDS_FILE) if writes_records else None
     return RunContext(
         settings=settings, run_dir=run_dir, api=plan.api, model=plan.model, server=plan.server,
         sampling=Sampling(settings.max_tokens, settings.temperature, settings.ignore_eos),
-        prompt_set=prompt_set, prompts=order, worker=worker, records=records,
+        prompt_set=prompt_set, prompts=order, worker=worker, records=records, sequence=sequence,
     )
 
 

@@ -138,16 +138,17 @@ class LLMUser(HttpUser):
         if ctx is None or ctx.live.draining:  # no run context (error already reported), or ladder over
             gevent.sleep(0.2)
             return
-        seq, prompt = ctx.prompts.next()
-        live = ctx.live
+        step, target_c = ctx.live.index, ctx.live.target_c
+        seq = ctx.next_seq(step)  # request N of a level gets prompt N (locustfiles.sequencer)
+        prompt = ctx.prompts.at(seq)
         request_id = ctx.next_request_id()
         body = ctx.dialect.body(prompt, ctx.sampling, model=ctx.model, server_kind=ctx.server.kind,
                                 rid=request_id)
         headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
                    **auth_headers(ctx.settings.api_key())}
-        name = entry_name(ctx.dialect.path, live.target_c)
-        start_s = time.time()
-        req = InFlight(request_id, seq, prompt, live.index, live.target_c, start_s, time.perf_counter(),
+        name = entry_name(ctx.dialect.path, target_c)
+        start_s = ctx.now()  # in the master's clock
+        req = InFlight(request_id, seq, prompt, step, target_c, start_s, time.perf_counter(),
                        StreamState(ctx.api))
         self._send(START_MESSAGE, {"request_id": request_id, "start_s": start_s, "step": req.step})
         req.t0 = req.end = time.perf_counter()
@@ -163,8 +164,10 @@ class LLMUser(HttpUser):
             raise
         finally:
             record = self._record(ctx, req)
-            ctx.write_record(record)
-            self._send(RECORD_MESSAGE, record)
+            if self.environment.runner is None:
+                ctx.write_record(record)
+            else:  # the master (or the local runner) writes it
+                self.environment.runner.send_message(RECORD_MESSAGE, ctx.envelope(record))
         if record["ttft_s"] is not None:
             # Logged on the entry directly: its own row, without inflating the Aggregated row.
             self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)

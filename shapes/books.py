@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from contract.policy import MIN_ACHIEVED_FRACTION, MIN_PERCENTILE_REQUESTS, default_min_requests
 from contract.schema import SCHEMA_VERSION, RequestRecord, StepRecord
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
+from shapes.loadcpu import client_bound
 
 WARMUP_STABLE_S = 2.0  # the in-flight count must stay at C at least this long (and 2x the last median TTFT)
 
@@ -48,6 +49,9 @@ class StepBook:
     stable_s: float | None = None  # in-flight at C this long ends warm-up (None: only every user's first request)
     at_target_since: float | None = None  # since when the in-flight count has been at C
     halfwidth: float | None = None  # relative 95% half-width of the closed step's throughput
+    users_lost: int = 0  # users that ran on workers lost during this step
+    lost_requests: int = 0  # requests of this step in flight on a lost worker: never recorded
+    load_cpu: dict[str, float] | None = None  # percent of one core per load process (shapes.loadcpu)
 
 
 def warmup_end(records: Sequence[RequestRecord], since_s: float, users_needed: int) -> float | None:
@@ -92,12 +96,27 @@ def close_step(book: StepBook, records: Sequence[RequestRecord]) -> StepRecord:
         flags.append("too_few_requests")
     if book.ended_by == "stopped":
         flags.append("stopped")
-    return StepRecord(
+    flags.extend(loss_flags(book))
+    step = StepRecord(
         schema=SCHEMA_VERSION, index=book.index, target_c=book.target_c, start_s=book.start_s,
         steady_start_s=book.steady_start_s, end_s=end, min_requests=book.min_requests,
         requests_measured=measured, achieved_c=achieved, throughput_tok_s=throughput,
         ended_by=book.ended_by or "stopped", flags=flags,
     )
+    if book.users_lost or book.lost_requests:
+        step["users_lost"] = book.users_lost
+        step["lost_requests"] = book.lost_requests
+    if book.load_cpu is not None:
+        step["load_cpu"] = book.load_cpu
+    return step
+
+
+def loss_flags(book: StepBook) -> list[str]:
+    """``worker_lost`` when a worker died during the step; ``client_bound`` when a load process ran hot."""
+    flags = ["worker_lost"] if book.users_lost or book.lost_requests else []
+    if book.load_cpu is not None and client_bound(book.load_cpu):
+        flags.append("client_bound")
+    return flags
 
 
 def describe_close(step: StepRecord, n_steps: int) -> str:
@@ -106,5 +125,7 @@ def describe_close(step: StepRecord, n_steps: int) -> str:
     tput = f"{step['throughput_tok_s']:.1f} tok/s" if step.get("throughput_tok_s") is not None else "- tok/s"
     ach = f"achieved C {step['achieved_c']:.2f}" if step.get("achieved_c") is not None else "achieved C -"
     flags = f" FLAGS: {', '.join(step['flags'])}" if step["flags"] else ""
+    if step.get("lost_requests") or step.get("users_lost"):
+        flags += f" (lost {step.get('users_lost', 0)} users, {step.get('lost_requests', 0)} requests in flight)"
     return (f"step {step['index'] + 1}/{n_steps} C={step['target_c']}: ended ({step['ended_by']}) after "
             f"{window:.1f} s window, {step['requests_measured']} requests, {tput}, {ach}{flags}")

@@ -16,21 +16,34 @@ class RequestCollector:
 
     def __init__(self) -> None:
         self.in_flight: dict[str, float] = {}  # request_id -> start_s
+        self.node_of: dict[str, tuple[str, int | None]] = {}  # request_id -> (sending node, step)
         self.by_step: dict[int | None, list[RequestRecord]] = defaultdict(list)
         self.finished = 0
 
     def clear(self) -> None:
         self.in_flight.clear()
+        self.node_of.clear()
         self.by_step.clear()
         self.finished = 0
 
-    def on_start(self, data: dict[str, Any]) -> None:
-        self.in_flight[str(data["request_id"])] = float(data["start_s"])
+    def on_start(self, data: dict[str, Any], node: str = "local") -> None:
+        rid = str(data["request_id"])
+        self.in_flight[rid] = float(data["start_s"])
+        self.node_of[rid] = (node, data.get("step"))
 
     def on_record(self, record: RequestRecord) -> None:
         self.in_flight.pop(record["request_id"], None)
+        self.node_of.pop(record["request_id"], None)
         self.by_step[record.get("step")].append(record)
         self.finished += 1
+
+    def lose_node(self, node: str) -> list[int | None]:
+        """A worker is gone: forget its requests in flight (they will never be recorded); their steps."""
+        lost = [rid for rid, (n, _step) in self.node_of.items() if n == node]
+        steps = [self.node_of.pop(rid)[1] for rid in lost]
+        for rid in lost:
+            self.in_flight.pop(rid, None)
+        return steps
 
     def none_in_flight_before(self, t: float) -> bool:
         """True when every request that started before ``t`` has finished and been recorded."""
@@ -44,7 +57,6 @@ class RequestCollector:
         for s in steps:
             out.extend(self.by_step.get(s, ()))
         return out
-
 
     def drop_steps_before(self, step: int) -> None:
         for key in [k for k in self.by_step if k is not None and k < step]:

@@ -1,5 +1,9 @@
 """ConcurrencyLadder: a closed-loop LoadTestShape that walks C = 1, 2, 5, ... with honest windows.
 
+With ``--load-mode users`` the same shape holds Locust's own user count (``-u``, the web UI's Users field, started
+at its spawn rate) as one step instead, for ``--run-time`` if given, else until Stop: an ad-hoc run that the
+analysis summarises like any ladder step.
+
 Each step starts all C users at once (users wait 0 between requests, so users = concurrency), warms up
 until every user has finished one request (or for a set time), then measures until both a minimum number of
 requests and a minimum time are reached, capped by a maximum time; optionally it ends early once the
@@ -16,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from locust import LoadTestShape
+from locust.runners import MasterRunner
 
 from analysis.batch_means import window_precision
 from contract.schema import StepRecord
@@ -32,19 +37,33 @@ from shapes.books import (
 from shapes.budget import describe_forecast, describe_plan, step_share
 from shapes.collector import RequestCollector
 from shapes.live import STEP_MESSAGE, LiveStep
+from shapes.loadcpu import LoadCpu
 
 log = logging.getLogger("specbench.ladder")
 STOP_MARGIN = 0.9  # a step stops once its recorded part is within 90% of --step-ci
 
+#: The ladder ends once nothing has been in flight for this long: a request a worker started just before it
+#: heard "draining" announces itself within a message's latency, and its record then arrives before the end.
+DRAIN_QUIET_S = 1.0
+
 
 class ConcurrencyLadder(LoadTestShape):
     """Runs the whole ladder once per Start; Locust calls ``reset_time`` before each run's first tick."""
+
+    use_common_options = True  # Users, spawn rate and run time: read in users mode, shown in the web UI's form
 
     def __init__(self) -> None:
         super().__init__()
         self.collector = RequestCollector()
         self.on_step_closed: list[Callable[[StepRecord], None]] = []
         self.settings = SuiteSettings.from_options(None)  # the defaults, until a Start brings options
+        self._cpu: LoadCpu | None = None
+        #: set by the hooks on a master: each worker's latest (CPU seconds, its monotonic time), by name
+        self.worker_cpu: Callable[[], dict[str, tuple[float, float]]] | None = None
+        self.levels: list[int] = list(self.settings.ladder)
+        self.users_mode = False
+        self.run_time: float = 0.0  # users mode: seconds from the start; 0 = until Stop
+        self.spawn_rate: float | None = None  # users mode: Locust's spawn rate; None = all users at once
         self._reset_ladder()
 
     # -- Locust's contract ----------------------------------------------------------------------------------
@@ -56,12 +75,14 @@ class ConcurrencyLadder(LoadTestShape):
         options = self.runner.environment.parsed_options if self.runner is not None else None
         if options is not None:
             self.settings = settings_of(options)
+        self._read_mode(options)
         self._reset_ladder()
         if self.runner is not None:  # a web-UI restart: the previous run's stats are still there
             self.runner.stats.clear_all()
 
     def tick(self) -> tuple[int, float] | None:
         now = time.time()
+        self._sample_cpu()
         self._close_ready_books(force=False)
         if self._finished:
             return None
@@ -76,7 +97,7 @@ class ConcurrencyLadder(LoadTestShape):
         ended_by = self._end_reason(book, now)
         if ended_by is not None:
             self._end_step(book, now, ended_by)
-            if book.index + 1 < len(self.settings.ladder):
+            if book.index + 1 < len(self.levels):
                 self._begin_step(book.index + 1, now)
             else:
                 self._draining = True
@@ -86,6 +107,21 @@ class ConcurrencyLadder(LoadTestShape):
                 return self._drain_tick(now)
         assert self._book is not None
         return self._book.target_c, float(self._book.target_c)
+
+    def _read_mode(self, options: object) -> None:
+        """The levels of this run: the ladder, or (users mode) Locust's user count as the one level."""
+        self.users_mode = self.settings.load_mode == "users"
+        if not self.users_mode:
+            self.levels, self.run_time, self.spawn_rate = list(self.settings.ladder), 0.0, None
+            return
+        users = int(getattr(options, "num_users", None) or 1)
+        rate = getattr(options, "spawn_rate", None)
+        self.levels = [max(users, 1)]
+        self.run_time = float(getattr(options, "run_time", None) or 0.0)
+        self.spawn_rate = float(rate) if rate else None
+
+    def _users_tick(self, target: int) -> tuple[int, float]:
+        return target, float(self.spawn_rate or target)
 
     def _just_started(self) -> bool:
         return (len(self.books) == 1 and self.books[0].end_s is None and not self.collector.in_flight
@@ -100,6 +136,7 @@ class ConcurrencyLadder(LoadTestShape):
         self._book: StepBook | None = None
         self._draining = False
         self._drain_started = 0.0
+        self._quiet_since: float | None = None
         self._finished = False
         self.completed = False  # the whole ladder ran and drained on its own
 
@@ -108,9 +145,8 @@ class ConcurrencyLadder(LoadTestShape):
             self.runner.send_message(STEP_MESSAGE, self.live.to_message())
 
     def _begin_step(self, index: int, now: float) -> None:
-        cfg = self.settings
-        target = cfg.ladder[index]
-        min_requests = cfg.min_requests or step_min_requests(target, cfg.step_ci)
+        target = self.levels[index]
+        min_requests = self.settings.min_requests or step_min_requests(target, self.settings.step_ci)
         book = StepBook(index=index, target_c=target, min_requests=min_requests, start_s=now)
         previous = self.collector.records([index - 1]) if index > 0 else []
         book.stable_s = warmup_stable_s([r["ttft_s"] for r in previous
@@ -118,26 +154,33 @@ class ConcurrencyLadder(LoadTestShape):
         self._plan_budget(book, now)
         self.books.append(book)
         self._book = book
+        self.cpu.begin()
         self.live = LiveStep(index=index, target_c=target)
         if self.settings.warmup_time > 0:  # a set warm-up time is known now
             book.steady_start_s = now + self.settings.warmup_time
             self.live.steady_start_s = book.steady_start_s
         self._broadcast()
+        if self.users_mode:
+            until = f"for {self.run_time:g} s" if self.run_time else "until Stop"
+            log.info("users C=%d: started (measures from when every user has finished a request, %s)", target,
+                     until)
+            return
+        cfg = self.settings
         log.info("step %d/%d C=%d: started (measures >= %d requests and >= %.0f s%s; at most %.0f s)",
-                 index + 1, len(cfg.ladder), target, min_requests, cfg.min_step_time,
+                 index + 1, len(self.levels), target, min_requests, cfg.min_step_time,
                  f", until tok/s is within +-{cfg.step_ci:.0%}" if cfg.step_ci > 0 else "",
                  book.max_s if book.max_s is not None else cfg.max_step_time)
 
     def _plan_budget(self, book: StepBook, now: float) -> None:
         """With --time-budget: this step's share of what is left, the plan (first step), the forecast."""
         cfg = self.settings
-        if not cfg.time_budget:
+        if not cfg.time_budget or self.users_mode:
             return
         budget_s = parse_duration(cfg.time_budget)
         if book.index == 0:
-            log.info(describe_plan(list(cfg.ladder), budget_s, cfg.max_step_time, cfg.step_ci))
+            log.info(describe_plan(list(self.levels), budget_s, cfg.max_step_time, cfg.step_ci))
         elapsed = now - self.books[0].start_s if self.books else 0.0
-        book.max_s = step_share(budget_s, elapsed, len(cfg.ladder) - book.index, cfg.max_step_time)
+        book.max_s = step_share(budget_s, elapsed, len(self.levels) - book.index, cfg.max_step_time)
         self._forecast(book)
 
     def _forecast(self, book: StepBook) -> None:
@@ -168,6 +211,8 @@ class ConcurrencyLadder(LoadTestShape):
 
     def _end_reason(self, book: StepBook, now: float) -> str | None:
         cfg = self.settings
+        if self.users_mode:  # the user's run time, else only Stop ends it
+            return "run_time" if self.run_time and now - book.start_s >= self.run_time else None
         if now - book.start_s >= (book.max_s if book.max_s is not None else cfg.max_step_time):
             return "max_time"
         steady = book.steady_start_s
@@ -188,6 +233,7 @@ class ConcurrencyLadder(LoadTestShape):
 
     def _end_step(self, book: StepBook, now: float, ended_by: str) -> None:
         book.end_s = now
+        book.load_cpu = self.cpu.finish()
         book.ended_by = ended_by
         self.live.end_s = now
         self._broadcast()
@@ -207,26 +253,64 @@ class ConcurrencyLadder(LoadTestShape):
             for callback in self.on_step_closed:
                 callback(step)
             precision = f", tok/s 95% CI +-{book.halfwidth:.1%}" if book.halfwidth is not None else ""
-            log.info(describe_close(step, len(self.settings.ladder)) + precision)
+            log.info(describe_close(step, len(self.levels)) + precision)
             self.collector.drop_steps_before(book.index)
 
     def _drain_tick(self, now: float) -> tuple[int, float] | None:
         """Users start nothing new while draining; once nothing is in flight, stop them and end the test."""
         timed_out = now - self._drain_started > self.settings.request_timeout + 10.0
-        if not self.collector.in_flight or timed_out:
+        if self.collector.in_flight:
+            self._quiet_since = None
+        elif self._quiet_since is None:
+            self._quiet_since = now
+        quiet = self._quiet_since is not None and now - self._quiet_since >= DRAIN_QUIET_S
+        if quiet or timed_out:
             self._close_ready_books(force=True)
             self._finished = True
             self.completed = not timed_out
             return None
         assert self._book is not None
-        return self._book.target_c, float(self._book.target_c)
+        return self._users_tick(self._book.target_c)
+
+    def open_step(self) -> StepBook | None:
+        """The step whose window is still open (for live figures); None between steps, runs and while draining."""
+        book = self._book
+        return book if book is not None and book.end_s is None and not self._finished else None
+
+    @property
+    def cpu(self) -> LoadCpu:
+        if getattr(self, "_cpu", None) is None:
+            self._cpu = LoadCpu("master" if isinstance(self.runner, MasterRunner) else "local")
+        return self._cpu
+
+    def _sample_cpu(self) -> None:
+        self.cpu.sample(self.worker_cpu() if self.worker_cpu is not None else {})
+
+    def note_worker_lost(self, users: int, lost_steps: list[int | None]) -> None:
+        """A worker died: the current step lost its users; each step lost the requests it had in flight."""
+        if self._book is not None:
+            self._book.users_lost += users
+        by_index = {b.index: b for b in self.books}
+        for step in lost_steps:
+            book = by_index.get(step) if step is not None else self._book
+            if book is not None:
+                book.lost_requests += 1
 
     def stop_now(self) -> None:
-        """The run was stopped from outside (UI stop, Ctrl-C): close the open step with what is there."""
+        """The run is being stopped from outside (UI Stop, Ctrl-C, SIGTERM): close the open step's books now.
+
+        Called before Locust kills the users. The users' requests in flight will be cut short, and a cut request
+        counts no tokens, so the open window ends where the oldest of them started: every request overlapping
+        it has finished whole, and its figures are exact. In users mode a Stop is how a run ends: completed.
+        """
         if self._finished:
             return
         now = time.time()
-        if self._book is not None and self._book.end_s is None:
-            self._end_step(self._book, now, "stopped")
+        book = self._book
+        if book is not None and book.end_s is None:
+            oldest = self.collector.oldest_in_flight_start()
+            end = now if oldest is None else max(book.start_s, min(now, oldest))
+            self._end_step(book, end, "stopped")
         self._close_ready_books(force=True)
         self._finished = True
+        self.completed = self.users_mode

@@ -3,7 +3,8 @@
 The shape runs on the master (or the local runner) and decides step boundaries; it tells every process the
 current step with a Locust message, so each record carries the global step index even on a worker that
 holds only a share of the users. Users tell the master when a request starts and send its record when it
-finishes, so the master can wait for stragglers before it closes a step's books. With the local runner,
+finishes, so the master can wait for stragglers before it closes a step's books; the master is the only
+writer of records.jsonl. With the local runner,
 ``send_message`` calls the handler directly, so the same path serves both modes.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 PLAN_MESSAGE = "specbench_plan"  # master -> workers: API, model, run directory and server of this run
 STEP_MESSAGE = "specbench_step"  # master -> workers: the current step
 START_MESSAGE = "specbench_start"  # worker -> master: a request started
-RECORD_MESSAGE = "specbench_record"  # worker -> master: a request finished (its whole record)
+RECORD_MESSAGE = "specbench_record"  # worker -> master: {"n": its record number, "record": the whole record}
 
 
 @dataclass

@@ -1,13 +1,16 @@
 """``specbench``: the main job in one command, and thin wrappers over the analysis.
 
-    specbench demo                                   # two built-in emulators, full comparison, report
+    specbench demo [--sweep]                         # built-in emulators, full comparison, report
     specbench compare --baseline URL --spec URL      # preflight, ladder on each, comparison report
+    specbench compare --baseline URL --spec A=URL --spec B=URL ...   # many configurations, one report
+    specbench sweep sweep.yaml                       # start, measure and stop each configured server in turn
     specbench run --host URL --label NAME            # one ladder, one run directory
     specbench report RUN_DIR                         # python -m analysis summarize RUN_DIR
-    specbench compare-runs BASE_RUN SPEC_RUN         # python -m analysis compare BASE_RUN SPEC_RUN
+    specbench compare-runs BASE_RUN RUN [RUN ...]    # python -m analysis compare BASE_RUN RUN [RUN ...]
 
 Options it does not know (``--ladder``, ``--max-tokens``, ``--prompts``, ...) go to the Locust runs as they are.
-Exit codes: 0 done, 2 a user or server problem (one line on stderr), 130 interrupted (partial report written).
+Exit codes: 0 done, 2 a user or server problem (one line on stderr), 3 a distributed run lost data (a worker
+was lost or records never arrived), 130 interrupted (partial report written).
 """
 
 from __future__ import annotations
@@ -21,10 +24,17 @@ from pathlib import Path
 from contract.schema import APIS
 from contract.settings import SettingsError, default_run_dir, parse_duration
 from locustfiles.target import start_emulator_process
+from specbench.launch import LaunchError
 from specbench.preflight import PreflightError, check_server
+from specbench.sweepfile import SweepFileError
 from specbench_config import data_path
 
 DEMO_CONFIG = data_path("suite", "demo.yaml")
+DEMO_SWEEP_CONFIG = data_path("suite", "demo-sweep.yaml")
+# The demo sweep: the baseline, three draft lengths whose cost makes longer drafts win at low C and lose
+# sooner as C grows (config/emulator/eagle3-steps*.yaml), and the seed's calibrated EAGLE-3 (loses everywhere).
+DEMO_SWEEP = (("off", "baseline"), ("steps5", "eagle3-steps5"), ("steps3", "eagle3-steps3"),
+              ("steps1", "eagle3-steps1"), ("eagle3", "eagle3"))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,9 +49,10 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--time-budget", default="", help="wall time for the whole job, e.g. 30m or 1h30m "
                        "(compare: for both runs)")
 
-    p = sub.add_parser("compare", help="ladder on a baseline and a speculative server, then the comparison")
+    p = sub.add_parser("compare", help="ladder on a baseline and speculative servers, then the comparison")
     p.add_argument("--baseline", required=True, help="URL of the baseline server")
-    p.add_argument("--spec", required=True, help="URL of the speculative server")
+    p.add_argument("--spec", required=True, action="append", metavar="[NAME=]URL",
+                   help="URL of a speculative server; repeat as --spec NAME=URL to compare several")
     p.add_argument("--out", help="report directory (default reports/compare-YYYYmmdd-HHMMSS)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
     p.add_argument("--api", default="auto", choices=("auto", *APIS))
@@ -57,15 +68,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("compare-runs", help="comparison report of two run directories")
+    p = sub.add_parser("compare-runs", help="comparison report of a baseline run and one or more runs")
     p.add_argument("base_run")
-    p.add_argument("spec_run")
+    p.add_argument("spec_runs", nargs="+", metavar="[NAME=]RUN")
     p.add_argument("--out")
+    p.add_argument("--baseline-name", default="baseline", help="the baseline's name in a many-run report")
+
+    p = sub.add_parser("sweep", help="start, measure and stop each server configuration of a sweep file")
+    p.add_argument("sweep_file", help="YAML sweep file (config/sweep/example.yaml)")
+    p.add_argument("--out", help="report directory (default reports/sweep-YYYYmmdd-HHMMSS)")
+    p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
+    p.add_argument("--api", default="auto", choices=("auto", "generate", "chat", "completions"))
+    common_load(p)
 
     p = sub.add_parser("demo", help="the whole comparison against two built-in emulators")
-    p.add_argument("--out", default="reports/demo", help="report directory (default reports/demo)")
+    p.add_argument("--out", help="report directory (default reports/demo, or reports/demo-sweep with --sweep)")
     p.add_argument("--speed", type=float, default=10.0, help="emulator time scale (default 10)")
-    p.add_argument("--suite-config", default=str(DEMO_CONFIG))
+    p.add_argument("--sweep", action="store_true",
+                   help="the baseline against four speculative emulators (three draft lengths and eagle3)")
+    p.add_argument("--suite-config", help="suite profile (default config/suite/demo.yaml, demo-sweep.yaml)")
     p.add_argument("--processes", type=int, default=0)
     p.add_argument("--api-key-env", default="")
     p.add_argument("--time-budget", default="4m", help="wall time for both runs (default 4m, so the demo ends "
@@ -82,14 +103,17 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args, extra)
         if args.command == "demo":
             return cmd_demo(args, extra)
+        if args.command == "sweep":
+            return cmd_sweep(args, extra)
         if extra:
             raise UsageError(f"unknown options for {args.command}: {' '.join(extra)}")
         from analysis.cli import main as analysis_main
 
         if args.command == "report":
             return analysis_main(["summarize", args.run_dir] + (["--json"] if args.json else []))
-        return analysis_main(["compare", args.base_run, args.spec_run] + (["--out", args.out] if args.out else []))
-    except (PreflightError, UsageError, SettingsError) as exc:
+        return analysis_main(["compare", args.base_run, *args.spec_runs, "--baseline-name", args.baseline_name]
+                             + (["--out", args.out] if args.out else []))
+    except (PreflightError, UsageError, SweepFileError, LaunchError, SettingsError) as exc:
         print(f"specbench: error: {exc}", file=sys.stderr)
         return 2
 
@@ -130,26 +154,81 @@ def _budget(args: argparse.Namespace) -> float:
     return parse_duration(args.time_budget, "--time-budget") if args.time_budget not in ("", "0") else 0.0
 
 
+def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
+    """--spec values as (name, URL): a single plain URL is named ``spec``; several need NAME=URL each."""
+    from analysis.cli import UsageError as NameUsageError
+    from analysis.cli import check_names, split_name
+
+    pairs = [split_name(s) for s in specs]
+    if len(pairs) == 1 and pairs[0][0] is None:
+        return [("spec", pairs[0][1])]
+    unnamed = [url for name, url in pairs if name is None]
+    if unnamed:
+        raise UsageError(f"--spec {unnamed[0]}: name every speculative server when comparing several "
+                         "(--spec NAME=URL)")
+    try:
+        check_names([name for name, _ in pairs if name], "baseline", what="--spec")
+    except NameUsageError as exc:
+        raise UsageError(str(exc)) from None
+    return [(name or "spec", url) for name, url in pairs]
+
+
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
     budget = _budget(args)
     key = _api_key(args.api_key_env)
+    targets = spec_targets(args.spec)
     base = check_server(args.baseline, "baseline", api=args.api, api_key=key)
-    spec = check_server(args.spec, "spec", api=args.api, api_key=key)
+    specs = [(name, check_server(url, name, api=args.api, api_key=key)) for name, url in targets]
     print(base.describe("baseline"), flush=True)
-    print(spec.describe("spec"), flush=True)
+    for name, pre in specs:
+        print(pre.describe(name), flush=True)
     out = Path(args.out) if args.out else Path("reports") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
-    job = CompareJob(baseline=base, spec=spec, out=out, suite_config=args.suite_config,
+    job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
                      extra=_load_options(args) + extra, time_budget_s=budget)
     return run_compare(job)
+
+
+def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
+    from specbench.sweep import SweepJob, run_sweep
+    from specbench.sweepfile import load_sweep
+
+    sweep = load_sweep(args.sweep_file)
+    key = _api_key(args.api_key_env)
+    out = Path(args.out) if args.out else Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    names = ", ".join(e.name + (" (baseline)" if e.baseline else "") for e in sweep.entries)
+    print(f"Sweep {sweep.source}: {names}", flush=True)
+    return run_sweep(SweepJob(sweep, out, args.suite_config, args.processes, args.api, key, args.flush_cache,
+                              _load_options(args) + extra))
+
+
+def demo_sweep(speed: float):  # -> Sweep (typed lazily: the sweep module is only needed here)
+    """The demo's sweep: each built-in emulator profile started by command, as a user's servers would be."""
+    from specbench.sweepfile import parse_sweep
+
+    entries = [{"name": name, "baseline": name == DEMO_SWEEP[0][0],
+                "command": [sys.executable, "-m", "emulator", "--profile", profile, "--port", "{port}",
+                            "--speed", f"{speed:g}"],
+                "ready": {"url": "http://127.0.0.1:{port}/ready", "timeout_s": 60, "interval_s": 0.1},
+                "stop_timeout_s": 10}
+               for name, profile in DEMO_SWEEP]
+    return parse_sweep({"configurations": entries}, "<demo --sweep>")
 
 
 def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
     budget = _budget(args)
+    if args.sweep:
+        from specbench.sweep import SweepJob, run_sweep
+
+        out = Path(args.out or "reports/demo-sweep")
+        names = ", ".join(f"{name} ({profile})" for name, profile in DEMO_SWEEP)
+        print(f"Sweep over built-in emulators at speed {args.speed:g}, one after another: {names}", flush=True)
+        return run_sweep(SweepJob(demo_sweep(args.speed), out, args.suite_config or str(DEMO_SWEEP_CONFIG),
+                                  args.processes, "auto", None, True, extra))
     print(f"Starting two built-in emulators (baseline and eagle3, speed {args.speed:g}) on 127.0.0.1 ...",
           flush=True)
     servers = []
@@ -160,8 +239,9 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         spec = check_server(servers[1].url, "spec")
         print(base.describe("baseline"), flush=True)
         print(spec.describe("spec"), flush=True)
-        job = CompareJob(baseline=base, spec=spec, out=Path(args.out), suite_config=args.suite_config,
-                         processes=args.processes, flush_cache=True, api_key=None, extra=extra,
+        job = CompareJob(baseline=base, specs=[("spec", spec)], out=Path(args.out or "reports/demo"),
+                         suite_config=args.suite_config or str(DEMO_CONFIG), processes=args.processes,
+                         flush_cache=True, api_key=None, extra=extra,
                          time_budget_s=budget)
         return run_compare(job)
     finally:

@@ -1,8 +1,8 @@
-"""The comparison job: the same ladder on the baseline, then on the speculative server, then the report.
+"""The comparison job: the same ladder on the baseline, then on each speculative configuration, then the report.
 
-Both runs get identical settings and the same prompt order (same prompt set, mode and seed), and the same API
-(SGLang's native route only when both servers are SGLang). Ctrl-C stops the run in progress; what was recorded
-is kept and a report is still written, marked partial.
+All runs get identical settings and the same prompt order (same prompt set, mode and seed), and the same API
+(SGLang's native route only when every server is SGLang). Each run directory is ``OUT/NAME``.
+Ctrl-C stops the run in progress; what was recorded is kept and a report is still written, marked partial.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from specbench.preflight import Preflight
 
 @dataclass
 class CompareJob:
+    """The baseline and the configurations to compare with it (``specs``: (name, preflight), in order)."""
+
     baseline: Preflight
-    spec: Preflight
+    specs: list[tuple[str, Preflight]]
     out: Path
     suite_config: str | None = None
     processes: int = 0
@@ -30,12 +32,12 @@ class CompareJob:
     api_key: str | None = None
     extra: list[str] = field(default_factory=list)
     time_budget_s: float = 0.0  # for both runs together; 0: none
+    baseline_name: str = "baseline"
 
     def common_api(self) -> str:
-        """One API for both runs, so the two are measured the same way."""
-        if self.baseline.api == self.spec.api:
-            return self.baseline.api
-        return "chat"
+        """One API for every run, so all are measured the same way."""
+        apis = {self.baseline.api, *(pre.api for _, pre in self.specs)}
+        return apis.pop() if len(apis) == 1 else "chat"
 
 
 def flush_cache(url: str, api_key: str | None) -> bool:
@@ -48,42 +50,67 @@ def flush_cache(url: str, api_key: str | None) -> bool:
     return resp.status_code == 200
 
 
-def run_compare(job: CompareJob) -> int:
-    from analysis import compare_runs, load_run, render_comparison, write_comparison_outputs
+@dataclass
+class LadderOutcome:
+    returncode: int  # 0 when the ladder ran (Locust's 1 "some requests failed" counts as ran)
+    interrupted: bool
 
+
+def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: str | None, processes: int,
+               extra: list[str], flush: bool = False, api_key: str | None = None) -> LadderOutcome:
+    """One configuration's ladder into its run directory, labelled with its name."""
+    if flush and flush_cache(url, api_key):
+        print(f"{name}: flushed the server cache", flush=True)
+    print(f"{name}: ladder against {url} -> {run_dir}", flush=True)
+    result = execute(LoadRun(url, name, run_dir, suite_config, processes, ["--api", api, *extra]))
+    if result.interrupted:
+        print(f"{name}: interrupted; writing a partial report from what was recorded", flush=True)
+        return LadderOutcome(130, True)
+    if result.returncode not in (0, 1):
+        print(f"{name}: Locust exited with code {result.returncode}", flush=True)
+        return LadderOutcome(result.returncode, False)
+    return LadderOutcome(0, False)
+
+
+def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str, Path]], interrupted: bool) -> int:
+    """Compare what was recorded and write the report; one configuration gives the two-run report."""
+    from analysis import compare_many, load_run, render_comparison, render_multi, write_outputs
+
+    recorded = [(name, path) for name, path in configs if (path / "records.jsonl").exists()]
+    if not (baseline[1] / "records.jsonl").exists() or not recorded:
+        print("No speculative run was recorded, so there is nothing to compare.", flush=True)
+        return 130 if interrupted else 2
+    multi = compare_many(load_run(baseline[1]), [(name, load_run(path)) for name, path in recorded],
+                         baseline_name=baseline[0])
+    print(render_comparison(multi.pairs[0]) if len(recorded) == 1 else render_multi(multi), flush=True)
+    written = write_outputs(multi, out)
+    print(f"report: {out / 'report.md'} and {out / 'report.html'} ({len(written)} files in {out})", flush=True)
+    return 130 if interrupted else 0
+
+
+def run_compare(job: CompareJob) -> int:
     job.out.mkdir(parents=True, exist_ok=True)
     api = job.common_api()
-    runs = {"baseline": (job.baseline, job.out / "baseline"), "spec": (job.spec, job.out / "spec")}
+    order = [(job.baseline_name, job.baseline), *job.specs]
+    dirs = {name: job.out / name for name, _ in order}
     interrupted = False
     began = time.monotonic()
     if job.time_budget_s:
-        print(f"time budget {fmt_duration(job.time_budget_s)} for both runs: the baseline ladder gets half, the "
-              "speculative ladder what is left; each ladder shares its part between its steps", flush=True)
-    for n, (label, (pre, run_dir)) in enumerate(runs.items()):
-        if job.flush_cache and flush_cache(pre.identity.url, job.api_key):
-            print(f"{label}: flushed the server cache", flush=True)
-        print(f"{label}: ladder against {pre.identity.url} -> {run_dir}", flush=True)
-        budget = []
+        print(f"time budget {fmt_duration(job.time_budget_s)} for all {len(order)} runs: each ladder gets an equal "
+              "part of what is left when it starts and shares it between its steps", flush=True)
+    for n, (name, pre) in enumerate(order):
+        budget: list[str] = []
         if job.time_budget_s:
-            share = max(1.0, (job.time_budget_s - (time.monotonic() - began)) / (len(runs) - n))
+            share = max(1.0, (job.time_budget_s - (time.monotonic() - began)) / (len(order) - n))
             budget = ["--time-budget", f"{share:.0f}s"]
-            print(f"{label}: {fmt_duration(share)} of the budget", flush=True)
-        run = LoadRun(pre.identity.url, label, run_dir, job.suite_config, job.processes,
-                      ["--api", api, *budget, *job.extra])
-        result = execute(run)
-        if result.interrupted:
+            print(f"{name}: {fmt_duration(share)} of the budget", flush=True)
+        outcome = run_ladder(name, pre.identity.url, dirs[name], api=api, suite_config=job.suite_config,
+                             processes=job.processes, extra=[*budget, *job.extra], flush=job.flush_cache,
+                             api_key=job.api_key)
+        if outcome.interrupted:
             interrupted = True
-            print(f"{label}: interrupted; writing a partial report from what was recorded", flush=True)
             break
-        if result.returncode not in (0, 1):
-            print(f"{label}: Locust exited with code {result.returncode}", flush=True)
-            return result.returncode
-    base_dir, spec_dir = runs["baseline"][1], runs["spec"][1]
-    if not (spec_dir / "records.jsonl").exists():
-        print("No speculative run was recorded, so there is nothing to compare.", flush=True)
-        return 130 if interrupted else 2
-    comparison = compare_runs(load_run(base_dir), load_run(spec_dir))
-    print(render_comparison(comparison), flush=True)
-    written = write_comparison_outputs(comparison, job.out)
-    print(f"report: {job.out / 'report.md'} ({len(written)} files in {job.out})", flush=True)
-    return 130 if interrupted else 0
+        if outcome.returncode:
+            return outcome.returncode
+    return write_report(job.out, (job.baseline_name, dirs[job.baseline_name]),
+                        [(name, dirs[name]) for name, _ in job.specs], interrupted)

@@ -7,6 +7,7 @@ too; we wait for it to write what it has, and the caller then reports on the par
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -15,6 +16,13 @@ from pathlib import Path
 import locustfiles
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1, for the master of a ``--processes`` run (never Locust's fixed 5557)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -35,8 +43,9 @@ class LoadRun:
             cmd += ["--host", self.host]
         if self.suite_config:
             cmd += ["--suite-config", self.suite_config]
-        if self.processes:
-            cmd += ["--processes", str(self.processes)]
+        if self.processes:  # a free port: never Locust's fixed 5557, which another run may hold
+            port = free_port()
+            cmd += ["--processes", str(self.processes), "--master-bind-port", str(port), "--master-port", str(port)]
         return cmd + list(self.extra)
 
 

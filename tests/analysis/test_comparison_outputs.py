@@ -25,8 +25,8 @@ PLOTS = ("throughput_vs_c.png", "ratio_vs_c.png", "latency_vs_c.png", "categorie
 def out_dir(seed_comparison: Comparison, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("out")
     written = write_comparison_outputs(seed_comparison, out)
-    assert {p.name for p in written} == {"comparison.txt", "report.md", "comparison.csv", "comparison.json",
-                                         *PLOTS}
+    assert {p.name for p in written} == {"comparison.txt", "report.md", "report.html", "comparison.csv",
+                                         "comparison.json", *PLOTS}
     return out
 
 
@@ -100,5 +100,5 @@ def test_a_run_without_steps_still_writes_every_file(tmp_path: Path) -> None:
     comparison = compare_runs(load_run(empty), load_run(empty))
     assert comparison.verdict.kind == "no_levels" and comparison.recommendation.kind == "none"
     written = write_comparison_outputs(comparison, tmp_path / "out")
-    assert len(written) == 8 and all(p.stat().st_size > 0 for p in written)
+    assert len(written) == 9 and all(p.stat().st_size > 0 for p in written)  # report.html included
     assert (tmp_path / "out" / "comparison.csv").read_text().startswith("target_c,")

@@ -1,0 +1,160 @@
+"""report.html: the report.md we write, as one self-contained page (plots inlined as base64 PNG).
+
+The HTML is converted from the very Markdown text of report.md, so the two can never disagree; the converter
+only knows the subset our reports use (headings, paragraphs, bullet lists, pipe tables, images, **bold**,
+`code`). No script, no external asset: the file reads offline and can be mailed as it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from pathlib import Path
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
+       padding: 0 1.5em; color: #1d1d1f; line-height: 1.45; }
+h1 { border-bottom: 2px solid #ddd; padding-bottom: .3em; }
+h2 { margin-top: 1.8em; border-bottom: 1px solid #eee; }
+table { border-collapse: collapse; margin: .8em 0; font-size: 13px; display: block; overflow-x: auto; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; white-space: nowrap; }
+th { background: #f3f5f7; }
+td.r, th.r { text-align: right; }
+tr:nth-child(even) td { background: #fafbfc; }
+code { background: #f3f5f7; padding: 0 .25em; border-radius: 3px; }
+figure { margin: 1em 0; }
+figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 14px; }
+section.verdict { background: #eef6ee; border-left: 5px solid #2e7d32; padding: .2em 1em; }
+"""
+
+_IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<src>[^)]+)\)$")
+_INLINE = re.compile(r"(`[^`]+`|\*\*[^*]+\*\*)")
+
+
+def markdown_to_html(markdown: str, *, base_dir: Path, title: str) -> str:
+    """The whole page; images named in the Markdown are read from ``base_dir`` and inlined."""
+    body: list[str] = []
+    boxed = False
+    for kind, block in _blocks(markdown.splitlines()):
+        if kind == "heading":
+            if boxed:
+                body.append("</section>")
+            boxed = _heading_text(block[0]) in BOXED
+            body.append(('<section class="verdict">' if boxed else "") + _heading(block[0]))
+        else:
+            body.append(RENDER[kind](block, base_dir))
+    if boxed:
+        body.append("</section>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+            + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+BOXED = ("Verdict", "Recommendation", "Policy")
+
+
+def _kind(line: str) -> str:
+    if line.startswith("#"):
+        return "heading"
+    if line.startswith("|"):
+        return "table"
+    if line.startswith("- "):
+        return "list"
+    if _IMAGE.match(line.rstrip()):
+        return "image"
+    return "para"
+
+
+def _blocks(lines: list[str]) -> list[tuple[str, list[str]]]:
+    """Consecutive lines of one kind, blank lines ending a block; headings and images stand alone."""
+    blocks: list[tuple[str, list[str]]] = []
+    for raw in lines:
+        line = raw.rstrip()
+        if not line:
+            blocks.append(("blank", []))
+            continue
+        kind = _kind(line)
+        if blocks and blocks[-1][0] == kind and kind not in ("heading", "image"):
+            blocks[-1][1].append(line)
+        else:
+            blocks.append((kind, [line]))
+    return [(k, b) for k, b in blocks if k != "blank"]
+
+
+def _heading_text(line: str) -> str:
+    return line.lstrip("#").strip()
+
+
+def _heading(line: str) -> str:
+    level = len(line) - len(line.lstrip("#"))
+    text = _heading_text(line)
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return f'<h{level} id="{slug}">{_inline(text)}</h{level}>'
+
+
+def _list(block: list[str], _: Path) -> str:
+    return "<ul>" + "".join(f"<li>{_inline(line[2:])}</li>" for line in block) + "</ul>"
+
+
+def _para(block: list[str], _: Path) -> str:
+    return f"<p>{_inline(' '.join(line.strip() for line in block))}</p>"
+
+
+def _image(block: list[str], base_dir: Path) -> str:
+    match = _IMAGE.match(block[0])
+    assert match is not None
+    return _figure(match.group("alt"), base_dir / match.group("src"))
+
+
+def _inline(text: str) -> str:
+    """Escape, then turn `code` and **bold** into tags (the only inline marks our reports use)."""
+    out = []
+    for part in _INLINE.split(text):
+        if part.startswith("`") and part.endswith("`") and len(part) > 1:
+            out.append(f"<code>{html.escape(part[1:-1])}</code>")
+        elif part.startswith("**") and part.endswith("**") and len(part) > 3:
+            out.append(f"<strong>{html.escape(part[2:-2])}</strong>")
+        else:
+            out.append(html.escape(part))
+    return "".join(out)
+
+
+def _cells(row: str) -> list[str]:
+    inner = row.strip()[1:-1] if row.strip().endswith("|") else row.strip()[1:]
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
+
+
+def _table(block: list[str], _: Path | None = None) -> str:
+    head = _cells(block[0])
+    rule = _cells(block[1]) if len(block) > 1 else []
+    right = [c.endswith(":") and not c.startswith(":") for c in rule]
+    right += [False] * (len(head) - len(right))
+
+    def row(cells: list[str], tag: str) -> str:
+        return "<tr>" + "".join(
+            f'<{tag}{" class=r" if r else ""}>{_inline(c)}</{tag}>' for c, r in zip(cells, right, strict=False)
+        ) + "</tr>"
+
+    body = [row(_cells(line), "td") for line in block[2:]]
+    return "<table><thead>" + row(head, "th") + "</thead><tbody>" + "".join(body) + "</tbody></table>"
+
+
+def _figure(alt: str, path: Path) -> str:
+    try:
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+    except OSError:
+        return f"<p><em>(missing figure: {html.escape(path.name)})</em></p>"
+    return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(alt)}</figcaption></figure>")
+
+
+RENDER = {"table": _table, "list": _list, "para": _para, "image": _image}
+
+
+def write_html(markdown: str, out_dir: Path, *, title: str, name: str = "report.html") -> Path:
+    """Write ``report.html`` beside report.md, inlining the PNGs it names from ``out_dir``."""
+    path = out_dir / name
+    path.write_text(markdown_to_html(markdown, base_dir=out_dir, title=title), encoding="utf-8")
+    return path

@@ -1,0 +1,138 @@
+"""Terminal text and report.md of a many-configuration comparison, from the same columns.
+
+The per-level table has one throughput/ratio pair per configuration, then the best configuration, its ratio
+to the runner-up with the 95% interval and whether that is significant. Every figure comes from
+``multi.compare_many``; nothing is recomputed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from analysis.columns import STEP_COLUMNS
+from analysis.multi import MultiComparison, MultiLevel
+from analysis.policy import PolicyLevel
+from analysis.render import describe_run, render_warnings
+from analysis.table import Column, fmt_interval, fmt_num, fmt_ratio, markdown_table, text_table
+
+PLOT_CAPTIONS = {
+    "throughput_vs_c.png": "Every configuration's throughput, and its ratio to the baseline with 95% intervals",
+    "ratio_heatmap.png": "Throughput ratio to the baseline, configuration x concurrency (best per level boxed)",
+}
+
+
+def level_columns(m: MultiComparison) -> list[Column[MultiLevel]]:
+    """C, the baseline's tok/s, each configuration's tok/s and ratio (95% CI), then the best and its margin."""
+    cols: list[Column[MultiLevel]] = [Column("C", lambda lv: str(lv.target_c))]
+    base = m.baseline_name
+    cols.append(Column(f"{base} tok/s", lambda lv: fmt_num(_tok(lv, base))))
+    for name in m.names:
+        cols.append(Column(f"{name} tok/s", lambda lv, n=name: fmt_num(_tok(lv, n))))
+        cols.append(Column(f"{name} ratio (95% CI)", lambda lv, n=name: _ratio_cell(lv, n)))
+    cols += [
+        Column("best", lambda lv: lv.best or "-", left=True),
+        Column("runner-up", lambda lv: lv.runner_up or "-", left=True),
+        Column("best/runner-up (95% CI)", lambda lv: _margin_cell(lv)),
+        Column("significant", lambda lv: _significant(lv), left=True),
+    ]
+    return cols
+
+
+def policy_columns(m: MultiComparison) -> list[Column[PolicyLevel]]:
+    fixed = m.policy.fixed or "fixed"
+    return [
+        Column("C", lambda p: str(p.target_c)),
+        Column("policy runs", lambda p: p.uses, left=True),
+        Column("policy tok/s", lambda p: fmt_num(p.policy_tok_s)),
+        Column(f"fixed ({fixed}) tok/s", lambda p: fmt_num(p.fixed_tok_s)),
+        Column("vs fixed", lambda p: fmt_ratio(p.vs_fixed)),
+    ]
+
+
+def _tok(lv: MultiLevel, name: str) -> float | None:
+    cl = lv.config(name)
+    return cl.tok_s if cl else None
+
+
+def _ratio_cell(lv: MultiLevel, name: str) -> str:
+    cl = lv.config(name)
+    if cl is None or cl.ratio is None:
+        return "-"
+    interval = fmt_interval(cl.ratio_low, cl.ratio_high)
+    return fmt_ratio(cl.ratio) + (f" ({interval})" if interval != "-" else "")
+
+
+def _margin_cell(lv: MultiLevel) -> str:
+    if lv.best_ratio is None:
+        return "-"
+    interval = fmt_interval(lv.best_low, lv.best_high)
+    return fmt_ratio(lv.best_ratio) + (f" ({interval})" if interval != "-" else "")
+
+
+def _significant(lv: MultiLevel) -> str:
+    return {True: "yes", False: "no", None: "-"}[lv.significant]
+
+
+def best_text(m: MultiComparison) -> str:
+    """One sentence: the best configuration at each level, and where it is not clearly ahead."""
+    if not m.levels:
+        return "no level was measured in the baseline and a configuration; nothing to compare"
+    parts = [f"C={lv.target_c}: {lv.best or '-'}" for lv in m.levels]
+    weak = [lv for lv in m.levels if lv.runner_up and lv.significant is not True]
+    text = "best per level: " + ", ".join(parts)
+    if weak:
+        text += ("; not significantly better than the runner-up at "
+                 + ", ".join(f"C={lv.target_c} ({lv.runner_up} within noise)" if lv.significant is False
+                             else f"C={lv.target_c} (no interval)" for lv in weak))
+    else:
+        text += "; each significantly better than the runner-up (95% interval of their ratio above 1)"
+    return text
+
+
+def render_multi(m: MultiComparison) -> str:
+    """The terminal report: runs, the per-level table, the best per level, the policy and the warnings."""
+    out = [f"{m.baseline_name:<12}{describe_run(m.baseline)}"]
+    out += [f"{name:<12}{describe_run(pair.spec)}" for name, pair in zip(m.names, m.pairs, strict=True)]
+    out += ["", "Per level: ratios are configuration / baseline; 95% CI by bootstrap over time batches "
+            f"(seed {m.seed}, {m.n_boot} resamples)",
+            text_table(level_columns(m), m.levels) if m.levels else "(no level to compare)", "",
+            f"Best: {best_text(m)}", f"Policy: {m.policy.text}"]
+    if m.policy.levels:
+        out += ["", text_table(policy_columns(m), m.policy.levels)]
+    out += ["", render_warnings(m.warnings)]
+    return "\n".join(out)
+
+
+def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
+    """report.md of a many-configuration comparison; ``plots`` are embedded by file name."""
+    md = ["# Speculative configurations against baseline", ""]
+    md += [f"- **{m.baseline_name}** (baseline): {describe_run(m.baseline)}"]
+    md += [f"- **{name}**: {describe_run(pair.spec)}" for name, pair in zip(m.names, m.pairs, strict=True)]
+    md += ["", "## Verdict", "", _sentence(best_text(m)), "", "## Policy", "", _sentence(m.policy.text), ""]
+    if m.policy.levels:
+        md += [markdown_table(policy_columns(m), m.policy.levels), ""]
+    md += ["## Per level", "",
+           "Ratios are configuration / baseline. Intervals: 95% bootstrap over each window's time batches "
+           f"(seed {m.seed}, {m.n_boot} resamples); best/runner-up uses the same batches.", "",
+           markdown_table(level_columns(m), m.levels) if m.levels else "No level to compare.", ""]
+    if plots:
+        md += ["## Plots", ""]
+        md += [f"![{PLOT_CAPTIONS.get(p.name, p.stem)}]({p.name})\n" for p in plots]
+    md += ["## Each configuration against the baseline", ""]
+    for name, pair in zip(m.names, m.pairs, strict=True):
+        md += [f"- **{name}**: {pair.verdict.text}. Recommendation: {pair.recommendation.text}. "
+               f"Full two-run report: `pairs/{name}/report.md`."]
+    md += ["", "## Warnings", ""]
+    md += [f"- `{w.code}`: {w.message}" for w in m.warnings] or ["None."]
+    md += [""]
+    for name, summary in ((m.baseline_name, m.baseline), *((n, p.spec) for n, p in zip(m.names, m.pairs,
+                                                                                      strict=True))):
+        md += [f"## Steps: {name}", "", markdown_table(STEP_COLUMNS, summary.rows), ""]
+    md += ["Figures are defined in `analysis/README.md` (throughput in the measured window, bootstrap interval, "
+           "switching policy).", ""]
+    return "\n".join(md)
+
+
+def _sentence(text: str) -> str:
+    return text[0].upper() + text[1:] + "." if text else ""

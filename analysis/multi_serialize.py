@@ -1,0 +1,65 @@
+"""comparison.json and comparison.csv of a many-configuration comparison (schema in analysis/README.md)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from analysis.bootstrap import CONFIDENCE, MAX_BATCHES, MIN_BATCHES
+from analysis.multi import MultiComparison
+from analysis.serialize import clean, csv_text, run_json, warning_json
+
+MULTI_SCHEMA = 1
+MULTI_CSV_FIELDS: tuple[str, ...] = ("target_c", "config", "is_baseline", "tok_s", "ratio", "ratio_low",
+                                     "ratio_high", "is_best", "policy_uses")
+
+
+def multi_json(m: MultiComparison) -> dict[str, Any]:
+    """What a many-configuration comparison.json holds and ``compare --json`` prints."""
+    p = m.policy
+    return clean({
+        "schema": MULTI_SCHEMA,
+        "kind": "multi_comparison",
+        "method": {
+            "ratio": "configuration / baseline; best / runner-up",
+            "confidence": CONFIDENCE,
+            "interval": "bootstrap over time batches, per run, ratio of means, small-sample widened",
+            "seed": m.seed, "n_boot": m.n_boot, "min_batches": MIN_BATCHES, "max_batches": MAX_BATCHES,
+            "fixed_choice": "highest geometric-mean throughput over the levels of the policy",
+        },
+        "baseline_name": m.baseline_name,
+        "baseline": run_json(m.baseline),
+        "configurations": [
+            {"name": name, "run": run_json(pair.spec), "verdict": {"kind": pair.verdict.kind,
+                                                                   "text": pair.verdict.text},
+             "recommendation": {"kind": pair.recommendation.kind, "text": pair.recommendation.text},
+             "report": f"pairs/{name}/report.md"}
+            for name, pair in zip(m.names, m.pairs, strict=True)
+        ],
+        "levels": [
+            {"target_c": lv.target_c, "best": lv.best, "runner_up": lv.runner_up,
+             "best_vs_runner_up": lv.best_ratio, "best_vs_runner_up_low": lv.best_low,
+             "best_vs_runner_up_high": lv.best_high, "significant": lv.significant,
+             "configs": [{"name": cl.name, "is_baseline": cl.is_baseline, "tok_s": cl.tok_s, "ratio": cl.ratio,
+                          "ratio_low": cl.ratio_low, "ratio_high": cl.ratio_high, "batches": len(cl.batches)}
+                         for cl in lv.configs]}
+            for lv in m.levels
+        ],
+        "policy": {
+            "kind": p.kind, "text": p.text, "fixed": p.fixed, "mean_gain": p.mean_gain,
+            "segments": [{"config": n, "from_c": a, "to_c": b} for n, a, b in p.segments],
+            "switches": [asdict(s) for s in p.switches],
+            "levels": [{**asdict(pl), "vs_fixed": pl.vs_fixed} for pl in p.levels],
+        },
+        "warnings": [warning_json(w) for w in m.warnings],
+    })
+
+
+def multi_csv(m: MultiComparison) -> str:
+    """One row per (level, configuration), the baseline included."""
+    uses = {pl.target_c: pl.uses for pl in m.policy.levels}
+    rows = [{"target_c": lv.target_c, "config": cl.name, "is_baseline": cl.is_baseline, "tok_s": cl.tok_s,
+             "ratio": cl.ratio, "ratio_low": cl.ratio_low, "ratio_high": cl.ratio_high,
+             "is_best": cl.name == lv.best, "policy_uses": uses.get(lv.target_c)}
+            for lv in m.levels for cl in lv.configs]
+    return csv_text(MULTI_CSV_FIELDS, clean(rows))

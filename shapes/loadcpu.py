@@ -1,0 +1,61 @@
+"""CPU use of every load process over a ladder step, as percent of one core.
+
+Why: a load process near a full core delays reading streams, so TTFT and inter-token figures grow with the
+client, not the server. Above ``CLIENT_BOUND_PCT`` the step is flagged ``client_bound``; the cure is more
+processes (``--processes N``, or more workers). Every process's figure is CPU seconds over wall seconds between
+the step's first and last sample: the master (or local runner) reads its own, workers send theirs once a
+second (Locust's heartbeat figure is refreshed only every few seconds, too coarse for short steps).
+"""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+
+CLIENT_BOUND_PCT = 90.0
+
+
+class LoadCpu:
+    """One step's CPU figures: ``begin`` at the step's start, ``sample`` each tick, ``finish`` at its end.
+
+    A sample is each process's cumulative CPU seconds and the time (its own monotonic clock) it was read;
+    a process's figure is the CPU time between its first and last sample of the step over the time between.
+    """
+
+    def __init__(self, own_name: str = "local") -> None:
+        self.own_name = own_name
+        self._proc = psutil.Process()
+        self._first: dict[str, tuple[float, float]] = {}
+        self._last: dict[str, tuple[float, float]] = {}
+
+    def own(self) -> tuple[float, float]:
+        t = self._proc.cpu_times()
+        return float(t.user + t.system), time.monotonic()
+
+    def begin(self) -> None:
+        self._first, self._last = {}, {}
+        self.sample({})
+
+    def sample(self, workers: dict[str, tuple[float, float]]) -> None:
+        for name, point in {self.own_name: self.own(), **workers}.items():
+            self._first.setdefault(name, point)
+            self._last[name] = point
+
+    def finish(self) -> dict[str, float]:
+        self.sample({})
+        out: dict[str, float] = {}
+        for name, (cpu0, t0) in self._first.items():
+            cpu1, t1 = self._last[name]
+            if t1 - t0 > 0.2:
+                out[name] = round(100.0 * (cpu1 - cpu0) / (t1 - t0), 1)
+        return out
+
+
+def process_cpu_seconds() -> float:
+    t = psutil.Process().cpu_times()
+    return float(t.user + t.system)
+
+
+def client_bound(cpu: dict[str, float]) -> bool:
+    return any(v > CLIENT_BOUND_PCT for v in cpu.values())

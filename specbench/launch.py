@@ -1,0 +1,145 @@
+"""Start a user's server command, wait until it is ready, and stop it with everything it started.
+
+The command runs in a new session (its own process group), so stopping it reaches the launcher script, the
+server and any worker processes it forked (SGLang and vLLM start several): SIGTERM to the whole group, then
+SIGKILL to whatever is left after the stop timeout. Output goes to a log file whose tail is shown when the
+server exits early or never becomes ready.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago, for a ``{port}`` placeholder."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LaunchError(RuntimeError):
+    """The server exited or did not become ready in time; the message says which, with its log tail."""
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is left in the group.
+
+    Zombies count as members for ``killpg``, and in a container whose init does not reap orphans they stay
+    forever, so on Linux the group is read from /proc instead.
+    """
+    proc = Path("/proc")
+    if proc.is_dir():
+        for stat in proc.glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                return True
+        return False
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+@dataclass
+class ServerCommand:
+    """One server started from ``command`` (a list runs as is; a string runs through ``/bin/sh -c``)."""
+
+    name: str
+    command: str | list[str]
+    log_path: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    stop_timeout_s: float = 30.0
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ServerCommand:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        shown = self.command if isinstance(self.command, str) else " ".join(self.command)
+        with open(self.log_path, "ab") as log:
+            log.write(f"$ {shown}\n".encode())
+            log.flush()
+            try:
+                self.process = subprocess.Popen(
+                    self.command, shell=isinstance(self.command, str), stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **self.env})
+            except OSError as exc:
+                raise LaunchError(f"{self.name}: cannot start the command ({exc.strerror}): {shown}") from None
+        return self
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
+
+    def wait_ready(self, url: str, timeout_s: float, interval_s: float = 0.5) -> float:
+        """Poll ``url`` until it answers 200; returns the seconds it took. Raises LaunchError otherwise."""
+        assert self.process is not None
+        started = time.monotonic()
+        deadline = started + timeout_s
+        with requests.Session() as session:
+            session.trust_env = False
+            while True:
+                code = self.process.poll()
+                if code is not None:
+                    raise LaunchError(f"{self.name}: the server command exited with code {code} before it was "
+                                      f"ready (log {self.log_path}): {self.log_tail()}")
+                try:
+                    if session.get(url, timeout=max(1.0, interval_s)).status_code == 200:
+                        return time.monotonic() - started
+                except requests.RequestException:
+                    pass
+                if time.monotonic() >= deadline:
+                    raise LaunchError(f"{self.name}: {url} did not answer 200 within {timeout_s:g} s "
+                                      f"(log {self.log_path}): {self.log_tail()}")
+                time.sleep(interval_s)
+
+    def stop(self) -> None:
+        """SIGTERM to the process group, then SIGKILL to what is left after ``stop_timeout_s``."""
+        proc = self.process
+        if proc is None:
+            return
+        pgid = proc.pid  # a new session's leader: its pid is the group id
+        _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_timeout_s
+        while time.monotonic() < deadline:
+            proc.poll()  # reap the leader so a zombie does not keep the group "alive"
+            if not _group_alive(pgid):
+                break
+            time.sleep(0.1)
+        else:
+            _signal_group(pgid, signal.SIGKILL)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            _signal_group(pgid, signal.SIGKILL)
+            proc.wait()
+        self.process = None
+
+    def __enter__(self) -> ServerCommand:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

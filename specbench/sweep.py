@@ -1,0 +1,84 @@
+"""``specbench sweep FILE``: each configuration's server, one after another, the same ladder on each, one report.
+
+For every entry (the baseline first): start its command in its own process group (or use its URL as it is),
+wait until its readiness URL answers 200, check it like ``compare`` does, run the ladder into ``OUT/NAME``,
+and stop the server (SIGTERM to the group, SIGKILL after the stop timeout) before the next one starts, so two
+configurations never share the machine. Every run gets identical settings and prompt order; the API is the
+one the baseline resolves to (or ``--api``). Ctrl-C stops the run in progress and its server; the report is
+still written from what was recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specbench.compare import run_ladder, write_report
+from specbench.launch import LaunchError, ServerCommand, free_port
+from specbench.preflight import check_server
+from specbench.sweepfile import Entry, Sweep
+
+
+@dataclass
+class SweepJob:
+    sweep: Sweep
+    out: Path
+    suite_config: str | None = None
+    processes: int = 0
+    api: str = "auto"
+    api_key: str | None = None
+    flush_cache: bool = False
+    extra: list[str] = field(default_factory=list)
+
+
+def run_sweep(job: SweepJob) -> int:
+    """Run every configuration in turn and write the report; raises LaunchError/PreflightError (exit 2)."""
+    job.out.mkdir(parents=True, exist_ok=True)
+    api = job.api
+    interrupted = False
+    for entry in job.sweep.entries:
+        try:
+            api, code = _one(entry, job, api)
+        except KeyboardInterrupt:
+            print(f"{entry.name}: interrupted; writing a partial report from what was recorded", flush=True)
+            interrupted = True
+            break
+        if code == 130:
+            interrupted = True
+            break
+        if code:
+            return code
+    base = job.sweep.baseline
+    configs = [(e.name, job.out / e.name) for e in job.sweep.entries if not e.baseline]
+    return write_report(job.out, (base.name, job.out / base.name), configs, interrupted)
+
+
+def _one(entry: Entry, job: SweepJob, api: str) -> tuple[str, int]:
+    """Start (if managed), check and measure one configuration; returns the API used and an exit code."""
+    port = free_port() if entry.needs_port else None
+    url = entry.fill(entry.url, port)
+    server = None
+    if entry.managed:
+        command = entry.command_line(port)
+        assert command is not None
+        server = ServerCommand(entry.name, command, job.out / "servers" / f"{entry.name}.log", entry.env,
+                               entry.stop_timeout_s)
+        print(f"{entry.name}: starting {command if isinstance(command, str) else ' '.join(command)}", flush=True)
+    try:
+        if server is not None:
+            server.start()
+            took = server.wait_ready(entry.fill(entry.ready.url, port), entry.ready.timeout_s,
+                                     entry.ready.interval_s)
+            print(f"{entry.name}: ready after {took:.1f} s", flush=True)
+        pre = check_server(url, entry.name, api=api, api_key=job.api_key)
+        print(pre.describe(entry.name), flush=True)
+        outcome = run_ladder(entry.name, url, job.out / entry.name, api=pre.api, suite_config=job.suite_config,
+                             processes=job.processes, extra=job.extra, flush=job.flush_cache, api_key=job.api_key)
+        return pre.api, outcome.returncode
+    finally:
+        if server is not None:
+            server.stop()
+            print(f"{entry.name}: server stopped", flush=True)
+
+
+__all__ = ["LaunchError", "SweepJob", "run_sweep"]

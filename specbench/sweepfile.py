@@ -1,0 +1,227 @@
+"""The sweep file: named server configurations, one of them the baseline, read and checked before any load.
+
+Every mistake is one ``SweepFileError`` line naming the file and the key (``configurations[2].command``), so
+the CLI prints it and exits 2 instead of failing half-way through an hour of runs. The format is documented
+in README.md ("Sweeps") and shown in ``config/sweep/example.yaml``.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
+RESERVED = {"pairs", "servers"}  # directories of the report itself
+TOP_KEYS = {"params", "ready_timeout_s", "stop_timeout_s", "configurations"}
+ENTRY_KEYS = {"name", "baseline", "url", "command", "params", "ready", "stop_timeout_s", "env"}
+READY_KEYS = {"url", "timeout_s", "interval_s"}
+BUILTIN_PARAMS = ("name", "port")
+
+
+class SweepFileError(ValueError):
+    """The sweep file cannot be used; the message is one line naming the file and the key."""
+
+    def __init__(self, source: str, key: str, problem: str) -> None:
+        super().__init__(f"{source}: key '{key}': {problem}" if key else f"{source}: {problem}")
+
+
+@dataclass(frozen=True)
+class Ready:
+    url: str  # template, filled like the command
+    timeout_s: float
+    interval_s: float = 0.5
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One server configuration: an existing ``url``, or a ``command`` that starts it (templates)."""
+
+    name: str
+    baseline: bool
+    url: str
+    command: str | tuple[str, ...] | None
+    params: Mapping[str, str]
+    ready: Ready
+    stop_timeout_s: float
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def managed(self) -> bool:
+        """True when the sweep starts and stops this server itself."""
+        return self.command is not None
+
+    @property
+    def needs_port(self) -> bool:
+        """True when a template uses ``{port}`` and the entry does not fix it."""
+        texts = [self.url, self.ready.url, *(self.command if isinstance(self.command, tuple) else
+                                             [self.command or ""])]
+        return "port" not in self.params and any("port" in _fields(t) for t in texts)
+
+    def fill(self, template: str, port: int | None) -> str:
+        values = {"name": self.name, **self.params}
+        if port is not None and "port" not in self.params:
+            values["port"] = str(port)
+        return template.format_map(values)
+
+    def command_line(self, port: int | None) -> str | list[str] | None:
+        if self.command is None:
+            return None
+        if isinstance(self.command, str):
+            return self.fill(self.command, port)
+        return [self.fill(part, port) for part in self.command]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    source: str
+    entries: tuple[Entry, ...]  # the baseline first, then the others in file order
+
+    @property
+    def baseline(self) -> Entry:
+        return self.entries[0]
+
+
+def _fields(template: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+
+
+def _scalar_map(value: Any, source: str, key: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SweepFileError(source, key, f"expected a mapping of names to values, got {type(value).__name__}")
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
+            raise SweepFileError(source, f"{key}.{k}", "parameter names are letters, digits and _")
+        if isinstance(v, (dict, list)) or v is None:
+            raise SweepFileError(source, f"{key}.{k}", f"expected a string or number, got {v!r}")
+        out[k] = str(v).lower() if isinstance(v, bool) else str(v)
+    return out
+
+
+def _number(raw: dict[str, Any], key: str, default: float, source: str, where: str) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise SweepFileError(source, f"{where}{key}", f"expected a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _unknown(raw: dict[str, Any], allowed: set[str], source: str, where: str) -> None:
+    extra = sorted(set(map(str, raw)) - allowed)
+    if extra:
+        expected = ", ".join(sorted(allowed))
+        raise SweepFileError(source, f"{where}{extra[0]}", f"unknown key (expected one of: {expected})")
+
+
+def _template(value: Any, source: str, key: str, known: set[str]) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SweepFileError(source, key, f"expected a non-empty string, got {value!r}")
+    try:
+        names = _fields(value)
+    except ValueError as exc:
+        raise SweepFileError(source, key, f"bad {{placeholder}} ({exc})") from None
+    for name in sorted(names):
+        if name not in known:
+            raise SweepFileError(source, key, f"unknown parameter {{{name}}} (known: {', '.join(sorted(known))})")
+    return value
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read and check a sweep file; raises ``SweepFileError`` with one line naming the key."""
+    source = str(path)
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SweepFileError(source, "", f"cannot read the file ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise SweepFileError(source, "", "invalid YAML" + (f" at line {mark.line + 1}" if mark else "")) from None
+    return parse_sweep(raw, source)
+
+
+def parse_sweep(raw: Any, source: str = "<sweep>") -> Sweep:
+    """Check a parsed sweep mapping (see ``load_sweep``)."""
+    if not isinstance(raw, dict):
+        raise SweepFileError(source, "", "the top level must be a mapping with a 'configurations' list")
+    _unknown(raw, TOP_KEYS, source, "")
+    shared = _scalar_map(raw.get("params"), source, "params")
+    ready_default = _number(raw, "ready_timeout_s", 600.0, source, "")
+    stop_default = _number(raw, "stop_timeout_s", 30.0, source, "")
+    items = raw.get("configurations")
+    if not isinstance(items, list) or len(items) < 2:
+        raise SweepFileError(source, "configurations", "expected a list of at least two configurations "
+                             "(a baseline and one to compare)")
+    entries = [_entry(item, i, source, shared, ready_default, stop_default) for i, item in enumerate(items)]
+    names = [e.name for e in entries]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise SweepFileError(source, f"configurations[{i}].name", f"'{name}' is used twice; names must be unique")
+    baselines = [i for i, e in enumerate(entries) if e.baseline]
+    if len(baselines) != 1:
+        where = f"configurations[{baselines[1]}].baseline" if baselines else "configurations"
+        raise SweepFileError(source, where, "exactly one configuration must be marked 'baseline: true'")
+    base = entries[baselines[0]]
+    return Sweep(source, (base, *(e for e in entries if not e.baseline)))
+
+
+def _entry(item: Any, i: int, source: str, shared: dict[str, str], ready_default: float,
+           stop_default: float) -> Entry:
+    where = f"configurations[{i}]."
+    if not isinstance(item, dict):
+        raise SweepFileError(source, f"configurations[{i}]", "expected a mapping (name, url or command, ...)")
+    _unknown(item, ENTRY_KEYS, source, where)
+    name = _name(item.get("name"), source, where)
+    baseline = item.get("baseline", False)
+    if not isinstance(baseline, bool):
+        raise SweepFileError(source, where + "baseline", f"expected true or false, got {baseline!r}")
+    params = {**shared, **_scalar_map(item.get("params"), source, where + "params")}
+    known = set(params) | set(BUILTIN_PARAMS)
+    if item.get("command") is None and item.get("url") is None:
+        raise SweepFileError(source, where + "url", "give the server's url, or a command that starts it")
+    command = _command(item.get("command"), source, where, known)
+    url = _template(item.get("url", "http://127.0.0.1:{port}"), source, where + "url", known)
+    if not re.match(r"^https?://", url):
+        raise SweepFileError(source, where + "url", f"expected an http:// or https:// URL, got {url!r}")
+    ready = _ready(item.get("ready") or {}, url, source, where, known, ready_default)
+    env = _scalar_map(item.get("env"), source, where + "env")
+    return Entry(name, baseline, url, command, params, ready,
+                 _number(item, "stop_timeout_s", stop_default, source, where), env)
+
+
+def _name(name: Any, source: str, where: str) -> str:
+    if isinstance(name, bool):
+        raise SweepFileError(source, where + "name", f"got {name!r}: YAML reads off/on/no/yes as booleans, so "
+                             "quote the name ('off')")
+    if isinstance(name, (int, float)):
+        name = str(name)
+    if not isinstance(name, str) or not NAME_RE.match(name) or name in RESERVED:
+        raise SweepFileError(source, where + "name", f"expected a name of letters, digits and . _ + - "
+                             f"(at most 64, not {' or '.join(sorted(RESERVED))}), got {name!r}")
+    return name
+
+
+def _command(command: Any, source: str, where: str, known: set[str]) -> str | tuple[str, ...] | None:
+    if command is None:
+        return None
+    if not isinstance(command, list):
+        return _template(command, source, where + "command", known)
+    if not command:
+        raise SweepFileError(source, where + "command", "expected a non-empty list or string")
+    return tuple(_template(str(p) if isinstance(p, (int, float)) else p, source, f"{where}command[{j}]", known)
+                 for j, p in enumerate(command))
+
+
+def _ready(raw: Any, url: str, source: str, where: str, known: set[str], default_timeout: float) -> Ready:
+    if not isinstance(raw, dict):
+        raise SweepFileError(source, where + "ready", "expected a mapping (url, timeout_s, interval_s)")
+    _unknown(raw, READY_KEYS, source, where + "ready.")
+    ready_url = _template(raw.get("url", url.rstrip("/") + "/health"), source, where + "ready.url", known)
+    return Ready(ready_url, _number(raw, "timeout_s", default_timeout, source, where + "ready."),
+                 _number(raw, "interval_s", 0.5, source, where + "ready."))
