@@ -46,6 +46,7 @@ def render_summary_table(summary: RunSummary) -> str:
         describe_run(summary),
         "",
         text_table(STEP_COLUMNS, summary.rows) if summary.rows else "(no ladder steps in this run)",
+        "",
         PERCENTILE_NOTE,
         "",
         render_warnings(summary.warnings),
