@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from contract.policy import MIN_ACHIEVED_FRACTION
+from analysis.server_side import MAX_TOKEN_GAP
+from contract.policy import CLIENT_BOUND_CPU, MIN_ACHIEVED_FRACTION
 from contract.schema import RunData
 
 if TYPE_CHECKING:
@@ -33,10 +34,12 @@ SPEC_MAX_RUNNING_LOWER = "spec_max_running_lower"
 UNMATCHED_LEVEL = "unmatched_level"
 NO_INTERVAL = "no_interval"
 PROMPT_CACHE_MISMATCH = "prompt_cache_mismatch"
+SERVER_TOKEN_GAP = "server_token_gap"
+CLIENT_BOUND = "client_bound"
 WARNING_CODES: tuple[str, ...] = (
     LOW_CONCURRENCY, FEW_REQUESTS, SINGLE_PROMPT, CHUNK_COUNTED_TOKENS, ERROR_RATE, PARTIAL_RUN, NO_WINDOW,
     MISSING_META, SETTINGS_MISMATCH, SPEC_NOT_SPECULATIVE, BASELINE_SPECULATIVE, SPEC_MAX_RUNNING_LOWER,
-    UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH,
+    UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH, SERVER_TOKEN_GAP, CLIENT_BOUND,
 )
 
 
@@ -72,6 +75,14 @@ def step_warnings(run_name: str, row: StepRow) -> list[ValidityWarning]:
     if row.error_rate is not None and row.error_rate > MAX_ERROR_RATE:
         kinds = ", ".join(f"{n} {status}" for status, n in row.failures.items())
         warn(ERROR_RATE, f"error rate {row.error_rate:.1%} ({kinds} of {row.requests_total} requests)")
+    if row.server_token_gap is not None and abs(row.server_token_gap) > MAX_TOKEN_GAP:
+        warn(SERVER_TOKEN_GAP, f"the server's generation-token counter ({row.server_gen_tok_s:.1f} tok/s) and the "
+             f"client's output tokens differ by {row.server_token_gap:+.1%} over the same seconds (over "
+             f"{MAX_TOKEN_GAP:.0%}): one of the two counts is wrong")
+    if row.client_cpu_max is not None and row.client_cpu_max > CLIENT_BOUND_CPU:
+        warn(CLIENT_BOUND, f"a load process used {row.client_cpu_max:.0%} of a core (over "
+             f"{CLIENT_BOUND_CPU:.0%}): the client may have limited this step (late reads inflate TTFT and ITL, "
+             "late sends lower throughput); run more load processes (--processes)")
     return found
 
 

@@ -41,6 +41,34 @@ STEP_COLUMNS: list[Column[StepRow]] = [
     Column("flags", lambda r: ",".join(r.flags), left=True),
 ]
 
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _gap(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1%}"
+
+
+SERVER_COLUMNS: list[Column[StepRow]] = [
+    Column("step", lambda r: str(r.step)),
+    Column("C", lambda r: str(r.target_c)),
+    Column("samples", lambda r: str(r.server_samples)),
+    Column("running avg/max", lambda r: joined(fmt_num(r.server_running), fmt_num(r.server_running_max, 0))),
+    Column("queued avg", lambda r: fmt_num(r.server_queued)),
+    Column("KV use", lambda r: _pct(r.server_kv_usage)),
+    Column("server accept len", lambda r: fmt_num(r.server_accept_length, 2)),
+    Column("server tok/s", lambda r: fmt_num(r.server_gen_tok_s)),
+    Column("client tok/s", lambda r: fmt_num(r.throughput_tok_s)),
+    Column("token gap", lambda r: _gap(r.server_token_gap)),
+    Column("client CPU", lambda r: _pct(r.client_cpu_max)),
+]
+
+
+def has_server_side(rows: list[StepRow]) -> bool:
+    """Whether the server-side table has anything to show (samples, or the client's CPU)."""
+    return any(r.server_samples or r.client_cpu_max is not None for r in rows)
+
+
 LEVEL_COLUMNS: list[Column[LevelComparison]] = [
     Column("C", lambda lv: str(lv.target_c)),
     Column("spec tok/s", lambda lv: fmt_num(lv.spec.throughput_tok_s)),

@@ -19,6 +19,7 @@ from analysis.pair_checks import pair_warnings
 from analysis.recommend import LevelThroughput, Recommendation, recommend
 from analysis.steps import StepWindow, measured_ok, overlapping, step_windows
 from analysis.summary import RunSummary, StepRow, summarize_run
+from analysis.why import level_why
 from contract.schema import RunData
 
 DEFAULT_SEED = 0
@@ -47,6 +48,7 @@ class LevelComparison:
     # any two configurations against each other from the very same batches.
     baseline_batches: tuple[float, ...] = field(default=(), repr=False, compare=False)
     spec_batches: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    why: str | None = None  # what the servers' own figures say about this level (``analysis.why``)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -116,6 +118,7 @@ def compare_runs(
             e2e_p99_ratio=_ratio(s_row.e2e_p99_s, b_row.e2e_p99_s),
             baseline_batches=tuple(float(v) for v in b_est.batches),
             spec_batches=tuple(float(v) for v in s_est.batches),
+            why=level_why(b_row, s_row, spec_sum.rows),
         ))
         requests.append(LevelRequests(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win)))
     points = [RatioPoint(lv.target_c, lv.ratio, lv.ratio_low, lv.ratio_high) for lv in levels

@@ -44,17 +44,47 @@ def pair_warnings(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:
         found.append(ValidityWarning(
             BASELINE_SPECULATIVE, f"{base.name}: the server reports speculative decoding "
             f"({base.meta.server['speculative']!r}); the baseline should run without it", base.name))
-    base_cap = base.meta.server.get("max_running_requests")
-    spec_cap = spec.meta.server.get("max_running_requests")
-    if isinstance(base_cap, int) and isinstance(spec_cap, int) and spec_cap < base_cap:
-        found.append(ValidityWarning(
-            SPEC_MAX_RUNNING_LOWER, f"{spec.name}: the server runs at most {spec_cap} requests at once, the "
-            f"baseline {base_cap} (max_running_requests); SGLang silently caps speculative servers at 48 "
-            "unless --max-running-requests is given, so levels above the cap queue on the spec side",
-            spec.name))
+    found.extend(_spec_capped(base, spec))
     found.extend(_unmatched_levels(base, spec))
     found.extend(_cache_mismatch(base, spec))
     return found
+
+
+def _spec_capped(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:
+    """A spec server that runs fewer requests at once than the baseline queues the rest.
+
+    With the spec server's running-requests series (server_metrics.jsonl) the warning says where it actually
+    queued; without it, the servers' declared caps (``max_running_requests`` in meta.json) are compared.
+    """
+    spec_cap = spec.meta.server.get("max_running_requests")
+    note = ("SGLang silently caps speculative servers at 48 unless --max-running-requests is given, so levels "
+            "above the cap queue on the spec side")
+    if any(r.server_running_max is not None for r in spec.rows):
+        queued = []
+        for row in spec.rows:
+            other = base.row_at(row.target_c)
+            base_queued = other.server_queued if other is not None else None
+            if (row.window_s and row.server_queued is not None and row.server_queued >= 1
+                    and row.server_running_max is not None and row.server_running_max < row.target_c
+                    and (base_queued is None or base_queued < row.server_queued / 2)):
+                queued.append(row)
+        if not queued:
+            return []
+        first = queued[0]
+        in_flight = first.achieved_c if first.achieved_c is not None else first.target_c
+        more = ", ".join(f"C={r.target_c} ({r.server_queued:.0f} queued)" for r in queued[1:])
+        cap = f" (max_running_requests {spec_cap})" if isinstance(spec_cap, int) else ""
+        return [ValidityWarning(
+            SPEC_MAX_RUNNING_LOWER, f"{spec.name}: the server ran at most {first.server_running_max:.0f} requests "
+            f"while {in_flight:.0f} were in flight at C={first.target_c}: the rest queued "
+            f"({first.server_queued:.0f} on average){'; also at ' + more if more else ''}{cap}; {note}",
+            spec.name)]
+    base_cap = base.meta.server.get("max_running_requests")
+    if isinstance(base_cap, int) and isinstance(spec_cap, int) and spec_cap < base_cap:
+        return [ValidityWarning(
+            SPEC_MAX_RUNNING_LOWER, f"{spec.name}: the server runs at most {spec_cap} requests at once, the "
+            f"baseline {base_cap} (max_running_requests); {note}", spec.name)]
+    return []
 
 
 CACHE_SHARE_GAP = 0.2

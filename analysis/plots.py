@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from analysis.categories import ALL
 from analysis.compare import Comparison
+from analysis.server_plots import has_timeline, plot_server_timeline
 from analysis.summary import RunSummary, StepRow
 
 Series = tuple[str, Sequence[StepRow]]
@@ -145,15 +146,18 @@ def plot_categories(comparison: Comparison, path: Path) -> Path:
 
 def summary_plots(summary: RunSummary, out_dir: Path) -> list[Path]:
     series = [(summary.name, summary.rows)]
+    timeline = [plot_server_timeline([summary], out_dir / "server_timeline.png")] if has_timeline([summary]) else []
     return [plot_throughput(series, out_dir / "throughput_vs_c.png"),
-            plot_latency(series, out_dir / "latency_vs_c.png")]
+            plot_latency(series, out_dir / "latency_vs_c.png"), *timeline]
 
 
 def comparison_plots(comparison: Comparison, out_dir: Path) -> list[Path]:
     series = [(comparison.spec.name, comparison.spec.rows), (comparison.baseline.name, comparison.baseline.rows)]
+    runs = [comparison.baseline, comparison.spec]
     return [
         plot_throughput(series, out_dir / "throughput_vs_c.png"),
         plot_ratio(comparison, out_dir / "ratio_vs_c.png"),
         plot_latency(series, out_dir / "latency_vs_c.png"),
         plot_categories(comparison, out_dir / "categories.png"),
+        *([plot_server_timeline(runs, out_dir / "server_timeline.png")] if has_timeline(runs) else []),
     ]

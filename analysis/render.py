@@ -6,7 +6,14 @@ from collections.abc import Sequence
 
 from analysis.categories import ALL
 from analysis.checks import ValidityWarning
-from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, STEP_COLUMNS, SWITCH_COLUMNS
+from analysis.columns import (
+    CATEGORY_COLUMNS,
+    LEVEL_COLUMNS,
+    SERVER_COLUMNS,
+    STEP_COLUMNS,
+    SWITCH_COLUMNS,
+    has_server_side,
+)
 from analysis.compare import Comparison
 from analysis.summary import RunSummary
 from analysis.table import text_table
@@ -46,11 +53,28 @@ def render_summary_table(summary: RunSummary) -> str:
         describe_run(summary),
         "",
         text_table(STEP_COLUMNS, summary.rows) if summary.rows else "(no ladder steps in this run)",
+        *server_section(summary),
         "",
         PERCENTILE_NOTE,
         "",
         render_warnings(summary.warnings),
     ])
+
+
+SERVER_NOTE = ("means of the server's /metrics samples inside each window; server tok/s is its generation-token "
+               "counter, client tok/s the window throughput; client CPU: the busiest load process, 100% = one core")
+
+
+def server_section(summary: RunSummary) -> list[str]:
+    """The server's side of each step, when the run sampled /metrics or measured its CPU."""
+    if not has_server_side(summary.rows):
+        return []
+    return ["", f"Server side, {summary.name} ({SERVER_NOTE})", text_table(SERVER_COLUMNS, summary.rows)]
+
+
+def why_lines(comparison: Comparison) -> list[str]:
+    """'C=70: spec queued 22 requests on average: capped at 48 running' for each level with a reason."""
+    return [f"C={lv.target_c}: {lv.why}" for lv in comparison.levels if lv.why]
 
 
 def render_comparison(comparison: Comparison) -> str:
@@ -65,11 +89,14 @@ def render_comparison(comparison: Comparison) -> str:
         f"allow no shorter batch (life; seed {c.seed}, {c.n_boot} resamples)",
         text_table(LEVEL_COLUMNS, c.levels) if c.levels else "(no level measured in both runs)",
         "",
+        *(["Why, per level (the servers' own figures):", *(f"  {line}" for line in why_lines(c)), ""]
+          if why_lines(c) else []),
         f"Verdict: {c.verdict.text}",
         f"Recommendation: {c.recommendation.text}",
     ]
     if c.recommendation.levels:
         out += ["", text_table(SWITCH_COLUMNS, c.recommendation.levels)]
+    out += [line for s in (c.baseline, c.spec) for line in server_section(s)]
     out += ["", *category_section(c)]
     out += ["", render_warnings(c.warnings)]
     return "\n".join(out)

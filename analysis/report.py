@@ -6,9 +6,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.categories import ALL
-from analysis.columns import CATEGORY_COLUMNS, LEVEL_COLUMNS, STEP_COLUMNS, SWITCH_COLUMNS
+from analysis.columns import (
+    CATEGORY_COLUMNS,
+    LEVEL_COLUMNS,
+    SERVER_COLUMNS,
+    STEP_COLUMNS,
+    SWITCH_COLUMNS,
+    has_server_side,
+)
 from analysis.compare import Comparison
-from analysis.render import PERCENTILE_NOTE, describe_run
+from analysis.render import PERCENTILE_NOTE, SERVER_NOTE, describe_run, why_lines
 from analysis.table import fmt_num, markdown_table
 
 PLOT_CAPTIONS = {
@@ -16,6 +23,7 @@ PLOT_CAPTIONS = {
     "ratio_vs_c.png": "Spec / baseline throughput ratio with 95% intervals and the crossover band",
     "latency_vs_c.png": "TTFT and end-to-end latency percentiles",
     "categories.png": "Acceptance length and per-request speed-up by category",
+    "server_timeline.png": "Requests running and queued, and KV-cache use, as the servers reported them",
 }
 
 
@@ -49,12 +57,17 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
         markdown_table(LEVEL_COLUMNS, c.levels) if c.levels else "No level was measured in both runs.",
         "",
     ]
+    if why_lines(c):
+        md += ["### Why, per level", "", "From the servers' own figures (`/metrics`) and the load processes' CPU:",
+               "", *(f"- {line}" for line in why_lines(c)), ""]
     md += _categories(c)
     md += ["## Warnings", ""]
     md += [f"- `{w.code}`: {w.message}" for w in c.warnings] or ["None."]
     md += [""]
     for summary in (c.baseline, c.spec):
         md += [f"## Steps: {summary.name}", "", markdown_table(STEP_COLUMNS, summary.rows), "", PERCENTILE_NOTE, ""]
+        if has_server_side(summary.rows):
+            md += [f"Server side ({SERVER_NOTE}):", "", markdown_table(SERVER_COLUMNS, summary.rows), ""]
     if plots:
         md += ["## Plots", ""]
         md += [f"![{PLOT_CAPTIONS.get(p.name, p.stem)}]({p.name})\n" for p in plots]

@@ -54,7 +54,13 @@ def per_request_tok_s(record: RequestRecord) -> float | None:
 
 
 def verify_passes(record: RequestRecord) -> float | None:
-    """Target-model verify passes of a speculative request: ``spec.verify_ct``, else tokens / accept_length."""
+    """Target-model verify passes of a speculative request.
+
+    ``spec.verify_ct`` when the server reported it; else tokens / ``spec.accept_length``; else, from
+    llama.cpp's ``draft_n_accepted``: every decode pass yields its accepted drafts plus one token of its own,
+    and the first token comes from the prompt pass, so passes = output tokens - accepted drafts - 1 (with
+    SGLang's counting, which also leaves the prompt pass out of ``spec_verify_ct``).
+    """
     spec = record.get("spec") or {}
     count = spec.get("verify_ct")
     if count:
@@ -62,6 +68,9 @@ def verify_passes(record: RequestRecord) -> float | None:
     length = spec.get("accept_length")
     if length and record["output_tokens"] > 0:
         return record["output_tokens"] / float(length)
+    accepted = spec.get("accepted_drafts")
+    if accepted is not None and record["output_tokens"] - accepted - 1 >= 1:
+        return float(record["output_tokens"] - accepted - 1)
     return None
 
 

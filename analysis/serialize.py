@@ -27,6 +27,8 @@ LEVEL_FIELDS: tuple[str, ...] = (
     "batches_spec", "batches_baseline", "spec_per_request_tok_s", "baseline_per_request_tok_s", "per_request_ratio",
     "ttft_p50_ratio", "ttft_p99_ratio", "e2e_p50_ratio", "e2e_p99_ratio", "spec_accept_length",
     "spec_achieved_c", "baseline_achieved_c", "policy_uses", "policy_tok_s", "flags",
+    "spec_server_running", "baseline_server_running", "spec_server_queued", "baseline_server_queued",
+    "spec_server_kv_usage", "baseline_server_kv_usage", "spec_server_accept_length", "why",
 )
 
 
@@ -101,6 +103,14 @@ def level_json(level: LevelComparison, comparison: Comparison) -> dict[str, Any]
         "policy_uses": policy.uses if policy else None,
         "policy_tok_s": policy.switch_tok_s if policy else None,
         "flags": list(level.flags),
+        "spec_server_running": level.spec.server_running,
+        "baseline_server_running": level.baseline.server_running,
+        "spec_server_queued": level.spec.server_queued,
+        "baseline_server_queued": level.baseline.server_queued,
+        "spec_server_kv_usage": level.spec.server_kv_usage,
+        "baseline_server_kv_usage": level.baseline.server_kv_usage,
+        "spec_server_accept_length": level.spec.server_accept_length,
+        "why": level.why,
     })
 
 

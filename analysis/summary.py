@@ -25,9 +25,11 @@ from analysis.request_metrics import (
     tpot_s,
     ttft_s,
 )
+from analysis.server_side import server_step
 from analysis.steps import StepWindow, overlapping, step_windows
 from contract.policy import MIN_PERCENTILE_REQUESTS, default_min_requests
 from contract.schema import META_FILE, RequestRecord, RunData, RunMeta
+from contract.server_metrics import ServerMetricsSample
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
 
 
@@ -61,6 +63,16 @@ class StepRow:
     accept_length: float | None  # total output tokens / total verify passes (speculative runs)
     chunk_counted_requests: int  # ok requests whose output_tokens were counted from chunks
     flags: tuple[str, ...] = ()  # warning codes that concern this step
+    # The server's side of the window (server_metrics.jsonl; analysis.server_side), None without samples.
+    server_samples: int = 0
+    server_running: float | None = None  # mean requests running, as the server counts them
+    server_running_max: float | None = None
+    server_queued: float | None = None  # mean requests waiting for a batch slot
+    server_kv_usage: float | None = None  # mean KV-cache use, 0..1
+    server_accept_length: float | None = None  # tokens per verify pass, as the server counts them
+    server_gen_tok_s: float | None = None  # the server's generation-token counter as a rate
+    server_token_gap: float | None = None  # server_gen_tok_s / client tok/s over the same span - 1
+    client_cpu_max: float | None = None  # the busiest load process's CPU over the step, 1.0 = one core
     throughput_ci_rel: float | None = None  # 95% half-width of throughput_tok_s, relative (None: no interval)
     throughput_ci_method: str | None = None  # batch_means, lifetime_batches (fallback) or none
 
@@ -82,6 +94,7 @@ class RunSummary:
     warnings: list[ValidityWarning] = field(default_factory=list)
     skipped_lines: int = 0
     cached_share: float | None = None  # prompt tokens the server served from its cache (ok requests)
+    server_samples: list[ServerMetricsSample] = field(default_factory=list)  # for the timeline plot
 
     def row_at(self, target_c: int) -> StepRow | None:
         """The last step with this target concurrency that has a window (a re-run step wins)."""
@@ -94,14 +107,16 @@ def summarize_run(run: RunData, *, name: str | None = None) -> RunSummary:
     run_name = name or run.meta.label or run.path.name
     rows: list[StepRow] = []
     warnings: list[ValidityWarning] = []
+    cpu = {s["index"]: max(s["load_cpu"].values()) / 100.0 if s.get("load_cpu") else None for s in run.steps}
     for window in step_windows(run):
-        row, found = flag_step(run_name, summarize_step(run, window))
+        row = with_server_side(summarize_step(run, window), run, window)
+        row, found = flag_step(run_name, replace(row, client_cpu_max=cpu.get(window.index)))
         warnings.extend(found)
         rows.append(row)
     has_meta = (run.path / META_FILE).exists()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
-                      cached_share(run.records))
+                      cached_share(run.records), run.server_samples)
 
 
 def flag_step(run_name: str, row: StepRow) -> tuple[StepRow, list[ValidityWarning]]:
@@ -176,6 +191,20 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow) -> StepRo
         throughput_ci_rel=ci if math.isfinite(ci) else None,
         throughput_ci_method=estimate.method,
     )
+
+
+def with_server_side(row: StepRow, run: RunData, window: StepWindow) -> StepRow:
+    """The row with the server's own figures over its window, when the run sampled ``/metrics``."""
+    if window.bounds is None or not run.server_samples:
+        return row
+    t0, t1 = window.bounds
+    side = server_step(run.server_samples, overlapping(run.records, t0, t1), t0, t1)
+    if side is None:
+        return row
+    return replace(row, server_samples=side.samples, server_running=side.running,
+                   server_running_max=side.running_max, server_queued=side.queued,
+                   server_kv_usage=side.kv_cache_usage, server_accept_length=side.accept_length,
+                   server_gen_tok_s=side.gen_tok_s, server_token_gap=side.token_gap)
 
 
 def _empty_row(window: StepWindow, min_requests: int) -> StepRow:

@@ -21,3 +21,7 @@ MIN_PERCENTILE_REQUESTS = 30
 def default_min_requests(target_c: int) -> int:
     """Requests a step must measure unless told otherwise: enough for a p99 and for every user to recycle."""
     return max(30, 3 * target_c)
+
+#: A load process busier than this share of one core during a step: the client, not the server, may have
+#: limited the step (late reads inflate TTFT and ITL, fewer requests lower throughput); flag ``client_bound``.
+CLIENT_BOUND_CPU = 0.90

@@ -4,7 +4,9 @@ A run directory holds three files, all written by the load side as things happen
 
 * ``records.jsonl``: one JSON object per finished request (``RequestRecord``), flushed as it finishes;
 * ``steps.jsonl``: one JSON object per ladder step (``StepRecord``), written when the step ends;
-* ``meta.json``: settings, prompt set and server identity (``RunMeta``), written at start, updated at end.
+* ``meta.json``: settings, prompt set and server identity (``RunMeta``), written at start, updated at end;
+* ``server_metrics.jsonl`` (optional): the server's ``/metrics`` sampled during the run
+  (``contract.server_metrics``, its own schema version).
 
 This module is the single definition of those shapes. The load side imports it to build lines; the analysis
 side imports it to read them. It imports nothing from Locust, so a run killed half-way can be read anywhere.
@@ -19,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypedDict, get_args
+
+from contract.server_metrics import SERVER_METRICS_FILE, ServerMetricsSample, read_server_metrics
 
 SCHEMA_VERSION = 1
 
@@ -145,6 +149,7 @@ class RunData:
     records: list[RequestRecord]
     steps: list[StepRecord]
     skipped_lines: int = 0  # torn last lines of a killed run
+    server_samples: list[ServerMetricsSample] = field(default_factory=list)  # server_metrics.jsonl, time order
 
 
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
@@ -232,4 +237,7 @@ def read_run(run_dir: str | Path) -> RunData:
     steps = read_steps(steps_path) if steps_path.exists() else []
     meta_path = root / META_FILE
     meta = read_meta(meta_path) if meta_path.exists() else RunMeta()
-    return RunData(path=root, meta=meta, records=records, steps=steps, skipped_lines=torn)
+    samples_path = root / SERVER_METRICS_FILE
+    samples, torn_samples = read_server_metrics(samples_path) if samples_path.exists() else ([], 0)
+    return RunData(path=root, meta=meta, records=records, steps=steps, skipped_lines=torn + torn_samples,
+                   server_samples=samples)

@@ -71,6 +71,9 @@ OPTIONS: tuple[Option, ...] = (
            "fraction (0: off; then steps end on --min-requests and --min-step-time)"),
     Option("time-budget", "", "wall time for the whole ladder, e.g. 30m, 1h30m, 900s (specbench compare: "
            "for both runs); steps share it, unused time passes on"),
+    Option("server-metrics", True, "sample the server's /metrics during the run into server_metrics.jsonl "
+           "(--no-server-metrics: off)"),
+    Option("server-metrics-interval", 1.0, "seconds between two reads of the server's /metrics"),
     Option("emulator-profile", "baseline", "with no --host: built-in emulator profile to start", in_web_ui=False),
     Option("emulator-speed", 1.0, "with no --host: time scale of the built-in emulator", in_web_ui=False),
     Option("suite-config", "", "YAML profile setting any of these options (command line wins)",
@@ -244,6 +247,8 @@ class SuiteSettings:
     min_step_time: float
     max_step_time: float
     step_ci: float
+    server_metrics: bool
+    server_metrics_interval: float
     time_budget: str = ""
 
     @classmethod
@@ -261,6 +266,8 @@ class SuiteSettings:
             load_mode=str(get("load_mode")), ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
             min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
+            server_metrics=bool(get("server_metrics")),
+            server_metrics_interval=float(get("server_metrics_interval")),
             time_budget=str(get("time_budget") or ""),
         )
         settings.validate()
@@ -273,7 +280,8 @@ class SuiteSettings:
             raise SettingsError(f"--load-mode: expected one of {', '.join(LOAD_MODES)}, got {self.load_mode!r}")
         if self.max_tokens < 1:
             raise SettingsError(f"--max-tokens: expected a positive whole number, got {self.max_tokens}")
-        for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time"):
+        for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time",
+                     "server_metrics_interval"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"--{name.replace('_', '-')}: expected a positive number of seconds")
         if self.step_ci < 0 or self.step_ci >= 1:

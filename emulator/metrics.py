@@ -82,6 +82,12 @@ class Metrics:
              [(sched, window.gen_throughput)])
         emit("sglang:max_running_requests", "gauge", "The max running requests.",
              [(sched, self.profile.max_running_requests)])
+        capacity = self.profile.max_total_num_tokens
+        emit("sglang:num_used_tokens", "gauge", "The number of used tokens.", [(sched, window.kv_used_tokens)])
+        emit("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache.",
+             [(sched, capacity)])
+        emit("sglang:token_usage", "gauge", "The token usage (0..1).",
+             [(sched, min(1.0, window.kv_used_tokens / capacity))])
         if spec is not None:
             emit("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
                  [(sched, window.spec_accept_length)])

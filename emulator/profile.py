@@ -124,6 +124,11 @@ class Profile:
         return 1.0 / self.speed
 
     @property
+    def max_total_num_tokens(self) -> int:
+        """KV-cache capacity in tokens (SGLang's ``max_total_num_tokens``): four full contexts."""
+        return self.context_length * 4
+
+    @property
     def is_speculative(self) -> bool:
         return self.speculative is not None
 

@@ -85,7 +85,7 @@ def build_server_info(emu: Emulator) -> dict[str, Any]:
         "context_length": p.context_length,
         "max_running_requests": p.max_running_requests,
         "max_queued_requests": p.max_queued_requests,
-        "max_total_num_tokens": p.context_length * 4,
+        "max_total_num_tokens": p.max_total_num_tokens,
         "max_req_input_len": p.context_length - 1,
         "stream_interval": 1,
         "enable_metrics": True,

@@ -36,8 +36,20 @@ class Job:
     """One generation request inside the scheduler; the HTTP side waits on ``updated``."""
 
     __slots__ = (
-        "aborted", "alpha", "correct_drafts", "finished", "histogram", "prefill_tokens", "produced",
-        "rng", "scheduled_s", "step_tokens", "target_tokens", "updated", "verify_ct",
+        "aborted",
+        "alpha",
+        "correct_drafts",
+        "finished",
+        "histogram",
+        "left_s",
+        "prefill_tokens",
+        "produced",
+        "rng",
+        "scheduled_s",
+        "step_tokens",
+        "target_tokens",
+        "updated",
+        "verify_ct",
     )
 
     def __init__(self, target_tokens: int, prefill_tokens: int, alpha: float | None, rng: random.Random,
@@ -52,6 +64,7 @@ class Job:
         self.correct_drafts = 0
         self.histogram = [0] * (num_steps + 1) if alpha is not None else []
         self.scheduled_s: float | None = None
+        self.left_s: float | None = None  # when the scheduler took it out of the running batch
         self.finished = False
         self.aborted = False
         self.updated = gevent.event.Event()
@@ -91,6 +104,7 @@ class WindowGauges:
     gen_throughput: float = 0.0
     spec_accept_length: float = 0.0
     spec_accept_rate: float = 0.0
+    kv_used_tokens: int = 0  # prompt + generated tokens of the running requests (SGLang's num_used_tokens)
 
 
 class Scheduler:
@@ -195,14 +209,14 @@ class Scheduler:
             prev_end = now
             self._advance()
             if stats.steps % self._log_every == 0:
-                self._log_window(now)
+                self._log_window(now, batch)
 
     def _idle(self) -> None:
         """Close the open log window (so short runs still report), then sleep until a request arrives."""
         if self.stats.tokens > self._window_start[1]:
             self._log_window(time.monotonic())
         self.stats.running = self.stats.waiting = 0
-        self.window = dataclasses.replace(self.window, running=0, waiting=0)
+        self.window = dataclasses.replace(self.window, running=0, waiting=0, kv_used_tokens=0)
         while not self._stopping and not self._waiting:
             self._wake.clear()
             self._wake.wait(timeout=1.0)
@@ -228,9 +242,10 @@ class Scheduler:
 
     def _advance(self) -> None:
         """Give every running job its tokens for the step that just ended, and wake its writer."""
-        stats, num_steps, still = self.stats, self._num_steps, []
+        stats, num_steps, still, wall = self.stats, self._num_steps, [], time.time()
         for job in self._running:
             if job.aborted:
+                job.left_s = wall
                 job.updated.set()
                 continue
             missing = job.target_tokens - job.produced
@@ -251,18 +266,24 @@ class Scheduler:
             stats.tokens += tokens
             if job.produced >= job.target_tokens:
                 job.finished = True
+                job.left_s = wall
             else:
                 still.append(job)
             job.updated.set()
         self._running = still
 
-    def _log_window(self, now: float) -> None:
-        """Refresh the gauges every ``metrics_interval_steps`` steps, as SGLang's decode log does."""
+    def _log_window(self, now: float, batch: int | None = None) -> None:
+        """Refresh the gauges every ``metrics_interval_steps`` steps, as SGLang's decode log does.
+
+        ``running`` is the batch of the step just run (requests that finished in it included), as SGLang logs
+        the batch it decodes; ``None`` (closing the window on going idle) takes what is left running.
+        """
         stats, last = self.stats, self._window_start
         elapsed = now - last[0]
         passes = stats.verify_passes - last[2]
         self.window = WindowGauges(
-            running=len(self._running),
+            running=len(self._running) if batch is None else batch,
+            kv_used_tokens=sum(job.prefill_tokens + job.produced for job in self._running),
             waiting=len(self._waiting),
             gen_throughput=(stats.tokens - last[1]) / elapsed if elapsed > 0 else 0.0,
             spec_accept_length=(stats.verify_tokens - last[3]) / passes if passes else 0.0,

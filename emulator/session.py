@@ -252,6 +252,7 @@ class Session:
             "status": status,
             "arrival_s": self.arrival_s,
             "scheduled_s": job.scheduled_s if job else None,
+            "left_batch_s": job.left_s if job else None,
             "first_token_s": progress.first_token_s,
             "finished_s": finished_s if finished_s is not None else time.time(),
             "prompt_tokens": req.prompt_tokens,

@@ -39,6 +39,7 @@ from locustfiles.sequencer import (
     StepCounters,
     WorkerSequence,
 )
+from locustfiles.server_metrics import ServerMetricsSampler
 from locustfiles.target import EmulatorProcess, start_emulator_process
 from shapes.ladder import ConcurrencyLadder
 from shapes.live import PLAN_MESSAGE, RECORD_MESSAGE, START_MESSAGE, STEP_MESSAGE, LiveStep
@@ -65,6 +66,7 @@ class RunHooks:
         self._plan_message: dict[str, Any] | None = None  # master: the current run's plan, for late joiners
         self.run_dirs: set[str] = set()  # run directories this process has written (one per Start)
         self.tokens_tab: Any = None  # the web UI's Tokens tab, on the process that serves the UI
+        self.sampler: ServerMetricsSampler | None = None  # the coordinating process samples /metrics
 
     @property
     def shape(self) -> ConcurrencyLadder | None:
@@ -293,6 +295,7 @@ class RunHooks:
             self.tokens_tab.run_started(ctx.run_dir)
         log.info("Run directory: %s (api %s, model %s, server %s%s)", ctx.run_dir, ctx.api, ctx.model,
                  ctx.server.kind, ", speculative" if ctx.server.speculative else "")
+        self._start_sampler(ctx)
         if self.fleet is not None and isinstance(runner, MasterRunner):
             self.fleet.clear_run()
             if self._watch is not None:
@@ -313,6 +316,16 @@ class RunHooks:
             self.shape.stop_now()
         self._finish_run()
 
+    def _start_sampler(self, ctx: runmod.RunContext) -> None:
+        if self.sampler is not None:  # a web-UI restart: the previous run's sampler ends with it
+            self.sampler.stop()
+            self.sampler = None
+        settings = ctx.settings
+        if settings.server_metrics:
+            self.sampler = ServerMetricsSampler(self.env.host or "", ctx.run_dir, settings.server_metrics_interval,
+                                                api_key=settings.api_key(), timeout_s=settings.connect_timeout)
+            self.sampler.start()
+
     def _finish_run(self) -> None:
         ctx = getattr(self.env, "specbench_run", None)
         if self.coordinates and ctx is not None and self.meta is not None:
@@ -320,6 +333,8 @@ class RunHooks:
             runmod.finish_meta(ctx.run_dir, self.meta, completed)
             self.meta = None
         self.steps.close()
+        if self.sampler is not None:  # its last read comes after the ladder drained
+            self.sampler.stop()
         if self.tokens_tab is not None and ctx is not None:
             self.tokens_tab.run_ended(ctx.run_dir)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import gevent
 
-from shapes.loadcpu import process_cpu_seconds
+from shapes.loadcpu import process_busy_seconds
 
 log = logging.getLogger("specbench")
 
@@ -91,7 +91,7 @@ class WorkerLink:
 
     def _cpu_loop(self) -> None:
         while True:
-            self._send(CPU_MESSAGE, {"cpu_s": process_cpu_seconds(), "t": time.monotonic()})
+            self._send(CPU_MESSAGE, {"cpu_s": process_busy_seconds(), "t": time.monotonic()})
             gevent.sleep(1.0)
 
     def _probe_loop(self) -> None:

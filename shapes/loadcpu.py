@@ -2,9 +2,12 @@
 
 Why: a load process near a full core delays reading streams, so TTFT and inter-token figures grow with the
 client, not the server. Above ``CLIENT_BOUND_PCT`` the step is flagged ``client_bound``; the cure is more
-processes (``--processes N``, or more workers). Every process's figure is CPU seconds over wall seconds between
-the step's first and last sample: the master (or local runner) reads its own, workers send theirs once a
-second (Locust's heartbeat figure is refreshed only every few seconds, too coarse for short steps).
+processes (``--processes N``, or more workers). Every process's figure is busy seconds over wall seconds between
+the step's first and last sample; busy = CPU seconds plus, on Linux, seconds its main thread waited in the run
+queue for a CPU (``/proc/self/schedstat``): on a machine with more runnable work than cores a saturated
+process gets well under a core of CPU time, yet it is the client that limits the step. The master (or local
+runner) reads its own figure, workers send theirs once a second (Locust's heartbeat figure is refreshed only
+every few seconds, too coarse for short steps).
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ import time
 
 import psutil
 
-CLIENT_BOUND_PCT = 90.0
+from contract.policy import CLIENT_BOUND_CPU
+
+CLIENT_BOUND_PCT = 100.0 * CLIENT_BOUND_CPU
+SCHEDSTAT = "/proc/self/schedstat"
 
 
 class LoadCpu:
@@ -25,13 +31,11 @@ class LoadCpu:
 
     def __init__(self, own_name: str = "local") -> None:
         self.own_name = own_name
-        self._proc = psutil.Process()
         self._first: dict[str, tuple[float, float]] = {}
         self._last: dict[str, tuple[float, float]] = {}
 
     def own(self) -> tuple[float, float]:
-        t = self._proc.cpu_times()
-        return float(t.user + t.system), time.monotonic()
+        return process_busy_seconds(), time.monotonic()
 
     def begin(self) -> None:
         self._first, self._last = {}, {}
@@ -52,9 +56,19 @@ class LoadCpu:
         return out
 
 
-def process_cpu_seconds() -> float:
+def run_queue_wait_s() -> float:
+    """Seconds this process's main thread has waited for a CPU while runnable (0 where the kernel does not say)."""
+    try:
+        with open(SCHEDSTAT, encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def process_busy_seconds() -> float:
+    """CPU seconds of every thread, plus the main thread's wait for a CPU: what this process asked for."""
     t = psutil.Process().cpu_times()
-    return float(t.user + t.system)
+    return float(t.user + t.system) + run_queue_wait_s()
 
 
 def client_bound(cpu: dict[str, float]) -> bool:

@@ -182,3 +182,6 @@ def test_distributed_processes_share_the_masters_steps_and_one_run_directory(tmp
     for step in (0, 1):  # the master numbers each level's requests: no number used twice
         seqs = [r["prompt_seq"] for r in run.records if r["step"] == step]
         assert len(set(seqs)) == len(seqs), "workers repeated prompt numbers"
+    # The master alone samples /metrics: one read a second, not one per process.
+    times = [s["t_s"] for s in run.server_samples]
+    assert len(times) >= 3 and min(b - a for a, b in itertools.pairwise(times)) > 0.5

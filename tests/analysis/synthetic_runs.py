@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.schema import META_FILE, RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE
+from contract.server_metrics import SERVER_METRICS_FILE
 
 EPOCH = 1_760_000_000.0
 SEED_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)
@@ -65,6 +66,8 @@ class RunSpec:
     write_meta: bool = True
     torn_tail: bool = False
     cached_tokens: int = 0  # per request, of 100 prompt tokens
+    client_busy: float | None = None  # every step line's load_cpu, as a share of one core
+    server_counter_factor: float | None = None  # write server_metrics.jsonl: the token counter = this x truth
 
 
 def default_window_requests(target_c: int) -> int:
@@ -92,10 +95,27 @@ def write_run(root: Path, spec: RunSpec) -> Path:
             fh.write('{"schema": 1, "request_id": "torn')
     with (root / STEPS_FILE).open("w", encoding="utf-8") as fh:
         for step in steps:
+            if spec.client_busy is not None:
+                step.update(load_cpu={"local": 100 * spec.client_busy})
             fh.write(json.dumps(step) + "\n")
+    if spec.server_counter_factor is not None:
+        _write_server_metrics(root, records, EPOCH, t, spec.server_counter_factor)
     if spec.write_meta:
         (root / META_FILE).write_text(json.dumps(meta_json(spec, EPOCH, t)), encoding="utf-8")
     return root
+
+
+def _write_server_metrics(root: Path, records: list[dict[str, Any]], t0: float, t1: float, factor: float) -> None:
+    """A sample every 0.25 s whose token counter is ``factor`` times the tokens of requests finished so far."""
+    ends = sorted((r["start_s"] + r["e2e_s"], r["output_tokens"]) for r in records if r["status"] == "ok")
+    with (root / SERVER_METRICS_FILE).open("w", encoding="utf-8") as fh:
+        t = t0 + 0.1234  # never on a request's end
+        while t < t1:
+            done = sum(n for end, n in ends if end <= t)
+            running = sum(1 for r in records if r["start_s"] <= t < r["start_s"] + r["e2e_s"])
+            fh.write(json.dumps({"schema": 1, "t_s": t, "server": "sglang", "raw": {},
+                                 "values": {"running": running, "generation_tokens_total": factor * done}}) + "\n")
+            t += 0.25
 
 
 def meta_json(spec: RunSpec, started: float, ended: float) -> dict[str, Any]:

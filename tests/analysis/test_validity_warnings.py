@@ -83,7 +83,16 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "unmatched_level": (_fewer_levels, "C=4 was measured in baseline only"),
     "no_interval": (_short_windows, "no 95% interval"),
     "prompt_cache_mismatch": (_set(cached_tokens=90), "served from cache: 0% on baseline, 90% on"),
+    "server_token_gap": (_set(server_counter_factor=1.05), "differ by +5.0% over the same seconds"),
+    "client_bound": (_set(client_busy=0.97), "used 97% of a core"),
 }
+
+
+def test_a_server_counter_that_agrees_raises_no_gap(tmp_path: Path) -> None:
+    comparison = _compare(tmp_path, _set(server_counter_factor=1.0, client_busy=0.5))
+    assert not [w for w in comparison.warnings if w.code in ("server_token_gap", "client_bound")]
+    rows = [r for r in comparison.spec.rows if r.window_s]
+    assert rows and all(r.server_token_gap == 0 and r.server_samples > 0 for r in rows)
 
 
 def test_every_warning_code_has_a_case() -> None:

@@ -1,0 +1,128 @@
+"""The server's side of each step: its own gauges and counters over the step's measured window.
+
+Reads the samples of server_metrics.jsonl (``contract.server_metrics``) that fall inside a window and puts
+the server's view next to the client's: requests running and queued, KV-cache use, acceptance length, and
+the server's generation-token counter as a rate.
+
+The token cross-check is made over the span between two samples inside the window (the first and last that
+no request finished close to), so both sides count over exactly the same seconds. Servers count generated
+tokens either as they are made (vLLM) or when a request finishes (SGLang, llama.cpp); the client's tokens are
+attributed both ways over that span (chunk arrivals, and whole requests by the time they finished) and the
+gap is to the closer of the two. A gap above ``MAX_TOKEN_GAP`` means one of the two counts is wrong.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from contract.schema import RequestRecord
+from contract.server_metrics import ServerMetricsSample, accept_length_from_counters
+from contract.window import window_tokens
+
+MAX_TOKEN_GAP = 0.02  # server token counter vs client tokens over the same span
+QUIET_S = 0.01  # a span edge this far from every request's end cannot split a request between the two sides
+
+
+@dataclass(frozen=True)
+class ServerStep:
+    """The server's figures over one window; None where the server does not expose the series."""
+
+    samples: int  # samples inside the window
+    running: float | None  # mean of the samples
+    running_max: float | None
+    queued: float | None
+    kv_cache_usage: float | None  # 0..1
+    accept_length: float | None  # from the spec counters when the server has them, else its gauge
+    gen_tok_s: float | None  # generation-token counter's rate between the first and last sample inside
+    client_tok_s: float | None  # the client's tok/s over that same span (the attribution closer to the server)
+    token_gap: float | None  # gen_tok_s / client_tok_s - 1
+
+
+def in_window(samples: Sequence[ServerMetricsSample], t0: float, t1: float) -> list[ServerMetricsSample]:
+    return [s for s in samples if t0 <= s["t_s"] <= t1]
+
+
+def _values(samples: Sequence[ServerMetricsSample], term: str) -> list[float]:
+    return [float(s["values"][term]) for s in samples if term in s["values"]]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _delta(first: ServerMetricsSample, last: ServerMetricsSample, term: str) -> float | None:
+    a, b = first["values"].get(term), last["values"].get(term)
+    return float(b) - float(a) if a is not None and b is not None else None
+
+
+def server_accept_length(inside: Sequence[ServerMetricsSample]) -> float | None:
+    """1 + accepted drafts per verify pass from the counters (vLLM, llama.cpp), else SGLang's gauge.
+
+    SGLang's gauge covers its last log window and reads 0 while idle, so only nonzero readings count.
+    """
+    if len(inside) >= 2:
+        accepted = _delta(inside[0], inside[-1], "spec_accepted_tokens_total")
+        verify = _delta(inside[0], inside[-1], "spec_verify_total")
+        if accepted is not None and verify:
+            return accept_length_from_counters(accepted, verify)
+    return _mean([v for v in _values(inside, "accept_length") if v > 0])
+
+
+def finished_tokens(records: Sequence[RequestRecord], t0: float, t1: float) -> float:
+    """Output tokens of ok requests that finished in [t0, t1): the tokens a finish-time counter adds."""
+    return float(sum(r["output_tokens"] for r in records
+                     if r["status"] == "ok" and t0 <= r["start_s"] + r["e2e_s"] < t1))
+
+
+def quiet_span(inside: Sequence[ServerMetricsSample], records: Sequence[RequestRecord]
+               ) -> tuple[ServerMetricsSample, ServerMetricsSample]:
+    """The first and last samples inside the window that no request finished close to (``QUIET_S``).
+
+    A request that ends within milliseconds of a sample may be counted by the server before the sample and
+    seen finished by the client after it (or the other way round), moving a whole request's tokens across
+    the edge. Samples away from every finish avoid that; without such samples, the first and last are used.
+    """
+    finishes = sorted(r["start_s"] + r["e2e_s"] for r in records if r["status"] == "ok")
+
+    def quiet(sample: ServerMetricsSample) -> bool:
+        i = bisect.bisect_left(finishes, sample["t_s"] - QUIET_S)
+        return i == len(finishes) or finishes[i] > sample["t_s"] + QUIET_S
+
+    calm = [s for s in inside if quiet(s)]
+    return (calm[0], calm[-1]) if len(calm) >= 2 else (inside[0], inside[-1])
+
+
+def token_rates(inside: Sequence[ServerMetricsSample], records: Sequence[RequestRecord]
+                ) -> tuple[float | None, float | None, float | None]:
+    """(server tok/s, client tok/s, gap) over the span between two samples inside the window."""
+    if len(inside) < 2:
+        return None, None, None
+    first, last = quiet_span(inside, records)
+    a, b = first["t_s"], last["t_s"]
+    counted = _delta(first, last, "generation_tokens_total")
+    if counted is None or b <= a:
+        return None, None, None
+    server = counted / (b - a)
+    candidates = [window_tokens(records, a, b) / (b - a), finished_tokens(records, a, b) / (b - a)]
+    candidates = [c for c in candidates if c > 0]
+    if not candidates:
+        return server, None, None
+    client = min(candidates, key=lambda c: abs(server / c - 1))
+    return server, client, server / client - 1
+
+
+def server_step(samples: Sequence[ServerMetricsSample], records: Sequence[RequestRecord], t0: float,
+                t1: float) -> ServerStep | None:
+    """The server's view of the window [t0, t1]; None when no sample fell inside it."""
+    inside = in_window(samples, t0, t1)
+    if not inside:
+        return None
+    running = _values(inside, "running")
+    server, client, gap = token_rates(inside, records)
+    return ServerStep(
+        samples=len(inside), running=_mean(running), running_max=max(running) if running else None,
+        queued=_mean(_values(inside, "queued")), kv_cache_usage=_mean(_values(inside, "kv_cache_usage")),
+        accept_length=server_accept_length(inside), gen_tok_s=server, client_tok_s=client, token_gap=gap,
+    )

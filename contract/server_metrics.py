@@ -1,0 +1,182 @@
+"""server_metrics.jsonl: the server's own Prometheus series, sampled during a run, in one vocabulary.
+
+SGLang (``sglang:*``, with ``--enable-metrics``), vLLM (``vllm:*``) and llama.cpp (``llamacpp:*``, with
+``--metrics``) name the same facts differently. ``parse_metrics`` reads the Prometheus text format with
+``prometheus_client``'s parser and maps each server's names onto the terms of ``VOCABULARY``; every series it
+does not map is kept raw (name and labels), except histogram buckets and ``_created`` timestamps, which would
+make every line hundreds of series long and which no figure uses.
+
+A line of the file (``ServerMetricsSample``) is written by the load side once per sampling interval; the
+analysis reads it back with ``read_server_metrics``. Same versioning rule as the records: bump
+``SERVER_METRICS_SCHEMA`` on an incompatible change and keep reading the older versions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+from prometheus_client.parser import text_string_to_metric_families
+
+SERVER_METRICS_FILE = "server_metrics.jsonl"
+SERVER_METRICS_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Term:
+    """One fact of the vocabulary: its meaning and how several labelled series of it combine."""
+
+    name: str
+    meaning: str
+    combine: str  # "sum" (counts, rates, counters across ranks) or "mean" (fractions, lengths)
+
+
+VOCABULARY: tuple[Term, ...] = (
+    Term("running", "requests in the running batch", "sum"),
+    Term("queued", "requests waiting for a batch slot", "sum"),
+    Term("max_running", "the server's cap on running requests", "sum"),
+    Term("kv_cache_usage", "share of the KV cache in use, 0..1", "mean"),
+    Term("gen_throughput", "server-reported generation tok/s over its last log window", "sum"),
+    Term("accept_length", "tokens per verify pass, bonus included, over the server's last log window", "mean"),
+    Term("accept_rate", "accepted draft tokens / proposed draft tokens, last log window", "mean"),
+    Term("prompt_tokens_total", "counter: prompt tokens processed", "sum"),
+    Term("generation_tokens_total", "counter: output tokens generated", "sum"),
+    Term("requests_total", "counter: requests finished", "sum"),
+    Term("spec_verify_total", "counter: speculative verify passes (one per request per pass)", "sum"),
+    Term("spec_draft_tokens_total", "counter: draft tokens proposed", "sum"),
+    Term("spec_accepted_tokens_total", "counter: draft tokens accepted (bonus excluded)", "sum"),
+)
+TERMS: dict[str, Term] = {t.name: t for t in VOCABULARY}
+
+# Sample name as the server exposes it -> vocabulary term. Counters keep their ``_total`` suffix here.
+SERVER_NAMES: dict[str, str] = {
+    # SGLang 0.5.x (protocols.md A4); the emulator serves the same names.
+    "sglang:num_running_reqs": "running",
+    "sglang:num_queue_reqs": "queued",
+    "sglang:max_running_requests": "max_running",
+    "sglang:token_usage": "kv_cache_usage",
+    "sglang:gen_throughput": "gen_throughput",
+    "sglang:spec_accept_length": "accept_length",
+    "sglang:spec_accept_rate": "accept_rate",
+    "sglang:prompt_tokens_total": "prompt_tokens_total",
+    "sglang:generation_tokens_total": "generation_tokens_total",
+    "sglang:num_requests_total": "requests_total",
+    "sglang:spec_verify_calls_total": "spec_verify_total",
+    # vLLM (protocols.md B); the accept length comes from its counters (see ``accept_length_from_counters``).
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "queued",
+    "vllm:kv_cache_usage_perc": "kv_cache_usage",
+    "vllm:gpu_cache_usage_perc": "kv_cache_usage",  # older vLLM
+    "vllm:prompt_tokens_total": "prompt_tokens_total",
+    "vllm:generation_tokens_total": "generation_tokens_total",
+    "vllm:request_success_total": "requests_total",
+    "vllm:spec_decode_num_drafts_total": "spec_verify_total",
+    "vllm:spec_decode_num_draft_tokens_total": "spec_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total": "spec_accepted_tokens_total",
+    # llama.cpp llama-server --metrics. Its predicted_tokens_seconds is a per-slot decode speed, not the
+    # server's throughput, so it stays raw.
+    "llamacpp:requests_processing": "running",
+    "llamacpp:requests_deferred": "queued",
+    "llamacpp:kv_cache_usage_ratio": "kv_cache_usage",  # older builds
+    "llamacpp:prompt_tokens_total": "prompt_tokens_total",
+    "llamacpp:tokens_predicted_total": "generation_tokens_total",
+    "llamacpp:spec_decode_num_drafts_total": "spec_verify_total",
+    "llamacpp:spec_decode_num_draft_tokens_total": "spec_draft_tokens_total",
+    "llamacpp:spec_decode_num_accepted_tokens_total": "spec_accepted_tokens_total",
+}
+
+_COMBINE: dict[str, Callable[[list[float]], float]] = {"sum": sum, "mean": lambda v: sum(v) / len(v)}
+_DROPPED_SUFFIXES = ("_bucket", "_created")
+
+
+class ServerMetricsSample(TypedDict):
+    """One line of server_metrics.jsonl: one read of ``/metrics``."""
+
+    schema: int
+    t_s: float  # wall clock (epoch seconds), midway between sending the GET and reading the whole answer
+    server: str  # "sglang", "vllm", "llamacpp" or "unknown": whose names the series carried
+    values: dict[str, float]  # vocabulary term -> value (only the terms the server exposes)
+    raw: dict[str, float]  # every other series: 'name{label="v",...}' -> value
+
+
+class MetricsParseError(ValueError):
+    """The text is not the Prometheus exposition format."""
+
+
+def series_key(name: str, labels: dict[str, str]) -> str:
+    """'name{a="1",b="2"}' with labels sorted; just the name when there are none."""
+    if not labels:
+        return name
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+def _server_of(names: Iterable[str]) -> str:
+    for name in names:
+        prefix = name.split(":", 1)[0] if ":" in name else ""
+        if prefix in ("sglang", "vllm", "llamacpp"):
+            return prefix
+    return "unknown"
+
+
+def parse_metrics(text: str, t_s: float) -> ServerMetricsSample:
+    """One sample from a ``/metrics`` answer: mapped terms combined across label sets, the rest raw."""
+    grouped: dict[str, list[float]] = {}
+    raw: dict[str, float] = {}
+    names: list[str] = []
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                names.append(sample.name)
+                value = float(sample.value)
+                term = SERVER_NAMES.get(sample.name)
+                if term is not None:
+                    grouped.setdefault(term, []).append(value)
+                elif not sample.name.endswith(_DROPPED_SUFFIXES) and value == value:  # NaN is not JSON
+                    raw[series_key(sample.name, sample.labels)] = value
+    except (ValueError, TypeError) as exc:
+        raise MetricsParseError(f"not Prometheus text format ({exc})") from None
+    values = {term: _COMBINE[TERMS[term].combine](vals) for term, vals in grouped.items() if vals}
+    return ServerMetricsSample(schema=SERVER_METRICS_SCHEMA, t_s=t_s, server=_server_of(names), values=values,
+                               raw=raw)
+
+
+def accept_length_from_counters(accepted: float, verify: float) -> float | None:
+    """Tokens per verify pass from counter differences: 1 (the bonus token) + accepted drafts per pass.
+
+    vLLM documents this as its mean acceptance length; llama.cpp logs the same figure as "mean len".
+    """
+    return 1.0 + accepted / verify if verify > 0 else None
+
+
+def read_server_metrics(path: Path) -> tuple[list[ServerMetricsSample], int]:
+    """Samples in time order and the count of torn lines (a killed run); a newer schema is an error."""
+    from contract.schema import RunFormatError  # the schema module reads this file as part of a run
+
+    samples: list[ServerMetricsSample] = []
+    torn = 0
+    with path.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj: Any = json.loads(line)
+            except json.JSONDecodeError:
+                torn += 1
+                continue
+            where = f"{path}: line {lineno}"
+            if not isinstance(obj, dict) or not isinstance(obj.get("schema"), int):
+                raise RunFormatError(f"{where}: expected a JSON object with an integer 'schema'")
+            if obj["schema"] > SERVER_METRICS_SCHEMA:
+                raise RunFormatError(f"{where}: server metrics schema {obj['schema']} is newer than this suite "
+                                     f"reads ({SERVER_METRICS_SCHEMA})")
+            if not isinstance(obj.get("t_s"), int | float) or not isinstance(obj.get("values"), dict):
+                raise RunFormatError(f"{where}: sample lacks a numeric 't_s' and a 'values' object")
+            obj.setdefault("raw", {})
+            obj.setdefault("server", "unknown")
+            samples.append(obj)
+    samples.sort(key=lambda s: s["t_s"])
+    return samples, torn

@@ -1,0 +1,97 @@
+"""The server's side of the run: ``GET /metrics`` every interval, one line of server_metrics.jsonl per read.
+
+Runs as one greenlet in the process that coordinates the run (the master, or the local runner), so a
+distributed run samples the server once, not once per worker. A server without metrics (404, not the
+Prometheus format) or one that does not answer in time disables the sampler with one warning; the run goes
+on. The API key, when one is in use, is sent the way the users send it and never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import gevent
+import requests
+
+from contract.server_metrics import SERVER_METRICS_FILE, MetricsParseError, parse_metrics
+from locustfiles.auth import auth_headers
+from locustfiles.recorder import JsonlAppender
+
+log = logging.getLogger("specbench")
+
+METRICS_PATH = "/metrics"
+
+
+class ServerMetricsSampler:
+    """Samples ``base_url``/metrics every ``interval_s`` into ``run_dir``/server_metrics.jsonl until stopped."""
+
+    def __init__(self, base_url: str, run_dir: Path, interval_s: float, *, api_key: str | None = None,
+                 timeout_s: float = 5.0) -> None:
+        self.url = base_url.rstrip("/") + METRICS_PATH
+        self.path = run_dir / SERVER_METRICS_FILE
+        self.interval_s = interval_s
+        self.timeout_s = min(timeout_s, max(interval_s, 1.0) * 5)
+        self._headers = auth_headers(api_key)
+        self._session = requests.Session()
+        self._session.trust_env = False
+        self._appender: JsonlAppender | None = None
+        self._greenlet: gevent.Greenlet | None = None
+        self.samples = 0
+        self.disabled_reason: str | None = None
+
+    def start(self) -> None:
+        self._greenlet = gevent.spawn(self._loop)
+
+    def stop(self) -> None:
+        """Take one last sample (the counters at the very end), then stop; safe to call twice."""
+        greenlet, self._greenlet = self._greenlet, None
+        if greenlet is None:
+            return
+        greenlet.kill(block=True, timeout=self.timeout_s + 1.0)
+        if self.disabled_reason is None:
+            self.sample_once()
+        if self._appender is not None:
+            self._appender.close()
+            self._appender = None
+        self._session.close()
+
+    def _loop(self) -> None:
+        next_at = time.monotonic()
+        while self.disabled_reason is None:
+            self.sample_once()
+            next_at += self.interval_s
+            delay = next_at - time.monotonic()
+            if delay < 0:  # fell behind (a slow server): keep the interval from now, do not burst
+                next_at, delay = time.monotonic(), 0.0
+            gevent.sleep(delay)
+
+    def sample_once(self) -> bool:
+        """One read; False (and the sampler disabled, with one warning) when the server gives no metrics."""
+        sent = time.time()
+        try:
+            resp = self._session.get(self.url, headers=self._headers, timeout=self.timeout_s)
+        except requests.Timeout:
+            return self._disable(f"no answer within {self.timeout_s:g} s")
+        except requests.RequestException as exc:
+            return self._disable(type(exc).__name__)
+        if resp.status_code != 200:
+            hint = " (SGLang needs --enable-metrics, llama.cpp --metrics)" if resp.status_code == 404 else ""
+            return self._disable(f"HTTP {resp.status_code}{hint}")
+        try:
+            sample = parse_metrics(resp.text, (sent + time.time()) / 2)
+        except MetricsParseError as exc:
+            return self._disable(str(exc))
+        if self._appender is None:
+            self._appender = JsonlAppender(self.path)
+        self._appender.write(dict(sample))
+        self.samples += 1
+        return True
+
+    def _disable(self, reason: str) -> bool:
+        if self.disabled_reason is None:
+            self.disabled_reason = reason
+            log.warning("Server metrics off for this run: GET %s: %s; the run goes on without them",
+                        self.url, reason)
+        return False

@@ -1,0 +1,66 @@
+"""Server metrics against the real llama-server: llama.cpp's names sampled, acceptance length filled, and a
+server without ``--metrics`` leaves the run intact (one warning, no server_metrics.jsonl)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis import load_run, summarize_run
+from contract.server_metrics import SERVER_METRICS_FILE, accept_length_from_counters, read_server_metrics
+from tests.conftest import read_jsonl, run_locust
+
+from .conftest import PROMPTS_SHORT
+from .server import LlamaServer
+
+pytestmark = pytest.mark.slow
+
+MAX_TOKENS = 32
+ARGS = ("--ladder", "1,4", "--max-tokens", str(MAX_TOKENS), "--min-requests", "8", "--min-step-time", "1",
+        "--max-step-time", "60", "--prompts", str(PROMPTS_SHORT), "--server-metrics-interval", "0.2")
+
+
+def test_llamacpp_series_are_sampled_and_acceptance_length_is_filled(spec_server: LlamaServer,
+                                                                      tmp_path: Path) -> None:
+    proc = run_locust(spec_server.url, tmp_path / "run", *ARGS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    samples, torn = read_server_metrics(tmp_path / "run" / SERVER_METRICS_FILE)
+    assert torn == 0 and len(samples) >= 5
+    assert {s["server"] for s in samples} == {"llamacpp"}
+    first, last = samples[0]["values"], samples[-1]["values"]
+    for term in ("running", "queued", "prompt_tokens_total", "generation_tokens_total", "spec_verify_total",
+                 "spec_draft_tokens_total", "spec_accepted_tokens_total"):
+        assert term in last, term
+    assert any(k.startswith("llamacpp:n_decode_total") for k in samples[-1]["raw"])  # unmapped: kept raw
+    run = load_run(tmp_path / "run")
+    # The counters' rise over the run is the records' sum (the last sample is taken after the ladder drained).
+    tokens = sum(r["output_tokens"] for r in run.records)
+    assert last["generation_tokens_total"] - first["generation_tokens_total"] == tokens
+    accepted = sum(r["spec"]["accepted_drafts"] for r in run.records)
+    assert last["spec_accepted_tokens_total"] - first["spec_accepted_tokens_total"] == accepted
+    # Acceptance length from the records (SGLang's definition: tokens / verify passes, the prompt pass
+    # not counted) equals the one the server's counters give for the same requests.
+    verify = last["spec_verify_total"] - first["spec_verify_total"]
+    assert verify == sum(r["output_tokens"] - r["spec"]["accepted_drafts"] - 1 for r in run.records)
+    summary = summarize_run(run)
+    for row in summary.rows:
+        assert row.accept_length is not None and row.accept_length > 2  # the high-agreement draft
+        assert row.server_samples > 0 and row.server_running is not None
+    server_len = accept_length_from_counters(accepted, verify)
+    assert server_len is not None and server_len == pytest.approx((tokens - len(run.records)) / verify)
+
+
+def test_a_server_without_metrics_leaves_the_run_intact(
+    llama_server_bin: Path, gguf_models: dict[str, Path], server_logs: Path, tmp_path: Path
+) -> None:
+    with LlamaServer(gguf_models["target"], n_parallel=4, ctx_size=8192, metrics=False, binary=llama_server_bin,
+                     log_path=server_logs / "no-metrics.log") as server:
+        proc = run_locust(server.url, tmp_path / "run", *ARGS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("Server metrics off for this run") == 1
+    assert not (tmp_path / "run" / SERVER_METRICS_FILE).exists()
+    steps = read_jsonl(tmp_path / "run" / "steps.jsonl")
+    assert len(steps) == 2 and all(s["throughput_tok_s"] for s in steps)
+    summary = summarize_run(load_run(tmp_path / "run"))
+    assert all(r.server_samples == 0 and r.server_running is None for r in summary.rows)
