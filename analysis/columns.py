@@ -17,7 +17,7 @@ def _ci_cell(row: StepRow) -> str:
     return f"+-{row.throughput_ci_rel:.1%} {METHOD_TAGS.get(row.throughput_ci_method or '', '')}".rstrip()
 
 
-def _pct(row: StepRow, *cells: str) -> str:
+def _percentiles(row: StepRow, *cells: str) -> str:
     """Percentile cells, marked ``~`` when they rest on fewer than 30 complete requests (indicative)."""
     text = joined(*cells)
     return f"~{text}" if row.indicative_percentiles and text != joined() else text
@@ -32,11 +32,11 @@ STEP_COLUMNS: list[Column[StepRow]] = [
     Column("tok/s 95% CI", _ci_cell),
     Column("per-req tok/s", lambda r: fmt_num(r.per_request_tok_s)),
     Column("pct reqs", lambda r: str(r.requests_ok)),
-    Column("TTFT p50/p99 ms", lambda r: _pct(r, fmt_ms(r.ttft_p50_s), fmt_ms(r.ttft_p99_s))),
-    Column("ITL p50/p99 ms", lambda r: _pct(r, fmt_ms(r.itl_p50_s), fmt_ms(r.itl_p99_s))),
-    Column("TPOT p50/p99 ms", lambda r: _pct(r, fmt_ms(r.tpot_p50_s), fmt_ms(r.tpot_p99_s))),
+    Column("TTFT p50/p99 ms", lambda r: _percentiles(r, fmt_ms(r.ttft_p50_s), fmt_ms(r.ttft_p99_s))),
+    Column("ITL p50/p99 ms", lambda r: _percentiles(r, fmt_ms(r.itl_p50_s), fmt_ms(r.itl_p99_s))),
+    Column("TPOT p50/p99 ms", lambda r: _percentiles(r, fmt_ms(r.tpot_p50_s), fmt_ms(r.tpot_p99_s))),
     Column("latency avg/p50/p99 s",
-           lambda r: _pct(r, fmt_s(r.e2e_avg_s), fmt_s(r.e2e_p50_s), fmt_s(r.e2e_p99_s))),
+           lambda r: _percentiles(r, fmt_s(r.e2e_avg_s), fmt_s(r.e2e_p50_s), fmt_s(r.e2e_p99_s))),
     Column("accept len", lambda r: fmt_num(r.accept_length, 2)),
     Column("flags", lambda r: ",".join(r.flags), left=True),
 ]
