@@ -6,6 +6,7 @@ Every figure comes from the records through one definition (``contract.window`` 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.batch_means import estimate_throughput
 from analysis.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
 from analysis.request_metrics import (
     acceptance_length,
@@ -25,7 +27,7 @@ from analysis.request_metrics import (
 )
 from analysis.server_side import server_step
 from analysis.steps import StepWindow, overlapping, step_windows
-from contract.policy import default_min_requests
+from contract.policy import MIN_PERCENTILE_REQUESTS, default_min_requests
 from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta
 from contract.server_metrics import ServerMetricsSample
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
@@ -71,6 +73,13 @@ class StepRow:
     server_gen_tok_s: float | None = None  # the server's generation-token counter as a rate
     server_token_gap: float | None = None  # server_gen_tok_s / client tok/s over the same span - 1
     client_cpu_max: float | None = None  # the busiest load process's CPU over the step, 1.0 = one core
+    throughput_ci_rel: float | None = None  # 95% half-width of throughput_tok_s, relative (None: no interval)
+    throughput_ci_method: str | None = None  # batch_means, lifetime_batches (fallback) or none
+
+    @property
+    def indicative_percentiles(self) -> bool:
+        """Latency percentiles rest on ``requests_ok`` complete requests; under 30 they only indicate."""
+        return self.requests_ok < MIN_PERCENTILE_REQUESTS
 
 
 @dataclass(frozen=True)
@@ -150,6 +159,9 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow) -> StepRo
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
     itls = np.concatenate([itl_samples_s(r) for r in ok]) if ok else np.zeros(0)
     e2es = [r["e2e_s"] for r in ok]
+    median_e2e = percentile_or_none(e2es, 50)
+    estimate = estimate_throughput(nearby, t0, t1, median_e2e)
+    ci = estimate.relative_halfwidth()
     return StepRow(
         step=window.index,
         target_c=window.target_c,
@@ -176,6 +188,8 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow) -> StepRo
         e2e_p99_s=percentile_or_none(e2es, 99),
         accept_length=acceptance_length(ok),
         chunk_counted_requests=sum(r.get("output_tokens_source") == "chunks" for r in ok),
+        throughput_ci_rel=ci if math.isfinite(ci) else None,
+        throughput_ci_method=estimate.method,
     )
 
 

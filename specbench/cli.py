@@ -26,7 +26,7 @@ from typing import Any
 
 from contract.redact import redact
 from contract.schema import APIS
-from contract.settings import default_run_dir
+from contract.settings import SettingsError, default_run_dir, parse_duration
 from locustfiles.target import start_emulator_process
 from specbench.inputs import InputError, check_fresh_dir, check_host, check_load_options
 from specbench.launch import LaunchError
@@ -52,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--api-key-env", default="", help="environment variable holding the API key")
         p.add_argument("--processes", type=int, default=0, help="Locust worker processes (0: one process)")
         p.add_argument("--overwrite", action="store_true", help="reuse a non-empty --out directory")
+        p.add_argument("--time-budget", default="", help="wall time for the whole job, e.g. 30m or 1h30m "
+                       "(compare: for both runs)")
 
     p = sub.add_parser("compare", help="ladder on a baseline and speculative servers, then the comparison")
     p.add_argument("--baseline", required=True, help="URL of the baseline server")
@@ -94,6 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--suite-config", help="suite profile (default config/suite/demo.yaml, demo-sweep.yaml)")
     p.add_argument("--processes", type=int, default=0)
     p.add_argument("--api-key-env", default="")
+    p.add_argument("--time-budget", default="4m", help="wall time for both runs (default 4m, so the demo ends "
+                   "within 5 minutes; 0 or '' for none)")
     return parser
 
 
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sweep":
             return cmd_sweep(args, extra)
         return cmd_analysis(args, extra)
-    except (PreflightError, UsageError, SweepFileError, LaunchError, InputError) as exc:
+    except (PreflightError, UsageError, SweepFileError, LaunchError, InputError, SettingsError) as exc:
         print(f"specbench: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -152,8 +156,9 @@ def _api_key(env_name: str) -> str | None:
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.loadrun import LoadRun, execute
 
+    budget = _budget(args)
     host = check_host(args.host, "--host")
-    passthrough = _load_options(args) + extra
+    passthrough = _load_options(args) + (["--time-budget", f"{budget:.0f}s"] if budget else []) + extra
     check_load_options([*passthrough, "--label", args.label], args.suite_config, args.api_key_env)
     run_dir = Path(args.out) if args.out else default_run_dir(args.label)
     check_fresh_dir(run_dir, "--out", args.overwrite)
@@ -171,6 +176,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 def _load_options(args: argparse.Namespace) -> list[str]:
     opts = ["--api-key-env", args.api_key_env] if args.api_key_env else []
     return opts + (["--overwrite"] if getattr(args, "overwrite", False) else [])
+
+
+def _budget(args: argparse.Namespace) -> float:
+    """--time-budget in seconds (0: none); a bad value is a one-line error, exit 2."""
+    return parse_duration(args.time_budget, "--time-budget") if args.time_budget not in ("", "0") else 0.0
 
 
 def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
@@ -195,6 +205,7 @@ def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
+    budget = _budget(args)
     targets = [(name, check_host(url, f"--spec {name}")) for name, url in spec_targets(args.spec)]
     baseline = check_host(args.baseline, "--baseline")
     check_load_options(_load_options(args) + extra, args.suite_config, args.api_key_env)
@@ -208,7 +219,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
         print(redact(pre.describe(name)), flush=True)
     job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
-                     extra=_load_options(args) + extra)
+                     extra=_load_options(args) + extra, time_budget_s=budget)
     return run_compare(job)
 
 
@@ -241,6 +252,7 @@ def demo_sweep(speed: float):  # -> Sweep (typed lazily: the sweep module is onl
 def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
+    budget = _budget(args)
     if args.sweep:
         from specbench.sweep import SweepJob, run_sweep
 
@@ -262,7 +274,8 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         print(spec.describe("spec"), flush=True)
         job = CompareJob(baseline=base, specs=[("spec", spec)], out=Path(args.out or "reports/demo"),
                          suite_config=args.suite_config or str(DEMO_CONFIG), processes=args.processes,
-                         flush_cache=True, api_key=None, extra=extra)
+                         flush_cache=True, api_key=None, extra=extra,
+                         time_budget_s=budget)
         return run_compare(job)
     finally:
         for server in servers:
