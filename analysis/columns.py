@@ -9,17 +9,35 @@ from analysis.slo_compare import SloLevel
 from analysis.summary import RunSummary, StepRow
 from analysis.table import Column, fmt_interval, fmt_ms, fmt_num, fmt_pct, fmt_ratio, fmt_s, joined
 
+METHOD_TAGS = {"batch_means": "bm", "lifetime_batches": "life"}
+
+
+def _ci_cell(row: StepRow) -> str:
+    if row.throughput_ci_rel is None:
+        return "-"
+    return f"+-{row.throughput_ci_rel:.1%} {METHOD_TAGS.get(row.throughput_ci_method or '', '')}".rstrip()
+
+
+def _percentiles(row: StepRow, *cells: str) -> str:
+    """Percentile cells, marked ``~`` when they rest on fewer than 30 complete requests (indicative)."""
+    text = joined(*cells)
+    return f"~{text}" if row.indicative_percentiles and text != joined() else text
+
+
 STEP_COLUMNS: list[Column[StepRow]] = [
     Column("step", lambda r: str(r.step)),
     Column("C", lambda r: str(r.target_c)),
     Column("achieved C", lambda r: fmt_num(r.achieved_c)),
     Column("ok/total", lambda r: f"{r.requests_ok}/{r.requests_total}"),
     Column("tok/s", lambda r: fmt_num(r.throughput_tok_s)),
+    Column("tok/s 95% CI", _ci_cell),
     Column("per-req tok/s", lambda r: fmt_num(r.per_request_tok_s)),
-    Column("TTFT p50/p99 ms", lambda r: joined(fmt_ms(r.ttft_p50_s), fmt_ms(r.ttft_p99_s))),
-    Column("ITL p50/p99 ms", lambda r: joined(fmt_ms(r.itl_p50_s), fmt_ms(r.itl_p99_s))),
-    Column("TPOT p50/p99 ms", lambda r: joined(fmt_ms(r.tpot_p50_s), fmt_ms(r.tpot_p99_s))),
-    Column("latency avg/p50/p99 s", lambda r: joined(fmt_s(r.e2e_avg_s), fmt_s(r.e2e_p50_s), fmt_s(r.e2e_p99_s))),
+    Column("pct reqs", lambda r: str(r.requests_ok)),
+    Column("TTFT p50/p99 ms", lambda r: _percentiles(r, fmt_ms(r.ttft_p50_s), fmt_ms(r.ttft_p99_s))),
+    Column("ITL p50/p99 ms", lambda r: _percentiles(r, fmt_ms(r.itl_p50_s), fmt_ms(r.itl_p99_s))),
+    Column("TPOT p50/p99 ms", lambda r: _percentiles(r, fmt_ms(r.tpot_p50_s), fmt_ms(r.tpot_p99_s))),
+    Column("latency avg/p50/p99 s",
+           lambda r: _percentiles(r, fmt_s(r.e2e_avg_s), fmt_s(r.e2e_p50_s), fmt_s(r.e2e_p99_s))),
     Column("accept len", lambda r: fmt_num(r.accept_length, 2)),
     Column("flags", lambda r: ",".join(r.flags), left=True),
 ]
@@ -81,6 +99,7 @@ LEVEL_COLUMNS: list[Column[LevelComparison]] = [
     Column("base tok/s", lambda lv: fmt_num(lv.baseline.throughput_tok_s)),
     Column("ratio", lambda lv: fmt_ratio(lv.ratio)),
     Column("95% CI", lambda lv: fmt_interval(lv.ratio_low, lv.ratio_high)),
+    Column("CI method", lambda lv: METHOD_TAGS.get(lv.interval_method or "", "-"), left=True),
     Column("per-req ratio", lambda lv: fmt_ratio(lv.per_request_ratio)),
     Column("TTFT p50 ratio", lambda lv: fmt_ratio(lv.ttft_p50_ratio)),
     Column("latency p50 ratio", lambda lv: fmt_ratio(lv.e2e_p50_ratio)),

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis.bootstrap import MIN_BATCHES, batch_count, ratio_interval, window_batches
+from analysis.batch_means import BATCH_MEANS, ThroughputEstimate, estimate_throughput, ratio_interval_t
+from analysis.bootstrap import MIN_BATCHES, ratio_interval
 from analysis.categories import CategorySpread, LevelRequests, category_spread
 from analysis.checks import NO_INTERVAL, ValidityWarning
 from analysis.crossover import RatioPoint, Verdict, judge
@@ -41,6 +42,7 @@ class LevelComparison:
     ratio_high: float | None
     batches_baseline: int
     batches_spec: int
+    interval_method: str | None  # batch_means (both runs), lifetime_batches (fallback on a side), None
     per_request_ratio: float | None  # mean per-request tok/s ratio (>1: spec requests are faster)
     ttft_p50_ratio: float | None  # latency ratios: >1 means spec is slower
     ttft_p99_ratio: float | None
@@ -116,25 +118,24 @@ def compare_runs(
         if b_row is None or s_row is None:
             continue
         b_win, s_win = base_windows[b_row.step], spec_windows[s_row.step]
-        b_batches = _batches(base, b_win, b_row)
-        s_batches = _batches(spec, s_win, s_row)
-        rng = np.random.default_rng([seed, c])
-        interval = ratio_interval(b_batches, s_batches, rng=rng, n_boot=n_boot)
+        b_est = _estimate(base, b_win, b_row)
+        s_est = _estimate(spec, s_win, s_row)
+        interval, method = level_interval(b_est, s_est, np.random.default_rng([seed, c]), n_boot)
         if interval is None:
-            notes.append(_no_interval(c, (base_sum, b_row, len(b_batches)), (spec_sum, s_row, len(s_batches))))
+            notes.append(_no_interval(c, (base_sum, b_est), (spec_sum, s_est)))
         levels.append(LevelComparison(
             target_c=c, baseline=b_row, spec=s_row,
             ratio=_ratio(s_row.throughput_tok_s, b_row.throughput_tok_s),
             ratio_low=interval[0] if interval else None,
             ratio_high=interval[1] if interval else None,
-            batches_baseline=len(b_batches), batches_spec=len(s_batches),
+            batches_baseline=b_est.n, batches_spec=s_est.n, interval_method=method,
             per_request_ratio=_ratio(s_row.per_request_tok_s, b_row.per_request_tok_s),
             ttft_p50_ratio=_ratio(s_row.ttft_p50_s, b_row.ttft_p50_s),
             ttft_p99_ratio=_ratio(s_row.ttft_p99_s, b_row.ttft_p99_s),
             e2e_p50_ratio=_ratio(s_row.e2e_p50_s, b_row.e2e_p50_s),
             e2e_p99_ratio=_ratio(s_row.e2e_p99_s, b_row.e2e_p99_s),
-            baseline_batches=tuple(float(v) for v in b_batches),
-            spec_batches=tuple(float(v) for v in s_batches),
+            baseline_batches=tuple(float(v) for v in b_est.batches),
+            spec_batches=tuple(float(v) for v in s_est.batches),
             why=level_why(b_row, s_row, spec_sum.rows),
         ))
         requests.append(LevelRequests(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win)))
@@ -193,21 +194,27 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
 
-def _batches(run: RunData, window: StepWindow, row: StepRow) -> np.ndarray:
+def level_interval(base: ThroughputEstimate, spec: ThroughputEstimate, rng: np.random.Generator,
+                   n_boot: int) -> tuple[tuple[float, float] | None, str | None]:
+    """The ratio interval and its method: Welch t on batch means when both runs support them, else the
+    conservative bootstrap over whatever batches each run has (the old method; needs >= 5 a side)."""
+    if base.method == BATCH_MEANS and spec.method == BATCH_MEANS:
+        found = ratio_interval_t(base, spec)
+        if found is not None:
+            return found, BATCH_MEANS
+    found = ratio_interval(base.batches, spec.batches, rng=rng, n_boot=n_boot)
+    return (found, "lifetime_batches") if found is not None else (None, None)
+
+
+def _estimate(run: RunData, window: StepWindow, row: StepRow) -> ThroughputEstimate:
     if window.bounds is None:
-        return np.zeros(0)
+        return estimate_throughput([], 0.0, 0.0, None)
     t0, t1 = window.bounds
-    return window_batches(overlapping(run.records, t0, t1), t0, t1, row.e2e_p50_s)
+    return estimate_throughput(overlapping(run.records, t0, t1), t0, t1, row.e2e_p50_s)
 
 
-def _no_interval(c: int, *sides: tuple[RunSummary, StepRow, int]) -> ValidityWarning:
-    short = []
-    for summary, row, n in sides:
-        if n < MIN_BATCHES:
-            held = batch_count(row.window_s or 0.0, row.e2e_p50_s)
-            median = f"{row.e2e_p50_s:.1f} s" if row.e2e_p50_s is not None else "unknown"
-            short.append(f"{summary.name}'s {row.window_s or 0:.3g} s window holds {held} batch(es) of one "
-                         f"median request ({median})")
+def _no_interval(c: int, *sides: tuple[RunSummary, ThroughputEstimate]) -> ValidityWarning:
+    short = [f"{summary.name}'s {est.reason}" for summary, est in sides if est.n < MIN_BATCHES]
     reason = "; ".join(short) or "no throughput in a window"
-    return ValidityWarning(NO_INTERVAL, f"C={c}: no 95% interval for the ratio: {reason}, {MIN_BATCHES} "
-                           "needed; run the step longer", None, c)
+    return ValidityWarning(NO_INTERVAL, f"C={c}: no 95% interval for the ratio: {reason}; run the step longer",
+                           None, c)

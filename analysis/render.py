@@ -19,6 +19,9 @@ from analysis.compare import Comparison
 from analysis.summary import RunSummary
 from analysis.table import text_table
 
+PERCENTILE_NOTE = ("tok/s 95% CI: bm = batch means, life = batches of one median request; latency percentiles "
+                   "rest on 'pct reqs' complete requests, ~ marks fewer than 30 (indicative only)")
+
 
 def describe_run(summary: RunSummary) -> str:
     """One line naming the run, its server and the settings that make runs comparable."""
@@ -53,6 +56,8 @@ def render_summary_table(summary: RunSummary) -> str:
         text_table(step_columns(summary), summary.rows) if summary.rows else "(no ladder steps in this run)",
         *server_section(summary),
         "",
+        PERCENTILE_NOTE,
+        "",
         render_warnings(summary.warnings),
     ])
 
@@ -83,8 +88,9 @@ def render_comparison(comparison: Comparison) -> str:
     ]
     if not c.open_loop:
         out += [
-            "Per level: ratios are spec / baseline (>1x: spec higher); throughput 95% CI by bootstrap over time "
-            f"batches (seed {c.seed}, {c.n_boot} resamples)",
+            "Per level: ratios are spec / baseline (>1x: spec higher); ratio 95% CI from batch means sized by the "
+            "token rate's autocorrelation (bm), or by bootstrap over batches of one median request where the data "
+            f"allow no shorter batch (life; seed {c.seed}, {c.n_boot} resamples)",
             text_table(LEVEL_COLUMNS, c.levels) if c.levels else "(no level measured in both runs)",
             "",
             *(["Why, per level (the servers' own figures):", *(f"  {line}" for line in why_lines(c)), ""]

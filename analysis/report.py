@@ -16,7 +16,7 @@ from analysis.columns import (
     step_columns,
 )
 from analysis.compare import Comparison
-from analysis.render import SERVER_NOTE, describe_run, slo_heading, why_lines
+from analysis.render import PERCENTILE_NOTE, SERVER_NOTE, describe_run, slo_heading, why_lines
 from analysis.table import fmt_num, markdown_table
 
 PLOT_CAPTIONS = {
@@ -61,8 +61,9 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
         md += [
             "## Per level",
             "",
-            f"Ratios are spec / baseline. Throughput intervals: 95% bootstrap over each window's time batches "
-            f"(seed {c.seed}, {c.n_boot} resamples).",
+            "Ratios are spec / baseline. 95% intervals: `bm` = batch means with the batch length taken from the "
+            "token rate's own autocorrelation (Welch t on the log ratio); `life` = the conservative fallback, a "
+            f"bootstrap over batches of one median request (seed {c.seed}, {c.n_boot} resamples).",
             "",
             markdown_table(LEVEL_COLUMNS, c.levels) if c.levels else "No level was measured in both runs.",
             "",
@@ -75,7 +76,8 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
     md += [f"- `{w.code}`: {w.message}" for w in c.warnings] or ["None."]
     md += [""]
     for summary in (c.baseline, c.spec):
-        md += [f"## Steps: {summary.name}", "", markdown_table(step_columns(summary), summary.rows), ""]
+        md += [f"## Steps: {summary.name}", "", markdown_table(step_columns(summary), summary.rows), "",
+               PERCENTILE_NOTE, ""]
         if has_server_side(summary.rows):
             md += [f"Server side ({SERVER_NOTE}):", "", markdown_table(SERVER_COLUMNS, summary.rows), ""]
     if plots:

@@ -23,8 +23,8 @@ SUMMARY_SCHEMA = 1
 COMPARISON_SCHEMA = 1
 STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StepRow))
 LEVEL_FIELDS: tuple[str, ...] = (
-    "target_c", "spec_tok_s", "baseline_tok_s", "ratio", "ratio_low", "ratio_high", "winner", "batches_spec",
-    "batches_baseline", "spec_per_request_tok_s", "baseline_per_request_tok_s", "per_request_ratio",
+    "target_c", "spec_tok_s", "baseline_tok_s", "ratio", "ratio_low", "ratio_high", "winner", "interval_method",
+    "batches_spec", "batches_baseline", "spec_per_request_tok_s", "baseline_per_request_tok_s", "per_request_ratio",
     "ttft_p50_ratio", "ttft_p99_ratio", "e2e_p50_ratio", "e2e_p99_ratio", "spec_accept_length",
     "spec_achieved_c", "baseline_achieved_c", "policy_uses", "policy_tok_s", "flags",
     "spec_server_running", "baseline_server_running", "spec_server_queued", "baseline_server_queued",
@@ -98,6 +98,7 @@ def level_json(level: LevelComparison, comparison: Comparison) -> dict[str, Any]
         "ratio_low": level.ratio_low,
         "ratio_high": level.ratio_high,
         "winner": level.winner,
+        "interval_method": level.interval_method,
         "batches_spec": level.batches_spec,
         "batches_baseline": level.batches_baseline,
         "spec_per_request_tok_s": level.spec.per_request_tok_s,
@@ -134,7 +135,9 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
         "method": {
             "ratio": "spec / baseline",
             "confidence": CONFIDENCE,
-            "interval": "bootstrap over time batches, per run, ratio of means, small-sample widened",
+            "interval": "batch_means: Welch t on the log ratio of batch means, batches sized from the token "
+                        "rate's autocorrelation; lifetime_batches (fallback): bootstrap over batches of one "
+                        "median request, small-sample widened",
             "seed": c.seed,
             "n_boot": c.n_boot,
             "min_batches": MIN_BATCHES,

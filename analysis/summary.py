@@ -6,6 +6,7 @@ Every figure comes from the records through one definition (``contract.window`` 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.batch_means import estimate_throughput
 from analysis.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
 from analysis.goodput import sent_in, slo_figures
 from analysis.request_metrics import (
@@ -26,7 +28,7 @@ from analysis.request_metrics import (
 )
 from analysis.server_side import server_step
 from analysis.steps import StepWindow, overlapping, step_windows
-from contract.policy import default_min_requests, default_min_requests_at_rate
+from contract.policy import MIN_PERCENTILE_REQUESTS, default_min_requests, default_min_requests_at_rate
 from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta
 from contract.server_metrics import ServerMetricsSample
 from contract.slo import Slo, SloError, parse_slo
@@ -89,6 +91,13 @@ class StepRow:
     @property
     def level_text(self) -> str:
         return f"rate={self.target_rate:g}/s" if self.target_rate is not None else f"C={self.target_c}"
+    throughput_ci_rel: float | None = None  # 95% half-width of throughput_tok_s, relative (None: no interval)
+    throughput_ci_method: str | None = None  # batch_means, lifetime_batches (fallback) or none
+
+    @property
+    def indicative_percentiles(self) -> bool:
+        """Latency percentiles rest on ``requests_ok`` complete requests; under 30 they only indicate."""
+        return self.requests_ok < MIN_PERCENTILE_REQUESTS
 
 
 @dataclass(frozen=True)
@@ -193,6 +202,9 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
     itls = np.concatenate([itl_samples_s(r) for r in ok]) if ok else np.zeros(0)
     e2es = [r["e2e_s"] for r in ok]
+    median_e2e = percentile_or_none(e2es, 50)
+    estimate = estimate_throughput(nearby, t0, t1, median_e2e)
+    ci = estimate.relative_halfwidth()
     row = StepRow(
         step=window.index,
         target_c=window.target_c,
@@ -222,6 +234,8 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
         target_rate=window.target_rate,
         achieved_rate=len(sent_in(nearby, t0, t1)) / (t1 - t0) if window.target_rate is not None else None,
         dropped=window.dropped,
+        throughput_ci_rel=ci if math.isfinite(ci) else None,
+        throughput_ci_method=estimate.method,
     )
     if slo is None:
         return row

@@ -15,6 +15,11 @@ DEFAULT_LADDER: tuple[int, ...] = (1, 2, 5, 10, 30, 70, 100, 250)
 MIN_ACHIEVED_FRACTION = 0.95
 
 
+#: Complete requests a latency percentile rests on before it is more than indicative (``~`` in tables); also
+#: what a step measures at least when ``--step-ci`` decides its length.
+MIN_PERCENTILE_REQUESTS = 30
+
+
 def default_min_requests(target_c: int) -> int:
     """Requests a step must measure unless told otherwise: enough for a p99 and for every user to recycle."""
     return max(30, 3 * target_c)

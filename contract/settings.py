@@ -64,12 +64,15 @@ OPTIONS: tuple[Option, ...] = (
            "Locust's number of users as one measured step, for Run time if set, else until Stop",
            choices=LOAD_MODES),
     Option("ladder", ",".join(map(str, DEFAULT_LADDER)), "concurrency levels of the ladder, comma-separated"),
-    Option("warmup-time", 0.0, "warm-up seconds per step; 0: until every user has finished one request"),
-    Option("min-requests", 0, "requests each step must measure; 0: max(30, 3*C)"),
+    Option("warmup-time", 0.0, "warm-up seconds per step; 0: until every user has finished one request or the "
+           "requests in flight have stayed at C for a while (see README)"),
+    Option("min-requests", 0, "requests each step must measure; 0: 30 with --step-ci, else max(30, 3*C)"),
     Option("min-step-time", 10.0, "minimum seconds of measured window per step"),
     Option("max-step-time", 600.0, "maximum seconds per step, warm-up included"),
-    Option("step-ci", 0.0, "end a step early once its throughput's 95%% CI half-width is below this "
-           "fraction (0: off)"),
+    Option("step-ci", 0.03, "end a step once its throughput's 95%% CI half-width is below this "
+           "fraction (0: off; then steps end on --min-requests and --min-step-time)"),
+    Option("time-budget", "", "wall time for the whole ladder, e.g. 30m, 1h30m, 900s (specbench compare: "
+           "for both runs); steps share it, unused time passes on"),
     Option("server-metrics", True, "sample the server's /metrics during the run into server_metrics.jsonl "
            "(--no-server-metrics: off)"),
     Option("server-metrics-interval", 1.0, "seconds between two reads of the server's /metrics"),
@@ -211,6 +214,27 @@ def _where(options: Any, exc: SettingsError) -> SettingsError:
     return exc
 
 
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str, where: str = "--time-budget") -> float:
+    """'30m', '1h30m', '90s', '1.5h' or plain seconds '900' -> seconds (> 0); else a SettingsError naming ``where``."""
+    raw = str(text).strip().lower()
+    expected = f"{where}: expected a duration such as 30m, 1h30m or 900s"
+    if not raw:
+        raise SettingsError(f"{expected}, got an empty value")
+    if re.fullmatch(r"\d+(?:\.\d+)?", raw):
+        seconds = float(raw)
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", raw)
+        if not parts or "".join(n + u for n, u in parts) != raw:
+            raise SettingsError(f"{expected}, got {text!r}")
+        seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise SettingsError(f"{where}: expected a positive duration, got {text!r}")
+    return seconds
+
+
 def parse_ladder(text: str, where: str = "--ladder") -> list[int]:
     """'1,2,5' -> [1, 2, 5]; every level a positive whole number."""
     levels: list[int] = []
@@ -302,6 +326,7 @@ class SuiteSettings:
     @property
     def open_loop(self) -> bool:
         return bool(self.rate_ladder)
+    time_budget: str = ""
 
     @classmethod
     def from_options(cls, options: Any) -> SuiteSettings:
@@ -332,6 +357,7 @@ class SuiteSettings:
             max_in_flight=int(get("max_in_flight")), slo=str(get("slo") or ""),
             input_len=str(get("input_len") or ""), output_len=str(get("output_len") or ""),
             shared_prefix=str(get("shared_prefix") or ""),
+            time_budget=str(get("time_budget") or ""),
         )
         settings.validate()
         return settings
@@ -341,6 +367,14 @@ class SuiteSettings:
             raise SettingsError(f"--api: expected one of auto, {', '.join(APIS)}, got {self.api!r}")
         if self.load_mode not in LOAD_MODES:
             raise SettingsError(f"--load-mode: expected one of {', '.join(LOAD_MODES)}, got {self.load_mode!r}")
+        self._validate_ranges()
+        self._validate_workload()
+        check_api_key_env(self.api_key_env)
+        if self.time_budget:
+            parse_duration(self.time_budget, "--time-budget")
+
+    def _validate_ranges(self) -> None:
+        """Every number within what it means: positive times, no negative counts, fractions in range."""
         if self.max_tokens < 1:
             raise SettingsError(f"--max-tokens: expected a positive whole number, got {self.max_tokens}")
         for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time",
@@ -354,8 +388,6 @@ class SuiteSettings:
             raise SettingsError(f"--max-error-rate: expected a fraction in [0, 1], got {self.max_error_rate}")
         if self.step_ci < 0 or self.step_ci >= 1:
             raise SettingsError(f"--step-ci: expected a fraction in [0, 1), got {self.step_ci}")
-        self._validate_workload()
-        check_api_key_env(self.api_key_env)
 
     def _validate_workload(self) -> None:
         """Open loop, SLO, lengths and shared prefixes (issue #16's options)."""

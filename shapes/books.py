@@ -8,13 +8,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contract.policy import MIN_ACHIEVED_FRACTION, rate_held
+from contract.policy import MIN_ACHIEVED_FRACTION, MIN_PERCENTILE_REQUESTS, default_min_requests, rate_held
 from contract.schema import NOT_SERVER_FAILURES, SCHEMA_VERSION, RequestRecord, StepRecord
 from contract.window import achieved_concurrency, measured_in_window, window_throughput
 from shapes.loadcpu import client_bound
 
 # Users left over from a higher step still in flight: the step ran above its target C.
 ABOVE_TARGET_FRACTION = 1.05
+WARMUP_STABLE_S = 2.0  # the in-flight count must stay at C at least this long (and 2x the last median TTFT)
+
+
+def step_min_requests(target_c: int, step_ci: float) -> int:
+    """With a precision target the throughput's interval decides; 30 complete requests keep percentiles."""
+    return MIN_PERCENTILE_REQUESTS if step_ci > 0 else default_min_requests(target_c)
+
+
+def warmup_stable_s(previous_ttfts: Sequence[float]) -> float | None:
+    """How long in-flight must stay at C: max(2 s, 2x the previous step's median TTFT); None without one.
+
+    The new users' first requests are then past their prefill (or queued behind a full server, which is its
+    steady state too), so the window does not open on the ramp's prefill burst.
+    """
+    if not previous_ttfts:
+        return None
+    ordered = sorted(previous_ttfts)
+    return max(WARMUP_STABLE_S, 2.0 * ordered[len(ordered) // 2])
 
 
 @dataclass
@@ -31,6 +49,10 @@ class StepBook:
     closed: bool = False
     target_rate: float | None = None  # open loop: requests/s (target_c is then 0)
     dropped: int = 0  # open loop: requests due while every user of the pool was busy
+    max_s: float | None = None  # this step's time limit (the budget's share), None: --max-step-time
+    stable_s: float | None = None  # in-flight at C this long ends warm-up (None: only every user's first request)
+    at_target_since: float | None = None  # since when the in-flight count has been at C
+    halfwidth: float | None = None  # relative 95% half-width of the closed step's throughput
     users_lost: int = 0  # users that ran on workers lost during this step
     lost_requests: int = 0  # requests of this step in flight on a lost worker: never recorded
     load_cpu: dict[str, float] | None = None  # percent of one core per load process (shapes.loadcpu)

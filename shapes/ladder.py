@@ -15,30 +15,32 @@ window figures are exact. After the last step the shape drains, then ends the te
 from __future__ import annotations
 
 import logging
-import statistics
+import math
 import time
 from collections.abc import Callable
 
 from locust import LoadTestShape
 from locust.runners import MasterRunner
 
-from analysis.bootstrap import MIN_BATCHES, batch_count
-from contract.policy import default_min_requests
+from analysis.batch_means import window_precision
 from contract.schema import StepRecord
-from contract.settings import SuiteSettings, settings_of
-from contract.window import throughput_relative_halfwidth
+from contract.settings import SuiteSettings, parse_duration, settings_of
 from shapes.books import (
     StepBook,
     close_step,
     count_measured,
     describe_close,
+    step_min_requests,
     warmup_end,
+    warmup_stable_s,
 )
+from shapes.budget import describe_forecast, describe_plan, step_share
 from shapes.collector import RequestCollector
 from shapes.live import STEP_MESSAGE, LiveStep
 from shapes.loadcpu import LoadCpu
 
 log = logging.getLogger("specbench.ladder")
+STOP_MARGIN = 0.9  # a step stops once its recorded part is within 90% of --step-ci
 
 #: The ladder ends once nothing has been in flight for this long: a request a worker started just before it
 #: heard "draining" announces itself within a message's latency, and its record then arrives before the end.
@@ -153,7 +155,7 @@ class ConcurrencyLadder(LoadTestShape):
 
     def _new_book(self, index: int, now: float) -> StepBook:
         target = self.levels[index]
-        min_requests = self.settings.min_requests or default_min_requests(target)
+        min_requests = self.settings.min_requests or step_min_requests(target, self.settings.step_ci)
         return StepBook(index=index, target_c=target, min_requests=min_requests, start_s=now)
 
     def _level_text(self, book: StepBook) -> str:
@@ -170,6 +172,10 @@ class ConcurrencyLadder(LoadTestShape):
     def _begin_step(self, index: int, now: float) -> None:
         book = self._new_book(index, now)
         target, min_requests = book.target_c, book.min_requests
+        previous = self.collector.records([index - 1]) if index > 0 else []
+        book.stable_s = warmup_stable_s([r["ttft_s"] for r in previous
+                                         if r["status"] == "ok" and r.get("ttft_s") is not None])
+        self._plan_budget(book, now)
         self.books.append(book)
         self._book = book
         self.cpu.begin()
@@ -183,14 +189,47 @@ class ConcurrencyLadder(LoadTestShape):
             log.info("users C=%d: started (measures from when every user has finished a request, %s)", target,
                      until)
             return
-        log.info("step %d/%d %s: started (measures >= %d requests and >= %.0f s; at most %.0f s)",
-                 index + 1, self._n_steps(), self._level_text(book), min_requests, self.settings.min_step_time,
-                 self.settings.max_step_time)
+        cfg = self.settings
+        log.info("step %d/%d %s: started (measures >= %d requests and >= %.0f s%s; at most %.0f s)",
+                 index + 1, self._n_steps(), self._level_text(book), min_requests, cfg.min_step_time,
+                 f", until tok/s is within +-{cfg.step_ci:.0%}" if cfg.step_ci > 0 else "",
+                 book.max_s if book.max_s is not None else cfg.max_step_time)
+
+    def _plan_budget(self, book: StepBook, now: float) -> None:
+        """With --time-budget: this step's share of what is left, the plan (first step), the forecast."""
+        cfg = self.settings
+        if not cfg.time_budget or self.users_mode:
+            return
+        budget_s = parse_duration(cfg.time_budget)
+        if book.index == 0:
+            log.info(describe_plan(list(self.levels), budget_s, cfg.max_step_time, cfg.step_ci))
+        elapsed = now - self.books[0].start_s if self.books else 0.0
+        book.max_s = step_share(budget_s, elapsed, self._n_steps() - book.index, cfg.max_step_time)
+        self._forecast(book)
+
+    def _forecast(self, book: StepBook) -> None:
+        """What this step's share of the budget buys, from the last closed step with an interval (the pilot)."""
+        pilot = next((b for b in reversed(self.books) if b.closed and b.halfwidth is not None), None)
+        if pilot is None or book.max_s is None or pilot.steady_start_s is None or pilot.end_s is None:
+            return
+        line = describe_forecast(book.target_c, book.max_s, pilot.target_c, pilot.end_s - pilot.steady_start_s,
+                                 pilot.halfwidth, self.settings.step_ci)
+        if line:
+            log.info(line)
 
     def _check_warmup(self, book: StepBook, now: float) -> None:
         # The window opens at this tick, not back-dated to when the last user finished its first request:
-        # every process then tags requests with the same phase the step's books use.
-        if warmup_end(self.collector.records([book.index]), book.start_s, self._users_needed(book)) is not None:
+        # every process then tags requests with the same phase the step's books use. It opens when every
+        # user has finished a request of this step, or when the requests in flight have stayed at C for
+        # book.stable_s (the users kept from the previous step need not start over).
+        if book.target_c > 0 and len(self.collector.in_flight) >= book.target_c:  # closed loop only
+            book.at_target_since = book.at_target_since or now
+        else:
+            book.at_target_since = None
+        stable = (book.stable_s is not None and book.at_target_since is not None
+                  and now - book.at_target_since >= book.stable_s)
+        first_done = warmup_end(self.collector.records([book.index]), book.start_s, self._users_needed(book))
+        if stable or first_done is not None:
             book.steady_start_s = now
             self.live.steady_start_s = now
             self._broadcast()
@@ -199,7 +238,7 @@ class ConcurrencyLadder(LoadTestShape):
         cfg = self.settings
         if self.users_mode:  # the user's run time, else only Stop ends it
             return "run_time" if self.run_time and now - book.start_s >= self.run_time else None
-        if now - book.start_s >= cfg.max_step_time:
+        if now - book.start_s >= (book.max_s if book.max_s is not None else cfg.max_step_time):
             return "max_time"
         steady = book.steady_start_s
         if steady is None or now < steady:
@@ -209,16 +248,11 @@ class ConcurrencyLadder(LoadTestShape):
             return None
         if cfg.step_ci <= 0:
             return "target"
-        # Batches as the report will cut them (each at least one median request long), so a step ended here
-        # is one the report can put an interval on; only the part of the window whose every request is
-        # recorded is used.
+        # Judged by the report's own estimator on the part of the window whose every request is recorded, not
+        # extrapolated to the whole window and with a 10% margin: the report judges the whole window afresh.
         exact_until = min(now, self.collector.oldest_in_flight_start() or now)
         records = self.collector.records([book.index - 1, book.index])
-        lifetimes = [r["e2e_s"] for r in records if r["status"] == "ok" and r["start_s"] >= steady]
-        batches = batch_count(exact_until - steady, statistics.median(lifetimes) if lifetimes else None)
-        if batches < MIN_BATCHES:
-            return None
-        if throughput_relative_halfwidth(records, steady, exact_until, n_batches=batches) <= cfg.step_ci:
+        if window_precision(records, steady, exact_until) <= STOP_MARGIN * cfg.step_ci:
             return "ci"
         return None
 
@@ -239,9 +273,13 @@ class ConcurrencyLadder(LoadTestShape):
             book.dropped = self.collector.dropped.get(book.index, 0)
             step = close_step(book, records, arrivals=self.settings.arrivals)
             book.closed = True
+            if step.get("steady_start_s") is not None and step["end_s"] > step["steady_start_s"]:
+                half = window_precision(records, step["steady_start_s"], step["end_s"])
+                book.halfwidth = half if math.isfinite(half) else None
             for callback in self.on_step_closed:
                 callback(step)
-            log.info(describe_close(step, self._n_steps()))
+            precision = f", tok/s 95% CI +-{book.halfwidth:.1%}" if book.halfwidth is not None else ""
+            log.info(describe_close(step, self._n_steps()) + precision)
             self.collector.drop_steps_before(book.index)
 
     def _drain_tick(self, now: float) -> tuple[int, float] | None:

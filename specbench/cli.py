@@ -27,7 +27,7 @@ from typing import Any
 
 from contract.redact import redact
 from contract.schema import APIS
-from contract.settings import default_run_dir
+from contract.settings import SettingsError, default_run_dir, parse_duration
 from locustfiles.target import start_emulator_process
 from specbench.inputs import InputError, check_fresh_dir, check_host, check_load_options
 from specbench.launch import LaunchError
@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--api-key-env", default="", help="environment variable holding the API key")
         p.add_argument("--processes", type=int, default=0, help="Locust worker processes (0: one process)")
         p.add_argument("--overwrite", action="store_true", help="reuse a non-empty --out directory")
+        p.add_argument("--time-budget", default="", help="wall time for the whole job, e.g. 30m or 1h30m "
+                       "(compare: for both runs)")
 
     p = sub.add_parser("compare", help="ladder on a baseline and speculative servers, then the comparison")
     p.add_argument("--baseline", required=True, help="URL of the baseline server")
@@ -101,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
                    "demo-rate.yaml)")
     p.add_argument("--processes", type=int, default=0)
     p.add_argument("--api-key-env", default="")
+    p.add_argument("--time-budget", default=None, help="wall time for both runs (default 4m for the concurrency "
+                   "demo, so it ends within 5 minutes; none for --rate; 0 or '' for none)")
     return parser
 
 
@@ -123,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sweep":
             return cmd_sweep(args, extra)
         return cmd_analysis(args, extra)
-    except (PreflightError, UsageError, SweepFileError, LaunchError, InputError) as exc:
+    except (PreflightError, UsageError, SweepFileError, LaunchError, InputError, SettingsError) as exc:
         print(f"specbench: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -159,8 +163,9 @@ def _api_key(env_name: str) -> str | None:
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.loadrun import LoadRun, execute
 
+    budget = _budget(args)
     host = check_host(args.host, "--host")
-    passthrough = _load_options(args) + extra
+    passthrough = _load_options(args) + (["--time-budget", f"{budget:.0f}s"] if budget else []) + extra
     check_load_options([*passthrough, "--label", args.label], args.suite_config, args.api_key_env)
     run_dir = Path(args.out) if args.out else default_run_dir(args.label)
     check_fresh_dir(run_dir, "--out", args.overwrite)
@@ -178,6 +183,11 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 def _load_options(args: argparse.Namespace) -> list[str]:
     opts = ["--api-key-env", args.api_key_env] if args.api_key_env else []
     return opts + (["--overwrite"] if getattr(args, "overwrite", False) else [])
+
+
+def _budget(args: argparse.Namespace) -> float:
+    """--time-budget in seconds (0: none); a bad value is a one-line error, exit 2."""
+    return parse_duration(args.time_budget, "--time-budget") if args.time_budget not in ("", "0") else 0.0
 
 
 def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
@@ -202,6 +212,7 @@ def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
+    budget = _budget(args)
     targets = [(name, check_host(url, f"--spec {name}")) for name, url in spec_targets(args.spec)]
     baseline = check_host(args.baseline, "--baseline")
     check_load_options(_load_options(args) + extra, args.suite_config, args.api_key_env)
@@ -215,7 +226,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
         print(redact(pre.describe(name)), flush=True)
     job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
-                     extra=_load_options(args) + extra)
+                     extra=_load_options(args) + extra, time_budget_s=budget)
     return run_compare(job)
 
 
@@ -250,6 +261,9 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
 
     if args.speed is None:
         args.speed = DEMO_RATE_SPEED if args.rate else 10.0
+    if args.time_budget is None:  # the rate demo's steps end by their request counts, well inside 3 minutes
+        args.time_budget = "" if args.rate else "4m"
+    budget = _budget(args)
     if args.sweep:
         from specbench.sweep import SweepJob, run_sweep
 
@@ -274,7 +288,8 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         print(spec.describe("spec"), flush=True)
         job = CompareJob(baseline=base, specs=[("spec", spec)], out=Path(args.out or "reports/demo"),
                          suite_config=args.suite_config or str(DEMO_CONFIG), processes=args.processes,
-                         flush_cache=True, api_key=None, extra=extra)
+                         flush_cache=True, api_key=None, extra=extra,
+                         time_budget_s=budget)
         return run_compare(job)
     finally:
         for server in servers:

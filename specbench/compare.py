@@ -7,6 +7,7 @@ Ctrl-C stops the run in progress; what was recorded is kept and a report is stil
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import requests
 from contract.redact import redact
 from locustfiles.auth import auth_headers
 from locustfiles.guards import EXIT_TOO_MANY_ERRORS
+from shapes.budget import fmt_duration
 from specbench.loadrun import LoadRun, execute
 from specbench.preflight import Preflight
 
@@ -31,6 +33,7 @@ class CompareJob:
     flush_cache: bool = False
     api_key: str | None = None
     extra: list[str] = field(default_factory=list)
+    time_budget_s: float = 0.0  # for both runs together; 0: none
     baseline_name: str = "baseline"
 
     def common_api(self) -> str:
@@ -97,9 +100,19 @@ def run_compare(job: CompareJob) -> int:
     order = [(job.baseline_name, job.baseline), *job.specs]
     dirs = {name: job.out / name for name, _ in order}
     interrupted = too_many_errors = False
-    for name, pre in order:
+    began = time.monotonic()
+    if job.time_budget_s:
+        print(f"time budget {fmt_duration(job.time_budget_s)} for all {len(order)} runs: each ladder gets an equal "
+              "part of what is left when it starts and shares it between its steps", flush=True)
+    for n, (name, pre) in enumerate(order):
+        budget: list[str] = []
+        if job.time_budget_s:
+            share = max(1.0, (job.time_budget_s - (time.monotonic() - began)) / (len(order) - n))
+            budget = ["--time-budget", f"{share:.0f}s"]
+            print(f"{name}: {fmt_duration(share)} of the budget", flush=True)
         outcome = run_ladder(name, pre.identity.url, dirs[name], api=api, suite_config=job.suite_config,
-                             processes=job.processes, extra=job.extra, flush=job.flush_cache, api_key=job.api_key)
+                             processes=job.processes, extra=[*budget, *job.extra], flush=job.flush_cache,
+                             api_key=job.api_key)
         if outcome.interrupted:
             interrupted = True
             break

@@ -32,7 +32,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-b
                  "--disable-component-update", "--disable-sync"]
 USERS = 4
 LADDER = [1, 3]
-SUMMARY_HEADERS = ["step", "C", "achieved C", "ok/total", "tok/s", "per-req tok/s", "TTFT p50/p99 ms",
+SUMMARY_HEADERS = ["step", "C", "achieved C", "ok/total", "tok/s", "tok/s 95% CI", "per-req tok/s", "pct reqs",
+                   "TTFT p50/p99 ms",
                    "ITL p50/p99 ms", "TPOT p50/p99 ms", "latency avg/p50/p99 s", "accept len", "flags"]
 
 

@@ -56,8 +56,11 @@ def _base_speculative(base: RunSpec, _spec: RunSpec) -> None:
 
 
 def _short_windows(base: RunSpec, spec: RunSpec) -> None:
-    base.levels[0].window_requests = 3
-    spec.levels[0].window_requests = 3
+    # Three request lifetimes, each request one chunk: too few arrivals for batch means, too few lifetimes
+    # for the fallback's five batches.
+    for run in (base, spec):
+        run.levels[0].window_requests = 3
+        run.levels[0].tokens_per_chunk = run.levels[0].tokens
 
 
 def _fewer_levels(_base: RunSpec, spec: RunSpec) -> None:

@@ -1,0 +1,73 @@
+"""A time budget for the ladder: duration parsing, each step's share, and what the budget buys.
+
+Pure functions (no Locust). The rule: a step may run for the time left in the budget divided by the levels
+left (capped by ``--max-step-time``), less a reserve for the final drain, so a step that reaches its
+``--step-ci`` target early passes its unused time on to the higher levels, where requests live longest.
+What a level's share buys is forecast from the last closed step (the pilot): the 95% half-width of a
+stationary mean shrinks as 1/sqrt(window), so a window W with half-width h gives ``W * (h / target)**2`` for
+the target and ``h * sqrt(W / share)`` for a share.
+"""
+
+from __future__ import annotations
+
+import math
+
+from contract.settings import SettingsError, parse_duration
+
+DRAIN_RESERVE = 0.05  # of the budget, kept back for the last step's requests to finish
+
+BudgetError = SettingsError  # a duration that cannot be read; the message names the flag and what was expected
+__all__ = ["BudgetError", "describe_forecast", "describe_plan", "fmt_duration", "halfwidth_for", "parse_duration",
+           "step_share", "time_for"]
+
+
+def fmt_duration(seconds: float) -> str:
+    """Seconds as '1h02m', '6m30s' or '45s'."""
+    s = max(0, round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+def step_share(budget_s: float, elapsed_s: float, levels_left: int, max_step_time: float) -> float:
+    """Seconds the next step may run: what is left of the budget (less the drain reserve) per level left."""
+    left = budget_s * (1 - DRAIN_RESERVE) - elapsed_s
+    return max(1.0, min(max_step_time, left / max(1, levels_left)))
+
+
+def time_for(target: float, window_s: float, halfwidth: float) -> float:
+    """Window seconds for a relative half-width ``target``, from a pilot window and its half-width."""
+    if not math.isfinite(halfwidth) or halfwidth <= 0 or window_s <= 0:
+        return math.inf
+    return window_s * (halfwidth / target) ** 2
+
+
+def halfwidth_for(window_s: float, pilot_window_s: float, pilot_halfwidth: float) -> float:
+    """Relative half-width a window of ``window_s`` seconds should reach, from the pilot."""
+    if not math.isfinite(pilot_halfwidth) or window_s <= 0 or pilot_window_s <= 0:
+        return math.inf
+    return pilot_halfwidth * math.sqrt(pilot_window_s / window_s)
+
+
+def describe_plan(levels: list[int], budget_s: float, max_step_time: float, step_ci: float) -> str:
+    """The line printed before the ladder starts: the budget, each level's first share, the rule."""
+    share = step_share(budget_s, 0.0, len(levels), max_step_time)
+    target = f"+-{step_ci:.0%}" if step_ci > 0 else "its minimums"
+    return (f"time budget {fmt_duration(budget_s)} for {len(levels)} levels ({', '.join(map(str, levels))}): "
+            f"each step at most {fmt_duration(share)} to start with (warm-up included, "
+            f"{DRAIN_RESERVE:.0%} kept for the final drain); a step ends once it reaches {target}, "
+            f"and its unused time goes to the levels after it")
+
+
+def describe_forecast(next_c: int, share_s: float, pilot_c: int, pilot_window_s: float,
+                      pilot_halfwidth: float, step_ci: float) -> str | None:
+    """'C=250 needs about 6m for +-3%; its share 3m allows about +-4.2%' from the last closed step."""
+    if not math.isfinite(pilot_halfwidth) or step_ci <= 0:
+        return None
+    need = time_for(step_ci, pilot_window_s, pilot_halfwidth)
+    allows = halfwidth_for(share_s, pilot_window_s, pilot_halfwidth)
+    return (f"budget: C={next_c} needs about {fmt_duration(need)} of window for +-{step_ci:.0%} "
+            f"(pilot: C={pilot_c}, +-{pilot_halfwidth:.1%} in {fmt_duration(pilot_window_s)}); its share "
+            f"{fmt_duration(share_s)} allows about +-{allows:.1%}")

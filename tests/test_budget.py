@@ -1,0 +1,64 @@
+"""--time-budget: duration parsing with clear errors, each step's share, and the forecast line."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from contract.settings import SettingsError, SuiteSettings
+from shapes.books import step_min_requests, warmup_stable_s
+from shapes.budget import (
+    BudgetError,
+    describe_forecast,
+    describe_plan,
+    halfwidth_for,
+    parse_duration,
+    step_share,
+    time_for,
+)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30m", 1800), ("1h30m", 5400), ("90s", 90), ("900", 900),
+                                               ("1.5h", 5400), ("2m30s", 150), (" 5M ", 300)])
+def test_durations_parse(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5x", "m", "-3m", "0s", "3m-", "1h 30m"])
+def test_bad_durations_name_the_flag(text: str) -> None:
+    with pytest.raises(BudgetError, match="--time-budget: expected"):
+        parse_duration(text)
+
+
+def test_settings_reject_a_bad_budget_as_a_settings_error() -> None:
+    class Options:
+        time_budget = "soon"
+
+    with pytest.raises(SettingsError, match="--time-budget"):
+        SuiteSettings.from_options(Options())
+
+
+def test_steps_share_what_is_left_and_unused_time_passes_on() -> None:
+    first = step_share(800.0, 0.0, 8, 600.0)
+    assert first == pytest.approx(800 * 0.95 / 8)
+    # the first four steps ended early (100 s in all): the last four share the rest
+    assert step_share(800.0, 100.0, 4, 600.0) == pytest.approx((760 - 100) / 4)
+    assert step_share(800.0, 0.0, 1, 60.0) == 60.0  # --max-step-time still caps a step
+    assert step_share(100.0, 500.0, 2, 60.0) == 1.0  # spent: a step still gets a moment
+
+
+def test_forecast_follows_one_over_sqrt_time() -> None:
+    assert time_for(0.03, 60.0, 0.06) == pytest.approx(240.0)
+    assert halfwidth_for(240.0, 60.0, 0.06) == pytest.approx(0.03)
+    assert math.isinf(time_for(0.03, 60.0, math.inf))
+    line = describe_forecast(250, 120.0, 100, 60.0, 0.06, 0.03)
+    assert line is not None and "C=250 needs about 4m00s" in line and "allows about +-4.2%" in line
+    assert "8 levels" in describe_plan([1, 2, 5, 10, 30, 70, 100, 250], 1800.0, 600.0, 0.03)
+
+
+def test_warmup_and_request_minimums() -> None:
+    assert warmup_stable_s([]) is None
+    assert warmup_stable_s([0.1, 0.2, 0.3]) == 2.0
+    assert warmup_stable_s([3.0, 4.0, 5.0]) == 8.0
+    assert step_min_requests(250, 0.03) == 30 and step_min_requests(250, 0.0) == 750

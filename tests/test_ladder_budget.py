@@ -1,0 +1,31 @@
+"""A real ladder with --time-budget: the plan is printed, steps fit the budget, and a step that adds users
+warms up on a stable in-flight count instead of waiting for every kept user to finish a fresh request."""
+
+from __future__ import annotations
+
+from contract.schema import read_run
+from shapes.books import warmup_end
+from tests.conftest import run_locust
+
+
+def test_budgeted_ladder_keeps_users_and_warms_up_on_stable_in_flight(tmp_path, emulator):
+    emu = emulator("baseline", speed=5)  # 512-token requests live ~1.4 s at C=3, ~2.4 s at C=12
+    out = tmp_path / "run"
+    proc = run_locust(emu.url, out, "--ladder", "3,12", "--max-tokens", "512", "--min-step-time", "2",
+                      "--time-budget", "24s", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "time budget 24s for 2 levels" in proc.stderr
+    run = read_run(out)
+    first, second = run.steps
+    assert second["end_s"] - first["start_s"] <= 24 * 0.95 + 1.5  # ticks are 1 s apart
+    assert {first["ended_by"], second["ended_by"]} <= {"ci", "max_time", "target"}
+    # Step 2 kept step 1's three users and added nine (no user started twice at once) ...
+    users_in_second = {r["user"] for r in run.records if r["step"] == 1}
+    assert len(users_in_second) == 12 and {r["user"] for r in run.records if r["step"] == 0} <= users_in_second
+    # ... and its window opened before every user had finished a request of the step (the old rule) ...
+    old_rule = warmup_end([r for r in run.records if r["step"] == 1], second["start_s"], 12)
+    assert second["steady_start_s"] is not None
+    assert old_rule is None or second["steady_start_s"] < old_rule
+    assert second["steady_start_s"] - second["start_s"] >= 2.0  # in flight at C for the stable time
+    # ... while the window is still honest: concurrency at target throughout.
+    assert second["achieved_c"] >= 0.95 * 12, second
