@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 MAX_TOKENS = 32
 ARGS = ("--ladder", "1,4", "--max-tokens", str(MAX_TOKENS), "--min-requests", "8", "--min-step-time", "1",
-        "--max-step-time", "60", "--prompts", str(PROMPTS_SHORT), "--server-metrics-interval", "0.2")
+        "--step-ci", "0", "--max-step-time", "60", "--prompts", str(PROMPTS_SHORT), "--server-metrics-interval", "0.2")
 
 
 def test_llamacpp_series_are_sampled_and_acceptance_length_is_filled(spec_server: LlamaServer,

@@ -22,7 +22,7 @@ from .server import LlamaServer
 pytestmark = pytest.mark.slow
 
 LOAD_ARGS = ("--ladder", "2", "--max-tokens", "16", "--min-requests", "16", "--min-step-time", "1",
-             "--max-step-time", "60", "--prompts", str(PROMPTS_SHORT))
+             "--max-step-time", "60", "--step-ci", "0", "--prompts", str(PROMPTS_SHORT))
 
 
 def test_a_shared_prefix_run_shows_a_higher_cached_token_share_on_llama_server(

@@ -42,7 +42,7 @@ pytestmark = pytest.mark.slow
 LADDER = (1, 2, 4, 8)
 MAX_TOKENS = 64
 LOAD_ARGS = ("--ladder", ",".join(map(str, LADDER)), "--max-tokens", str(MAX_TOKENS), "--min-requests", "8",
-             "--min-step-time", "2", "--max-step-time", "60", "--prompts", str(PROMPTS_SHORT))
+             "--min-step-time", "2", "--step-ci", "0", "--max-step-time", "60", "--prompts", str(PROMPTS_SHORT))
 CAPTURE_ROUNDS = 3
 CAPTURE_TOKENS = 128
 # A decode-rate ratio must be at least this far from 1 for "the side of 1" to mean something.

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 
 MAX_TOKENS = 32
 LOAD_ARGS = ("--ladder", "1,4,8", "--max-tokens", str(MAX_TOKENS), "--min-requests", "8",
-             "--min-step-time", "1", "--max-step-time", "60", "--prompts", str(PROMPTS_SHORT))
+             "--min-step-time", "1", "--step-ci", "0", "--max-step-time", "60", "--prompts", str(PROMPTS_SHORT))
 PREDICTED = "llamacpp:tokens_predicted_total"
 DRAFTED = "llamacpp:spec_decode_num_draft_tokens_total"
 ACCEPTED = "llamacpp:spec_decode_num_accepted_tokens_total"

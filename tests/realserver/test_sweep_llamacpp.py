@@ -24,7 +24,7 @@ from .conftest import PROMPTS_SHORT
 
 pytestmark = pytest.mark.slow
 
-LOAD = ("--ladder", "1,2", "--max-tokens", "32", "--min-requests", "6", "--min-step-time", "1",
+LOAD = ("--ladder", "1,2", "--max-tokens", "32", "--min-requests", "6", "--min-step-time", "1", "--step-ci", "0",
         "--max-step-time", "60", "--prompts", str(PROMPTS_SHORT))
 DRAFTS = {"draft2": 2, "draft8": 8}
 
