@@ -18,7 +18,7 @@ from analysis import compare_runs, load_run
 from tests.conftest import locust_cmd, run_locust
 
 QUICK = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "12", "--min-step-time", "1",
-         "--max-step-time", "60")
+         "--max-step-time", "60", "--step-ci", "0")
 
 
 @pytest.fixture(scope="module")
@@ -26,20 +26,24 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     from locustfiles.target import start_emulator_process
 
     root = tmp_path_factory.mktemp("real_runs")
-    servers = {name: start_emulator_process(name, speed=20) for name in ("baseline", "eagle3")}
+    # The spec server runs at most 4 requests at once (as SGLang caps speculative servers at 48), so at C=6 its
+    # server metrics show requests queued behind the cap.
+    servers = {"baseline": start_emulator_process("baseline", speed=20),
+               "eagle3": start_emulator_process("eagle3", speed=20, extra=["--max-running-requests", "4"])}
     flaky = start_emulator_process("baseline", speed=20, extra=["--fault-503", "0.1", "--fault-cut", "0.05"])
     try:
         made: dict[str, Path] = {}
 
-        def run(name: str, server_url: str, *extra: str) -> None:
+        def run(name: str, server_url: str, *extra: str, exit_codes: tuple[int, ...] = (0, 1)) -> None:
             proc = run_locust(server_url, root / name, *QUICK, *extra)
-            assert proc.returncode in (0, 1), proc.stderr[-2000:]
+            assert proc.returncode in exit_codes, proc.stderr[-2000:]
             made[name] = root / name
 
         run("base", servers["baseline"].url)
         run("spec", servers["eagle3"].url)
         run("base_fixed_48", servers["baseline"].url, "--prompt-mode", "fixed", "--max-tokens", "48")
-        run("base_errors", flaky.url)
+        # ~15% of requests fail, above the default --max-error-rate of 5%: the run says so with exit 3
+        run("base_errors", flaky.url, exit_codes=(3,))
         run("base_short", servers["baseline"].url, "--min-requests", "400", "--max-step-time", "2")
         killed = root / "spec_killed"
         proc = subprocess.Popen(locust_cmd(servers["eagle3"].url, killed, *QUICK[:-2], "--max-step-time", "120",
