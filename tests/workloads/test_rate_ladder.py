@@ -11,7 +11,7 @@ from contract.schema import read_run
 from tests.conftest import LOCUSTFILE, run_locust
 from tests.workloads.kstest import ks_exponential, passes_at_1pct
 
-FAST = ("--min-step-time", "2", "--max-step-time", "60", "--max-tokens", "16")
+FAST = ("--min-step-time", "2", "--max-step-time", "60", "--max-tokens", "16", "--step-ci", "0")
 
 
 def _sends(records, step):

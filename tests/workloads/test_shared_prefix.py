@@ -37,7 +37,7 @@ def test_a_shared_prefix_run_shows_a_higher_cached_token_share(tmp_path, emulato
         emu = emulator("baseline", speed=5, extra=["--prefix-cache"])
         out = tmp_path / name
         proc = run_locust(emu.url, out, "--api", api, "--ladder", "2", "--max-tokens", "16", "--min-requests", "30",
-                          "--min-step-time", "1", "--max-step-time", "30", *extra, timeout=120)
+                          "--min-step-time", "1", "--max-step-time", "30", "--step-ci", "0", *extra, timeout=120)
         assert proc.returncode == 0, proc.stderr[-3000:]
         run = read_run(out)
         truth = {e["rid"]: e for e in ledger(emu.url)}
