@@ -94,8 +94,9 @@ def render_multi(m: MultiComparison) -> str:
     """The terminal report: runs, the per-level table, the best per level, the policy and the warnings."""
     out = [f"{m.baseline_name:<12}{describe_run(m.baseline)}"]
     out += [f"{name:<12}{describe_run(pair.spec)}" for name, pair in zip(m.names, m.pairs, strict=True)]
-    out += ["", "Per level: ratios are configuration / baseline; 95% CI by bootstrap over time batches "
-            f"(seed {m.seed}, {m.n_boot} resamples)",
+    out += ["", "Per level: ratios are configuration / baseline; 95% CI from batch means sized by the token rate's "
+            "autocorrelation, or by bootstrap over batches of one median request where the data allow no shorter "
+            f"batch (seed {m.seed}, {m.n_boot} resamples)",
             text_table(level_columns(m), m.levels) if m.levels else "(no level to compare)", "",
             f"Best: {best_text(m)}", f"Policy: {m.policy.text}"]
     if m.policy.levels:

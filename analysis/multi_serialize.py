@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from analysis.bootstrap import CONFIDENCE, MAX_BATCHES, MIN_BATCHES
 from analysis.multi import MultiComparison
-from analysis.serialize import clean, csv_text, run_json, warning_json
+from analysis.serialize import clean, csv_text, method_json, run_json, warning_json
 
 MULTI_SCHEMA = 1
 MULTI_CSV_FIELDS: tuple[str, ...] = ("target_c", "config", "is_baseline", "tok_s", "ratio", "ratio_low",
@@ -20,13 +19,8 @@ def multi_json(m: MultiComparison) -> dict[str, Any]:
     return clean({
         "schema": MULTI_SCHEMA,
         "kind": "multi_comparison",
-        "method": {
-            "ratio": "configuration / baseline; best / runner-up",
-            "confidence": CONFIDENCE,
-            "interval": "bootstrap over time batches, per run, ratio of means, small-sample widened",
-            "seed": m.seed, "n_boot": m.n_boot, "min_batches": MIN_BATCHES, "max_batches": MAX_BATCHES,
-            "fixed_choice": "highest geometric-mean throughput over the levels of the policy",
-        },
+        "method": {**method_json("configuration / baseline; best / runner-up", m.seed, m.n_boot),
+                   "fixed_choice": "highest geometric-mean throughput over the levels of the policy"},
         "baseline_name": m.baseline_name,
         "baseline": run_json(m.baseline),
         "configurations": [

@@ -125,6 +125,21 @@ def level_json(level: LevelComparison, comparison: Comparison) -> dict[str, Any]
     })
 
 
+def method_json(ratio: str, seed: int, n_boot: int) -> dict[str, Any]:
+    """How the ratios and their intervals were computed: one text for every report that carries ratios."""
+    return {
+        "ratio": ratio,
+        "confidence": CONFIDENCE,
+        "interval": "batch_means: Welch t on the log ratio of batch means, batches sized from the token "
+                    "rate's autocorrelation; lifetime_batches (fallback): bootstrap over batches of one "
+                    "median request, small-sample widened",
+        "seed": seed,
+        "n_boot": n_boot,
+        "min_batches": MIN_BATCHES,
+        "max_batches": MAX_BATCHES,
+    }
+
+
 def comparison_json(comparison: Comparison) -> dict[str, Any]:
     """What comparison.json holds and ``compare --json`` prints."""
     c = comparison
@@ -132,17 +147,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
     return clean({
         "schema": COMPARISON_SCHEMA,
         "kind": "comparison",
-        "method": {
-            "ratio": "spec / baseline",
-            "confidence": CONFIDENCE,
-            "interval": "batch_means: Welch t on the log ratio of batch means, batches sized from the token "
-                        "rate's autocorrelation; lifetime_batches (fallback): bootstrap over batches of one "
-                        "median request, small-sample widened",
-            "seed": c.seed,
-            "n_boot": c.n_boot,
-            "min_batches": MIN_BATCHES,
-            "max_batches": MAX_BATCHES,
-        },
+        "method": method_json("spec / baseline", c.seed, c.n_boot),
         "baseline": run_json(c.baseline),
         "spec": run_json(c.spec),
         "levels": [level_json(lv, c) for lv in c.levels],
