@@ -237,6 +237,8 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     sweep = load_sweep(args.sweep_file)
     key = _api_key(args.api_key_env)
     out = Path(args.out) if args.out else Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_load_options(_load_options(args) + extra, args.suite_config, args.api_key_env)
+    check_fresh_dir(out, "--out", args.overwrite)
     names = ", ".join(e.name + (" (baseline)" if e.baseline else "") for e in sweep.entries)
     print(f"Sweep {sweep.source}: {names}", flush=True)
     return run_sweep(SweepJob(sweep, out, args.suite_config, args.processes, args.api, key, args.flush_cache,

@@ -239,6 +239,20 @@ def test_sweep_names_a_server_that_never_gets_ready(tmp_path: Path, capsys: pyte
     assert "off: the server command exited with code 3" in err and "no model here" in err, err
 
 
+def test_sweep_refuses_an_out_directory_holding_an_earlier_run(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text("configurations:\n  - {name: 'off', baseline: true, url: 'http://127.0.0.1:9'}\n"
+                    "  - {name: b, url: 'http://127.0.0.1:9'}\n")
+    out = tmp_path / "out"
+    (out / "off").mkdir(parents=True)
+    (out / "off" / "records.jsonl").write_text("{}\n")
+    assert specbench_main(["sweep", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--out" in err and "is not empty" in err, err
+    assert (out / "off" / "records.jsonl").read_text() == "{}\n"  # nothing touched
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
