@@ -172,13 +172,15 @@ class LLMUser(HttpUser):
         headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
                    **auth_headers(ctx.settings.api_key())}
         name = entry_name(ctx.dialect.path, target_c, target_rate)
+        # Announced first (the in-flight ledger); the send may yield to other users, so the record's clocks
+        # (start_s, t0) are read only after it, at the same moment, just before the request goes out.
+        self._send(START_MESSAGE, {"request_id": request_id, "start_s": ctx.now(), "step": step})
         start_s = ctx.now()  # in the master's clock
         req = InFlight(request_id, seq, prompt, step, target_c, start_s, scheduled_s, time.perf_counter(),
                        StreamState(ctx.api))
         req.target_rate = target_rate if scheduled_s is not None else None
         req.max_tokens = sampling.max_tokens
-        self._send(START_MESSAGE, {"request_id": request_id, "start_s": start_s, "step": req.step})
-        req.t0 = req.end = time.perf_counter()
+        req.end = req.t0
         try:
             self._stream(ctx, name, body, headers, req)
         except (gevent.GreenletExit, KeyboardInterrupt):  # stopped mid-stream by us: never a server failure
