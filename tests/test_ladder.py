@@ -30,7 +30,7 @@ def test_ladder_1_to_64_steps_in_order_concurrency_and_throughput_match_the_mode
     emu = emulator("baseline", speed=SPEED)
     out = tmp_path / "run"
     proc = run_locust(emu.url, out, "--ladder", ",".join(map(str, LADDER)), "--max-tokens", str(MAX_TOKENS),
-                      "--min-step-time", "5", "--max-step-time", "60", timeout=400)
+                      "--min-step-time", "5", "--max-step-time", "60", "--step-ci", "0", timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = read_run(out)
     steps = run.steps
@@ -115,7 +115,7 @@ def test_web_ui_two_starts_both_run_the_full_ladder(tmp_path, emulator):
     port = _free_port()
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-host", "127.0.0.1", "--web-port",
            str(port), "--host", emu.url, "--label", "ui", "--ladder", "1,3", "--max-tokens", "16",
-           "--min-requests", "6", "--min-step-time", "1", "--max-step-time", "30"]
+           "--min-requests", "6", "--min-step-time", "1", "--max-step-time", "30", "--step-ci", "0"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
                             env={**os.environ})
     base = f"http://127.0.0.1:{port}"
