@@ -98,11 +98,16 @@ class Prompt:
         return self.messages is not None
 
     def as_text(self) -> str:
-        """Plain string for completion-style APIs; chats become a transcript ending in ``Assistant:``."""
+        """Plain string for completion-style APIs; chats become a transcript ending in ``Assistant:``.
+
+        A turn whose content starts with white space (a model's own continuation after ``Assistant:``, as a
+        multi-turn conversation resends it) or is empty follows its ``Role:`` directly, so the transcript of
+        turn k+1 starts with exactly the text of turn k plus the answer: what the server has in its cache.
+        """
         if self.text is not None:
             return self.text
         assert self.messages is not None
-        lines = [f"{m['role'].capitalize()}: {m['content']}" for m in self.messages]
+        lines = [f"{m['role'].capitalize()}:{_spaced(m['content'])}" for m in self.messages]
         lines.append("Assistant:")
         return "\n".join(lines)
 
@@ -129,6 +134,10 @@ class Prompt:
         else:
             record["messages"] = self.as_messages()
         return record
+
+
+def _spaced(content: str) -> str:
+    return content if not content or content[0].isspace() else f" {content}"
 
 
 @dataclass(frozen=True)
