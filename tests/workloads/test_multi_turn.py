@@ -82,3 +82,34 @@ def test_turns_resend_the_real_answers_and_later_turns_are_served_from_cache(tmp
           + ", ".join(f"turn {t} {s:.0%}" for t, s in shares.items()))
     # short first turns leave part of the history in a 64-character block the cache cannot match yet
     assert shares[1] < 0.1 and shares[2] > 0.3 and shares[3] > shares[2], shares
+
+
+def test_a_failed_turn_and_a_step_change_end_the_conversation(tmp_path, emulator):
+    emu = emulator("baseline", speed=10, extra=["--fault-503", "0.15", "--fault-seed", "3"])
+    out = tmp_path / "run"
+    proc = run_locust(emu.url, out, "--api", "chat", "--multi-turn", "4", "--ladder", "1,2", "--max-tokens", "8",
+                      "--min-requests", "20", "--min-step-time", "1", "--max-step-time", "30", "--step-ci", "0",
+                      "--max-error-rate", "1", "--exit-code-on-error", "0", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [r for r in read_run(out).records if r["status"] != "cancelled"]
+    by_user: dict[str, list[dict]] = defaultdict(list)
+    for rec in sorted(records, key=lambda r: r["start_s"]):
+        by_user[rec["user"]].append(rec)
+    failed = after_failure = 0
+    for recs in by_user.values():
+        assert recs[0]["turn"] == 1
+        for prev, nxt in pairwise(recs):
+            if prev["status"] != "ok" or prev["turn"] == 4 or prev["step"] != nxt["step"]:
+                assert nxt["turn"] == 1, (prev, nxt)  # a new conversation, on the next prompt of the order
+                assert nxt["prompt_seq"] != prev["prompt_seq"] or nxt["step"] != prev["step"]
+                after_failure += prev["status"] != "ok"
+            else:
+                assert (nxt["turn"], nxt["conversation_id"]) == (prev["turn"] + 1, prev["conversation_id"])
+            failed += prev["status"] != "ok"
+    assert failed >= 3 and after_failure >= 3, (failed, after_failure)
+    assert {r["step"] for r in records} == {0, 1}
+    firsts = {}
+    for rec in records:  # every conversation lives in one step and starts at turn 1
+        firsts.setdefault(rec["conversation_id"], rec)
+        assert rec["step"] == firsts[rec["conversation_id"]]["step"]
+    assert all(r["turn"] == 1 for r in firsts.values())
