@@ -41,6 +41,7 @@ from specbench_config import data_path
 __all__ = [
     "BUILTIN_DIR",
     "DEFAULT_FIXED_ID",
+    "GENERATED_SETS",
     "Prompt",
     "PromptError",
     "PromptOrder",
@@ -197,11 +198,16 @@ def content_sha256(prompts: tuple[Prompt, ...] | list[Prompt], explicit_ids: lis
     return h.hexdigest()
 
 
+#: Built-in sets composed at load time from the ``diverse`` file (see ``locustfiles.longcontext``).
+GENERATED_SETS: tuple[str, ...] = ("long-context",)
+
+
 def available_sets() -> list[str]:
-    """Names of the built-in prompt sets."""
+    """Names of the built-in prompt sets (files in ``config/prompts/`` and the generated ones)."""
     if not BUILTIN_DIR.is_dir():
         return []
-    return sorted(p.stem for p in BUILTIN_DIR.glob("*.jsonl"))
+    files = {p.stem for p in BUILTIN_DIR.glob("*.jsonl")}
+    return sorted(files | ({*GENERATED_SETS} if "diverse" in files else set()))
 
 
 def load_prompts(spec: str | Path) -> PromptSet:
@@ -219,6 +225,10 @@ def load_prompts(spec: str | Path) -> PromptSet:
         builtin = BUILTIN_DIR / f"{spec_str}.jsonl"
         if builtin.is_file():
             return _load_file(builtin, name=spec_str, display=f"config/prompts/{builtin.name}")
+        if spec_str in GENERATED_SETS and spec_str in available_sets():
+            from locustfiles import longcontext  # imports this module: loaded only when asked for
+
+            return longcontext.build()
         if not path.is_file():
             raise PromptError(
                 f"unknown prompt set {spec_str!r}: not a built-in set ({_available_text()}) and no such file"
