@@ -226,7 +226,7 @@ def load_prompts(spec: str | Path) -> PromptSet:
         if builtin.is_file():
             return _load_file(builtin, name=spec_str, display=f"config/prompts/{builtin.name}")
         if spec_str in GENERATED_SETS and spec_str in available_sets():
-            from locustfiles import longcontext  # imports this module: loaded only when asked for
+            from . import longcontext  # it imports this module, so it is loaded only when asked for
 
             return longcontext.build()
         if not path.is_file():
