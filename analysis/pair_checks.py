@@ -36,6 +36,7 @@ def _settings(meta: RunMeta) -> dict[str, Any]:
         "input lengths": meta.settings.get("input_len") or None,
         "output lengths": meta.settings.get("output_len") or None,
         "shared prefix": meta.settings.get("shared_prefix") or None,
+        "turns per conversation": meta.settings.get("multi_turn"),
         "seed": meta.prompts.get("seed"),
     }
 

@@ -91,6 +91,10 @@ class RequestRecord(TypedDict):
     max_tokens: int
     target_rate: NotRequired[float | None]  # open loop: the step's request rate (requests/s); absent/None: closed
     scheduled_s: NotRequired[float | None]  # open loop: wall clock the arrival schedule set for sending it
+    # --multi-turn (absent otherwise: every request on its own): the conversation (unique in the run, "s<step>-
+    # <prompt_seq of turn 1>") and the turn, 1..N; later turns share turn 1's prompt_seq, prompt_id "<id>/t<turn>"
+    conversation_id: NotRequired[str]
+    turn: NotRequired[int]
 
 
 class StepRecord(TypedDict, total=False):

@@ -96,6 +96,8 @@ OPTIONS: tuple[Option, ...] = (
            "--max-tokens for every request); exact with --ignore-eos"),
     Option("shared-prefix", "", "N:LEN: N shared system prompts of about LEN tokens of real text, each request "
            "drawn to one (exercises the server's prefix cache)"),
+    Option("multi-turn", 1, "turns per conversation: each user holds one conversation at a time and resends the "
+           "server's actual answers with a follow-up question (1: single requests)"),
     Option("emulator-profile", "baseline", "with no --host: built-in emulator profile to start", in_web_ui=False),
     Option("emulator-speed", 1.0, "with no --host: time scale of the built-in emulator", in_web_ui=False),
     Option("suite-config", "", "YAML profile setting any of these options (command line wins)",
@@ -322,6 +324,7 @@ class SuiteSettings:
     input_len: str = ""
     output_len: str = ""
     shared_prefix: str = ""
+    multi_turn: int = 1  # turns per conversation (1: each request on its own)
 
     @property
     def open_loop(self) -> bool:
@@ -356,7 +359,7 @@ class SuiteSettings:
             rate_ladder=_rates(get("rate_ladder")), arrivals=str(get("arrivals")),
             max_in_flight=int(get("max_in_flight")), slo=str(get("slo") or ""),
             input_len=str(get("input_len") or ""), output_len=str(get("output_len") or ""),
-            shared_prefix=str(get("shared_prefix") or ""),
+            shared_prefix=str(get("shared_prefix") or ""), multi_turn=int(get("multi_turn")),
             time_budget=str(get("time_budget") or ""),
         )
         settings.validate()
@@ -396,6 +399,9 @@ class SuiteSettings:
                                 "--load-mode users (which holds a user count)")
         if self.arrivals not in ("poisson", "constant"):
             raise SettingsError(f"--arrivals: expected poisson or constant, got {self.arrivals!r}")
+        if self.multi_turn < 1:
+            raise SettingsError(f"--multi-turn: expected a whole number of turns per conversation, 1 or more "
+                                f"(1: no conversations), got {self.multi_turn}")
         if self.max_in_flight < 1:
             raise SettingsError(f"--max-in-flight: expected a positive whole number, got {self.max_in_flight}")
         try:

@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="seed for per-request randomness")
     parser.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=None,
                         help="serve shared prompt prefixes from an emulated prefix cache (profile key prefix_cache)")
+    parser.add_argument("--ledger-text", action=argparse.BooleanOptionalAction, default=None,
+                        help="ledger entries carry prompt_text and output_text (profile key ledger_text)")
     parser.add_argument("--parent-pid", type=int, metavar="PID",
                         help="exit (as on SIGTERM) once PID is no longer this process's parent: a launcher's child")
     faults = parser.add_argument_group("faults (fractions of requests, 0..1)")
@@ -66,6 +68,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["seed"] = args.seed
     if args.prefix_cache is not None:
         out["prefix_cache"] = args.prefix_cache
+    if args.ledger_text is not None:
+        out["ledger_text"] = args.ledger_text
     faults = {key: getattr(args, flag) for flag, key in _FAULT_FLAGS.items() if getattr(args, flag) is not None}
     if faults:
         out["faults"] = faults

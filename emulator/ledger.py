@@ -13,7 +13,9 @@ first such chunk is its last, the moment just before that write), ``finished_s``
 chunk as written; coalesced when the client reads slowly), ``tokens_per_step`` (tokens the scheduler
 produced in each step, the first being the prefill token), ``spec`` (null without speculation, else
 SGLang's ``spec_*`` figures plus ``alpha``, the prompt's draft acceptance probability), ``fault``
-(null or the fault's name) and ``error`` (null or the error message).
+(null or the fault's name) and ``error`` (null or the error message). With ``ledger_text`` (``--ledger-text``)
+also ``prompt_text`` (the prompt as the emulator keys it: the text, or a chat's message contents joined by
+newlines) and ``output_text`` (the answer text written to the client).
 """
 
 from __future__ import annotations

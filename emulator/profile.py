@@ -115,6 +115,7 @@ class Profile:
     speed: float = 1.0
     seed: int = 0
     prefix_cache: bool = False
+    ledger_text: bool = False  # ledger entries carry the prompt and answer text (tests of multi-turn runs)
     metrics_interval_steps: int = 40
     max_catchup_ms: float = 250.0
 
@@ -326,6 +327,7 @@ def _build(raw: dict[str, Any], source: str, name: str) -> Profile:
         speed=r.number("speed", 1.0, lo=0.0, lo_open=True),
         seed=r.integer("seed", 0),
         prefix_cache=r.flag("prefix_cache", False),
+        ledger_text=r.flag("ledger_text", False),
         metrics_interval_steps=r.integer("metrics_interval_steps", 40, lo=1),
         max_catchup_ms=r.number("max_catchup_ms", 250.0, lo=0.0, lo_open=True),
     )

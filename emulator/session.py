@@ -225,6 +225,10 @@ class Session:
         spec = out.spec_figures() if out is not None else None
         if spec is not None and job is not None:
             spec["alpha"] = job.alpha
+        text: dict[str, Any] = {}
+        if self.ctx.profile.ledger_text:  # opt-in: a long run's ledger would otherwise hold every prompt
+            text = {"prompt_text": req.text,
+                    "output_text": out.words.text(0, progress.sent) if out is not None else ""}
         self.ctx.record({
             "rid": req.rid,
             "route": req.route,
@@ -245,6 +249,7 @@ class Session:
             "spec": spec,
             "fault": self.fault,
             "error": error,
+            **text,
         })
 
 

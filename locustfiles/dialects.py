@@ -77,6 +77,7 @@ class GenerateDialect(Dialect):
         if isinstance(meta.get("id"), str):
             state.server_request_id = meta["id"]
         cum, source = _generate_count(obj, meta)
+        _take_generate_text(state, obj, meta)
         if cum is not None:
             state.take_cumulative(t, cum, source)
         elif obj.get("text") or obj.get("content"):
@@ -94,6 +95,24 @@ class GenerateDialect(Dialect):
                 state.spec = specfields.from_sglang(meta, "meta_info")
         if obj.get("stop") is True:  # llama.cpp native /completion ends here, with no [DONE]
             state.done = True
+
+
+def _take_generate_text(state: StreamState, obj: dict[str, Any], meta: dict[str, Any]) -> None:
+    """SGLang's ``text`` is cumulative unless the server runs ``--incremental-streaming-output`` (then a delta,
+    and ``output_ids`` a delta shorter than the cumulative count); llama.cpp's ``content`` is a delta."""
+    text = obj.get("text")
+    if isinstance(text, str):
+        ids, cum = obj.get("output_ids"), meta.get("completion_tokens")
+        if isinstance(ids, list) and isinstance(cum, int):
+            cumulative = len(ids) == cum
+        else:
+            cumulative = text.startswith(state.answer_text)
+        if cumulative:
+            state.set_text(text)
+        else:
+            state.add_text(text)
+    elif isinstance(obj.get("content"), str):
+        state.add_text(obj["content"])
 
 
 def _generate_count(obj: dict[str, Any], meta: dict[str, Any]) -> tuple[int | None, str]:
@@ -156,7 +175,9 @@ def _take_usage(state: StreamState, usage: Any) -> int | None:
 
 def _take_choice(state: StreamState, t: float, choice: dict[str, Any], cum: int | None) -> None:
     ids = choice.get("token_ids")
-    if _choice_text(choice) or ids:
+    text = _choice_text(choice)
+    state.add_text(_answer_delta(choice))
+    if text or ids:
         if cum is None and isinstance(ids, list):
             cum = state.last_cum + len(ids)
         state.add_chunk(t, cum)
@@ -191,6 +212,16 @@ def _choice_text(choice: dict[str, Any]) -> str:
         parts = [delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning")]
         return "".join(p for p in parts if isinstance(p, str))
     return ""
+
+
+def _answer_delta(choice: dict[str, Any]) -> str:
+    """The answer text a choice adds (completions ``text``, chat ``delta.content``; reasoning is not answer)."""
+    text = choice.get("text")
+    if isinstance(text, str):
+        return text
+    delta = choice.get("delta")
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return content if isinstance(content, str) else ""
 
 
 class ChatDialect(OpenAIDialect):

@@ -41,6 +41,7 @@ from specbench_config import data_path
 __all__ = [
     "BUILTIN_DIR",
     "DEFAULT_FIXED_ID",
+    "GENERATED_SETS",
     "Prompt",
     "PromptError",
     "PromptOrder",
@@ -98,11 +99,16 @@ class Prompt:
         return self.messages is not None
 
     def as_text(self) -> str:
-        """Plain string for completion-style APIs; chats become a transcript ending in ``Assistant:``."""
+        """Plain string for completion-style APIs; chats become a transcript ending in ``Assistant:``.
+
+        A turn whose content starts with white space (a model's own continuation after ``Assistant:``, as a
+        multi-turn conversation resends it) or is empty follows its ``Role:`` directly, so the transcript of
+        turn k+1 starts with exactly the text of turn k plus the answer: what the server has in its cache.
+        """
         if self.text is not None:
             return self.text
         assert self.messages is not None
-        lines = [f"{m['role'].capitalize()}: {m['content']}" for m in self.messages]
+        lines = [f"{m['role'].capitalize()}:{_spaced(m['content'])}" for m in self.messages]
         lines.append("Assistant:")
         return "\n".join(lines)
 
@@ -129,6 +135,10 @@ class Prompt:
         else:
             record["messages"] = self.as_messages()
         return record
+
+
+def _spaced(content: str) -> str:
+    return content if not content or content[0].isspace() else f" {content}"
 
 
 @dataclass(frozen=True)
@@ -188,11 +198,16 @@ def content_sha256(prompts: tuple[Prompt, ...] | list[Prompt], explicit_ids: lis
     return h.hexdigest()
 
 
+#: Built-in sets composed at load time from the ``diverse`` file (see ``locustfiles.longcontext``).
+GENERATED_SETS: tuple[str, ...] = ("long-context",)
+
+
 def available_sets() -> list[str]:
-    """Names of the built-in prompt sets."""
+    """Names of the built-in prompt sets (files in ``config/prompts/`` and the generated ones)."""
     if not BUILTIN_DIR.is_dir():
         return []
-    return sorted(p.stem for p in BUILTIN_DIR.glob("*.jsonl"))
+    files = {p.stem for p in BUILTIN_DIR.glob("*.jsonl")}
+    return sorted(files | ({*GENERATED_SETS} if "diverse" in files else set()))
 
 
 def load_prompts(spec: str | Path) -> PromptSet:
@@ -210,6 +225,10 @@ def load_prompts(spec: str | Path) -> PromptSet:
         builtin = BUILTIN_DIR / f"{spec_str}.jsonl"
         if builtin.is_file():
             return _load_file(builtin, name=spec_str, display=f"config/prompts/{builtin.name}")
+        if spec_str in GENERATED_SETS and spec_str in available_sets():
+            from . import longcontext  # it imports this module, so it is loaded only when asked for
+
+            return longcontext.build()
         if not path.is_file():
             raise PromptError(
                 f"unknown prompt set {spec_str!r}: not a built-in set ({_available_text()}) and no such file"

@@ -47,6 +47,7 @@ class StreamState:
     spec: SpecFields | None = None
     server_request_id: str | None = None
     last_cum: int = 0  # the last cumulative output count the server reported
+    text_parts: list[str] = field(default_factory=list)  # the answer's text as it arrived (multi-turn resends it)
     dialect: Dialect = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -91,6 +92,20 @@ class StreamState:
         self.chunk_cum.append(cum)
         if cum is not None:
             self.last_cum = cum
+
+    def add_text(self, delta: str) -> None:
+        """New answer text (a delta: OpenAI routes, llama.cpp ``content``, SGLang incremental streaming)."""
+        if delta:
+            self.text_parts.append(delta)
+
+    def set_text(self, whole: str) -> None:
+        """The whole answer so far (SGLang ``/generate`` by default repeats it cumulatively in every chunk)."""
+        self.text_parts = [whole]
+
+    @property
+    def answer_text(self) -> str:
+        """The answer's text exactly as the server streamed it."""
+        return "".join(self.text_parts)
 
     def take_cumulative(self, t: float, cum: int, source: str) -> None:
         """A cumulative output count (native routes): a new chunk only when the count grew."""

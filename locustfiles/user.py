@@ -23,6 +23,7 @@ from urllib3.util.retry import RequestHistory, Retry
 from contract.redact import redact
 from contract.schema import SCHEMA_VERSION, RequestRecord
 from locustfiles.auth import auth_headers
+from locustfiles.conversation import Conversation
 from locustfiles.pacer import wait_for_due
 from locustfiles.prompts import Prompt
 from locustfiles.run import RunContext
@@ -123,6 +124,14 @@ class InFlight:
     end: float = 0.0  # perf_counter when the stream ended or failed
     target_rate: float | None = None  # open loop: the step's request rate when it was sent
     max_tokens: int = 0  # what this request asked for
+    conversation: Conversation | None = None  # --multi-turn: the conversation and turn this request is
+
+
+def _conversation_fields(conv: Conversation | None) -> dict[str, Any]:
+    """--multi-turn: which conversation a record belongs to, and its turn (absent without conversations)."""
+    if conv is None:
+        return {}
+    return {"conversation_id": conv.conversation_id, "turn": conv.turn}
 
 
 def entry_name(path: str, target_c: int | None, target_rate: float | None = None) -> str:
@@ -161,12 +170,11 @@ class LLMUser(HttpUser):
                 return
             scheduled_s += ctx.clock.offset_s  # recorded in the master's clock, as start_s is
         step, target_c, target_rate = ctx.live.index, ctx.live.target_c, ctx.live.target_rate
-        seq = ctx.next_seq(step)  # request N of a level gets prompt N (locustfiles.sequencer)
-        prompt = ctx.prompts.at(seq)
+        conv = self._turn(ctx, step)
+        seq, prompt = conv.seq, conv.prompt
         sampling = ctx.sampling
-        if ctx.workload is not None:  # --input-len / --output-len / --shared-prefix: this request's own
-            prompt = ctx.workload.prompt(seq, prompt, ctx.prompts)
-            sampling = dataclasses.replace(sampling, max_tokens=ctx.workload.max_tokens(seq))
+        if ctx.workload is not None:  # --output-len: this request's own
+            sampling = dataclasses.replace(sampling, max_tokens=ctx.workload.max_tokens(seq, conv.turn))
         request_id = ctx.next_request_id()
         body = ctx.dialect.body(prompt, sampling, model=ctx.model, server_kind=ctx.server.kind, rid=request_id)
         headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
@@ -180,6 +188,7 @@ class LLMUser(HttpUser):
                        StreamState(ctx.api))
         req.target_rate = target_rate if scheduled_s is not None else None
         req.max_tokens = sampling.max_tokens
+        req.conversation = conv if ctx.settings.multi_turn > 1 else None
         req.end = req.t0
         try:
             self._stream(ctx, name, body, headers, req)
@@ -192,6 +201,7 @@ class LLMUser(HttpUser):
             req.end = time.perf_counter()
             raise
         finally:
+            self._conversation = self._continued(ctx, req)
             record = self._record(ctx, req)
             if self.environment.runner is None:
                 ctx.write_record(record)
@@ -201,6 +211,28 @@ class LLMUser(HttpUser):
         if record["ttft_s"] is not None:
             # Logged on the entry directly: its own row, without inflating the Aggregated row.
             self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)
+
+    def _turn(self, ctx: RunContext, step: int | None) -> Conversation:
+        """This request: the next turn of the user's conversation, or a new one (every request without
+        --multi-turn) on the next prompt of the shared order, met to its drawn lengths and shared prefix."""
+        conv: Conversation | None = getattr(self, "_conversation", None)
+        if conv is not None and conv.belongs(ctx, step):
+            return conv
+        seq = ctx.next_seq(step)  # request N of a level gets prompt N (locustfiles.sequencer)
+        prompt = ctx.prompts.at(seq)
+        if ctx.workload is not None:  # --input-len / --shared-prefix: this request's own
+            prompt = ctx.workload.prompt(seq, prompt, ctx.prompts)
+        if ctx.settings.multi_turn > 1:
+            return Conversation.start(ctx, step, seq, prompt)
+        return Conversation(ctx, step, seq, 1, prompt.id, prompt)
+
+    @staticmethod
+    def _continued(ctx: RunContext, req: InFlight) -> Conversation | None:
+        """The conversation's next turn after an answered turn; None after its last turn or a failure."""
+        conv = req.conversation
+        if conv is None or req.outcome.status != "ok" or conv.turn >= ctx.settings.multi_turn:
+            return None
+        return conv.next_turn(req.state.answer_text, ctx.settings.seed)
 
     def _back_off(self, status: str) -> None:
         """After a connection error wait 0.1 s, doubling to 2 s while they last: a down server is not hammered."""
@@ -302,4 +334,5 @@ class LLMUser(HttpUser):
             error=outcome.error, finish_reason=state.finish_reason, max_tokens=req.max_tokens,
             target_rate=req.target_rate,
             scheduled_s=req.scheduled_s,
+            **_conversation_fields(req.conversation),
         )

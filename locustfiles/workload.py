@@ -40,8 +40,10 @@ class Workload:
                    parse_length(settings.output_len, "--output-len", allow_dataset=False), settings.max_tokens,
                    prefixes)
 
-    def max_tokens(self, seq: int) -> int:
-        drawn = self.output_len.draw(self.seed, seq, "output") if self.output_len is not None else None
+    def max_tokens(self, seq: int, turn: int = 1) -> int:
+        """Output tokens of the request at ``seq`` (turn k > 1 of a conversation draws its own)."""
+        stream = "output" if turn == 1 else f"output:turn{turn}"
+        drawn = self.output_len.draw(self.seed, seq, stream) if self.output_len is not None else None
         return drawn if drawn is not None else self.default_max_tokens
 
     def prompt(self, seq: int, prompt: Prompt, order: PromptOrder) -> Prompt:

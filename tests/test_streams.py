@@ -248,3 +248,27 @@ def test_no_server_count_falls_back_to_counting_chunks_and_says_so():
     counts = feed_all("completions", payloads).resolve_tokens()
     assert (counts.output_tokens, counts.output_tokens_source, counts.chunk_tokens_source) == (2, "chunks",
                                                                                               "chunks")
+
+
+# -- answer text (multi-turn conversations resend it) ------------------------------------------------------------
+
+
+def test_answer_text_per_dialect_cumulative_generate_delta_openai_and_llamacpp():
+    assert feed_all("generate", sglang_generate_stream(spec=False)).answer_text == "A B C D E F G"
+    incremental = [{"text": " A", "output_ids": [1], "meta_info": {"completion_tokens": 1}},
+                   {"text": " A", "output_ids": [2], "meta_info": {"completion_tokens": 2}},  # a delta, not cumulative
+                   {"text": " C", "output_ids": [3], "meta_info": {"completion_tokens": 3}}, b"[DONE]"]
+    assert feed_all("generate", incremental).answer_text == " A A C"
+    llamacpp = [{"content": " x", "tokens_predicted": 1, "stop": False},
+                {"content": " y", "tokens_predicted": 2, "stop": False}, {"content": "", "stop": True}]
+    assert feed_all("generate", llamacpp).answer_text == " x y"
+    chat = [{"id": "c", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+            {"id": "c", "choices": [{"index": 0, "delta": {"reasoning_content": "think", "content": None}}]},
+            {"id": "c", "choices": [{"index": 0, "delta": {"content": " one"}}]},
+            {"id": "c", "choices": [{"index": 1, "delta": {"content": " other choice"}}]},
+            {"id": "c", "choices": [{"index": 0, "delta": {"content": " two"}, "finish_reason": "length"}]},
+            b"[DONE]"]
+    assert feed_all("chat", chat).answer_text == " one two"  # reasoning and other choices are not the answer
+    completions = [{"id": "k", "choices": [{"index": 0, "text": " a b"}]},
+                   {"id": "k", "choices": [{"index": 0, "text": " c", "finish_reason": "length"}]}, b"[DONE]"]
+    assert feed_all("completions", completions).answer_text == " a b c"

@@ -132,10 +132,11 @@ def test_each_compared_setting_is_named_when_it_differs(tmp_path: Path, field: s
 @pytest.mark.parametrize("settings, name", [
     ({"slo": "ttft=2s"}, "SLO"),
     ({"rate_ladder": [1.0, 2.0], "arrivals": "poisson"}, "rate ladder"),
+    ({"multi_turn": 3}, "turns per conversation"),
 ])
 def test_workload_settings_that_differ_are_named(tmp_path: Path, settings: dict, name: str) -> None:
     def mutate(base: RunSpec, spec: RunSpec) -> None:
-        base.settings = {"slo": "ttft=1s", "rate_ladder": [1.0, 4.0], "arrivals": "poisson"}
+        base.settings = {"slo": "ttft=1s", "rate_ladder": [1.0, 4.0], "arrivals": "poisson", "multi_turn": 1}
         spec.settings = {**base.settings, **settings}
     comparison = _compare(tmp_path, mutate)
     messages = [w.message for w in comparison.warnings if w.code == "settings_mismatch"]

@@ -81,6 +81,28 @@ def test_flush_cache_and_prefix_cache(make_http) -> None:
         handle.stop()
 
 
+def test_ledger_text_is_opt_in_and_holds_what_was_received_and_sent(make_http) -> None:
+    handle = start_emulator("baseline", speed=100, overrides={"ledger_text": True})
+    try:
+        http = make_http(handle.url)
+        answer = http.post("/generate", {"text": "Name a prime.", "sampling_params": {"max_new_tokens": 5}}).json()
+        chat = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"},
+                             {"role": "user", "content": "More?"}], "max_tokens": 3}
+        http.post("/v1/chat/completions", chat)
+        first, second = http.get("/_emulator/requests").json()
+        assert first["prompt_text"] == "Name a prime." and first["output_text"] == answer["text"]
+        assert second["prompt_text"] == "Hi\nHello!\nMore?" and len(second["output_text"].split()) == 3
+    finally:
+        handle.stop()
+    plain = start_emulator("baseline", speed=100)
+    try:
+        http = make_http(plain.url)
+        http.post("/generate", {"text": "Name a prime.", "sampling_params": {"max_new_tokens": 2}})
+        assert "prompt_text" not in http.get("/_emulator/requests").json()[0]
+    finally:
+        plain.stop()
+
+
 def test_startup_delay_answers_503_until_ready(make_http) -> None:
     handle = start_emulator("baseline", speed=10, overrides={"startup_delay_s": 4.0, "health_probe_s": 0.5})
     try:

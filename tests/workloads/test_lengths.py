@@ -51,7 +51,7 @@ def test_output_lengths_exact_input_lengths_met_and_prefill_charged_per_prompt_t
     out = tmp_path / "run"
     proc = run_locust(emu.url, out, "--ladder", "1", "--input-len", "uniform:64-4096", "--output-len",
                       "uniform:8-40", "--seed", "3", "--min-requests", "40", "--min-step-time", "1",
-                      "--max-step-time", "60", timeout=120)
+                      "--max-step-time", "60", "--step-ci", "0", timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = read_run(out)
     assert run.meta.settings["input_len"] == "uniform:64-4096" and run.meta.settings["output_len"] == "uniform:8-40"
