@@ -29,7 +29,8 @@ MAX_TOKENS = 256
 # wait for the same loop), which biases the readings; at speed 10 it keeps up on a shared 2-core machine.
 SPEED = 10
 ARGS = ("--ladder", "8,60", "--max-tokens", str(MAX_TOKENS), "--no-ignore-eos", "--min-requests", "60",
-        "--min-step-time", "6", "--max-step-time", "60", "--server-metrics-interval", "0.1")
+        "--min-step-time", "6", "--max-step-time", "60", "--server-metrics-interval", "0.1",
+        "--step-ci", "0")
 
 
 @pytest.fixture(scope="module")

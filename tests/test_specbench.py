@@ -19,7 +19,7 @@ import pytest
 from analysis import compare_runs, comparison_json, load_run
 
 SHORT = ["--ladder", "1,4", "--max-tokens", "48", "--min-requests", "10", "--min-step-time", "1",
-         "--max-step-time", "60"]
+         "--max-step-time", "60", "--step-ci", "0"]
 
 
 def specbench(*args: str, timeout: float = 300.0, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -63,7 +63,7 @@ def test_compare_against_two_emulators_reports_the_analysis_of_its_own_runs(tmp_
 def test_shortened_demo_shows_the_seed_pattern(tmp_path):
     out = tmp_path / "demo"
     proc = specbench("demo", "--out", str(out), "--ladder", "1,10,40", "--max-tokens", "64", "--min-requests", "10",
-                     "--min-step-time", "1", timeout=400, cwd=tmp_path)
+                     "--min-step-time", "1", "--step-ci", "0", timeout=400, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     assert "report: " in proc.stdout
     comparison = json.loads((out / "comparison.json").read_text())
@@ -157,7 +157,8 @@ def test_ctrl_c_during_the_spec_run_keeps_what_was_recorded_and_writes_a_partial
     out = tmp_path / "report"
     proc = subprocess.Popen([sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec",
                              spec.url, "--out", str(out), "--ladder", "2,8", "--max-tokens", "48",
-                             "--min-requests", "10", "--min-step-time", "1", "--max-step-time", "120"],
+                             "--min-requests", "10", "--min-step-time", "1", "--max-step-time", "120",
+                             "--step-ci", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     steps = out / "spec" / "steps.jsonl"
     deadline = time.monotonic() + 180

@@ -38,7 +38,7 @@ def test_attainment_and_goodput_equal_the_ledgers(tmp_path, emulator, mode):
     out = tmp_path / "run"
     proc = run_locust(emu.url, out, *mode, "--slo", SLO, "--max-tokens", "16", "--min-requests", "80",
                       "--exit-code-on-error", "0", "--max-error-rate", "1",
-                      "--min-step-time", "2", "--max-step-time", "60", timeout=120)
+                      "--min-step-time", "2", "--max-step-time", "60", "--step-ci", "0", timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = read_run(out)
     assert run.meta.settings["slo"] == SLO
