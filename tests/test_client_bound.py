@@ -91,7 +91,7 @@ def canned_server() -> Iterator[str]:
 
 def test_a_saturated_load_process_is_flagged_client_bound(canned_server: str, tmp_path: Path) -> None:
     proc = run_locust(canned_server, tmp_path / "run", "--ladder", "64", "--max-tokens", "64", "--min-step-time",
-                      "3", "--max-step-time", "30")
+                      "3", "--max-step-time", "30", "--step-ci", "0")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.count("Server metrics off for this run") == 1 and "HTTP 404" in proc.stderr
     (step,) = read_jsonl(tmp_path / "run" / "steps.jsonl")
