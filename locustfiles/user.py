@@ -180,9 +180,9 @@ class LLMUser(HttpUser):
         headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
                    **auth_headers(ctx.settings.api_key())}
         name = entry_name(ctx.dialect.path, target_c, target_rate)
-        # Announced first (the in-flight ledger); the send may yield to other users, so the record's clocks
-        # (start_s, t0) are read only after it, at the same moment, just before the request goes out.
-        self._send(START_MESSAGE, {"request_id": request_id, "start_s": ctx.now(), "step": step})
+        # One moment for both clocks: the record's start_s (wall, as announced to the in-flight books, whose
+        # window edges are these very start_s) and t0 (every offset of the record). The announcement may yield
+        # to other users; that wait is inside the request's times, never between start_s and t0.
         start_s = ctx.now()  # in the master's clock
         req = InFlight(request_id, seq, prompt, step, target_c, start_s, scheduled_s, time.perf_counter(),
                        StreamState(ctx.api))
@@ -190,6 +190,7 @@ class LLMUser(HttpUser):
         req.max_tokens = sampling.max_tokens
         req.conversation = conv if ctx.settings.multi_turn > 1 else None
         req.end = req.t0
+        self._send(START_MESSAGE, {"request_id": request_id, "start_s": start_s, "step": step})
         try:
             self._stream(ctx, name, body, headers, req)
         except (gevent.GreenletExit, KeyboardInterrupt):  # stopped mid-stream by us: never a server failure
