@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
+import gevent.event
 
 from emulator import costmodel
 from emulator.profile import load_profile
@@ -86,27 +87,39 @@ def run_lag(*, streams: int = 250, speed: float = 1.0, window_s: float = 20.0, w
     """Run the benchmark and return its figures (see module docstring)."""
     prof = load_profile(profile, speed=speed, overrides={"max_running_requests": streams + 6})
     step_s = costmodel.expected_step_ms(prof, streams) / 1000.0
-    max_tokens = math.ceil((warmup_s + window_s) / step_s * 1.5) + 50
+    # long enough to outlast a window that starts late on a loaded machine (streams are cut once it is sampled)
+    max_tokens = math.ceil((warmup_s + window_s) / step_s * 4) + 50
     args = ["--max-running-requests", str(streams + 6)]
     with start_emulator_process(profile, speed=speed, extra=args) as emu:
         proc, url = emu.process, emu.url
         body = {"text": PROMPT, "sampling_params": {"max_new_tokens": max_tokens, "ignore_eos": True},
                 "stream": True}
-        stop_s = time.time() + warmup_s + window_s
+        # The window is window_s from its first sample, however late that sample comes on a loaded machine;
+        # the streams run until the second sample is taken (bounded: warm-up + window + 30 s at most).
+        stop_s = time.time() + warmup_s + window_s + 30.0
         box: dict[str, Any] = {}
+        sampled = gevent.event.Event()
 
         def sample() -> None:
-            gevent.sleep(warmup_s)
-            box["t0"], box["s0"], box["cpu0"] = time.time(), _stats(url), _cpu_seconds(proc.pid)
-            gevent.sleep(max(0.0, stop_s - time.time() - 0.05))
-            box["t1"], box["s1"], box["cpu1"] = time.time(), _stats(url), _cpu_seconds(proc.pid)
+            try:
+                gevent.sleep(warmup_s)
+                box["t0"], box["s0"], box["cpu0"] = time.time(), _stats(url), _cpu_seconds(proc.pid)
+                gevent.sleep(window_s)
+                box["t1"], box["s1"], box["cpu1"] = time.time(), _stats(url), _cpu_seconds(proc.pid)
+            finally:
+                sampled.set()
 
         sampler = gevent.spawn(sample)
         results = closed_loop(url, streams, lambda _c, _k: ("/generate", body), requests_per_client=1,
-                              stop_at_s=stop_s)
+                              stop_at_s=stop_s, until=sampled)
         sampler.join(timeout=10.0)
+    if "s1" not in box:
+        raise RuntimeError("bench_lag: the window was not sampled (the emulator's stats did not answer)")
     s0, s1 = box["s0"], box["s1"]
     steps = s1["steps"] - s0["steps"]
+    if steps <= 0:
+        raise RuntimeError(f"bench_lag: the emulator made no step in the {window_s} s window "
+                           f"({s1['running']} running): the streams never reached it")
     wall = box["t1"] - box["t0"]
     mean_batch = (s1["batch_sum"] - s0["batch_sum"]) / steps
     return LagResult(

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
+import gevent.event
 from gevent import socket
 
 __all__ = ["Connection", "StreamResult", "closed_loop", "completion_tokens_of", "window_throughput"]
@@ -199,13 +200,14 @@ Payload = Callable[[int, int], tuple[str, dict[str, Any]]]
 
 
 def closed_loop(url: str, concurrency: int, payload: Payload, *, requests_per_client: int = 10**6,
-                stop_at_s: float | None = None, timeout_s: float = 600.0) -> list[list[StreamResult]]:
+                stop_at_s: float | None = None, timeout_s: float = 600.0,
+                until: gevent.event.Event | None = None) -> list[list[StreamResult]]:
     """C clients, each sending its next request as soon as the previous one ended.
 
     ``payload(client, k)`` gives the k-th request of a client. A client stops after
-    ``requests_per_client`` requests; at ``stop_at_s`` (``time.time()``) or after ``timeout_s`` every
-    client is stopped and its connection closed, in-flight requests included (their partial results
-    are kept), so the server sees the clients disconnect.
+    ``requests_per_client`` requests; at ``stop_at_s`` (``time.time()``), after ``timeout_s`` or once ``until``
+    is set, every client is stopped and its connection closed, in-flight requests included (their partial
+    results are kept), so the server sees the clients disconnect.
     """
     results: list[list[StreamResult]] = [[] for _ in range(concurrency)]
     connections = [Connection(url) for _ in range(concurrency)]
@@ -220,7 +222,10 @@ def closed_loop(url: str, concurrency: int, payload: Payload, *, requests_per_cl
 
     greenlets = [gevent.spawn(client, i) for i in range(concurrency)]
     limit = timeout_s if stop_at_s is None else min(timeout_s, max(0.0, stop_at_s - time.time()))
-    gevent.joinall(greenlets, timeout=limit)
+    if until is not None:  # the caller says when (e.g. once its measurement window is over)
+        until.wait(timeout=limit)
+    else:
+        gevent.joinall(greenlets, timeout=limit)
     gevent.killall(greenlets, timeout=5.0)
     for conn in connections:
         conn.close()
