@@ -29,3 +29,12 @@ def check_url(url: str, flag: str = "--host") -> str:
     if parts.query or parts.fragment:
         raise UrlError(f"{flag}: {expected}, got {shown!r} (no query or fragment allowed)")
     return url.strip().rstrip("/")
+
+
+def has_credentials(url: str) -> bool:
+    """Whether ``url`` carries ``user[:pass]@``: requests turns those into Basic auth, replacing any Bearer key."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return False
+    return parts.username is not None or parts.password is not None

@@ -21,7 +21,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRu
 from contract.redact import install_log_filter, redact, register_key_env
 from contract.schema import RunMeta
 from contract.settings import SettingsError, add_arguments, apply_profile, settings_of
-from contract.urls import UrlError, check_url
+from contract.urls import UrlError, check_url, has_credentials
 from locustfiles import guards
 from locustfiles import run as runmod
 from locustfiles.fleet import Fleet
@@ -125,6 +125,9 @@ class RunHooks:
             register_key_env(str(getattr(options, "api_key_env", "") or ""))
             settings_of(options)
             self.env.host = check_url(self.env.host) if self.env.host else self.env.host
+            if self.env.host and has_credentials(self.env.host) and settings_of(options).api_key():
+                raise UrlError("--host: the URL carries credentials (user:pass@) and an API key is set (--api-key-env)"
+                               "; requests would send the URL's Basic auth instead of the key: give one of the two")
         except (SettingsError, UrlError) as exc:
             fail(str(exc))
         if not self.env.host:

@@ -16,7 +16,7 @@ from contract.redact import MASK, redact, register_key
 from contract.schema import RunFormatError, read_records
 from contract.settings import SettingsError, default_run_dir, parse_ladder, safe_label
 from specbench.preflight import PreflightError, check_server
-from tests.conftest import REPO, run_locust
+from tests.conftest import REPO, ledger, run_locust
 from tests.tinyservers import tiny_server
 
 SECRET = "sk-hardening-DO-NOT-LEAK-77c1"
@@ -106,6 +106,18 @@ def test_the_key_passed_as_api_key_env_is_never_printed(tmp_path):
     assert SECRET not in proc.stderr + proc.stdout
     proc = run_locust("http://127.0.0.1:9", tmp_path / "run", "--api-key-env", SECRET, timeout=60)
     assert proc.returncode == 2 and SECRET not in proc.stderr + proc.stdout
+
+
+def test_url_credentials_and_an_api_key_together_are_refused(tmp_path, emulator):
+    # requests would turn alice:pw@ into Basic auth and drop the Bearer key without a word: refused, one line
+    emu = emulator("baseline", speed=20)
+    host = emu.url.replace("http://", "http://alice:hunter2pw@")
+    proc = run_locust(host, tmp_path / "run", "--api-key-env", "HARDENING_KEY", "--ladder", "1", timeout=60,
+                      env={"HARDENING_KEY": SECRET})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "--host" in proc.stderr and "credentials" in proc.stderr and "Traceback" not in proc.stderr
+    assert SECRET not in proc.stderr + proc.stdout and "hunter2pw" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "run").exists() and ledger(emu.url) == []  # nothing sent, nothing written
 
 
 # -- item 4: never mix two runs -------------------------------------------------------------------------------
