@@ -26,7 +26,8 @@ from specbench.cli import main as specbench_main
 from specbench.launch import ServerCommand, _group_alive
 from specbench_config import data_path
 
-pytestmark = pytest.mark.slow
+# alone: the picks and ratios are checked against the cost model, which a second test worker's load skews
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 SPEED = 20
 MAX_TOKENS = 48

@@ -68,7 +68,8 @@ def test_attainment_and_goodput_equal_the_ledgers(tmp_path, emulator, mode):
     surely_in = sum(e["completion_tokens"] for e in good if e["finished_s"] <= t1 - 0.05)
     overlapping = sum(e["completion_tokens"] for e in truth.values()
                       if _ledger_verdict(e) and e["arrival_s"] < t1 and e["finished_s"] > t0 - 0.05)
-    assert surely_in <= row.goodput_tok_s * (t1 - t0) <= overlapping
+    counted = row.goodput_tok_s * (t1 - t0)  # tokens back from a rate: equal counts may differ in the last bit
+    assert surely_in - 1e-6 <= counted <= overlapping + 1e-6, (surely_in, counted, overlapping)
     assert row.goodput_tok_s <= row.throughput_tok_s
 
     # The same figures reach the JSON summary and the terminal table.
