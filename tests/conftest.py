@@ -22,16 +22,6 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 LOCUSTFILE = REPO / "locustfiles" / "sglang.py"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the marks into scheduling groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``pytest -n 2 --dist loadgroup`` each test file runs whole on one worker (its module fixtures are
-    built once), and every real llama-server test on the same worker (one server build and model, not two)."""
-    for item in items:
-        path = Path(str(item.fspath)).resolve()
-        group = "realserver" if "realserver" in path.parts else str(path.relative_to(REPO))
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.fixture
 def emulator() -> Iterator[Callable[..., EmulatorProcess]]:
     """Factory: ``emulator("baseline", speed=20, extra=["--fault-503", "0.1"])``; all stopped at teardown."""

@@ -26,8 +26,7 @@ from specbench.cli import main as specbench_main
 from specbench.launch import ServerCommand, _group_alive
 from specbench_config import data_path
 
-# alone: the picks and ratios are checked against the cost model, which a second test worker's load skews
-pytestmark = [pytest.mark.slow, pytest.mark.alone]
+pytestmark = pytest.mark.slow
 
 SPEED = 20
 MAX_TOKENS = 48
@@ -112,11 +111,10 @@ def test_sweep_picks_the_cost_models_best_and_switch_points(sweep_report: tuple[
             assert lv["best"] == ranked[0], (c, lv["best"], model, lv["configs"])
         else:  # a near tie in the model: the report's pick is the model's best or its runner-up
             assert ranked[0] in (lv["best"], lv["runner_up"]), (c, lv, model)
-        # the per-level ratio to the baseline sits where the model puts it: within a few percent alone; 15%
-        # leaves room for a C=1 step of 20 requests beside a second test worker (seen 12% off once in CI)
+        # the per-level ratio to the baseline sits where the model puts it (emulator within a few percent)
         for cfg in lv["configs"]:
             want = model[cfg["name"]] / model["off"]
-            assert abs(math.log(cfg["ratio"] / want)) < math.log(1.15), (c, cfg, want)
+            assert abs(math.log(cfg["ratio"] / want)) < math.log(1.12), (c, cfg, want)
     # every switch point's 95% band holds the true crossing of the two analytic curves
     switches = report["policy"]["switches"]
     assert switches and switches[0]["from_name"] == "steps5" and switches[-1]["to_name"] == "off", switches

@@ -12,8 +12,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
-
 # benchmarks/ is not a package and "coverage" is also the coverage.py tool's name: load the script by path.
 _SPEC = importlib.util.spec_from_file_location(
     "specbench_interval_coverage", Path(__file__).resolve().parents[2] / "benchmarks" / "coverage.py")
@@ -24,8 +22,6 @@ _SPEC.loader.exec_module(_COVERAGE)
 collect, tally_runs = _COVERAGE.collect, _COVERAGE.tally_runs
 
 
-# alone: eight emulator processes load every core, which would skew any timing test beside it
-@pytest.mark.alone
 def test_intervals_cover_the_long_run_truth_90_to_99_percent() -> None:
     runs = collect(seeds=(1,), verbose=False)
     tallies = tally_runs(runs)
