@@ -99,7 +99,10 @@ class GenerateDialect(Dialect):
 
 def _take_generate_text(state: StreamState, obj: dict[str, Any], meta: dict[str, Any]) -> None:
     """SGLang's ``text`` is cumulative unless the server runs ``--incremental-streaming-output`` (then a delta,
-    and ``output_ids`` a delta shorter than the cumulative count); llama.cpp's ``content`` is a delta."""
+    and ``output_ids`` a delta shorter than the cumulative count); llama.cpp's ``content`` is a delta.
+    Skipped unless the text is kept: the read loop of an ordinary run does no text work."""
+    if not state.keep_text:
+        return
     text = obj.get("text")
     if isinstance(text, str):
         ids, cum = obj.get("output_ids"), meta.get("completion_tokens")

@@ -47,7 +47,8 @@ class StreamState:
     spec: SpecFields | None = None
     server_request_id: str | None = None
     last_cum: int = 0  # the last cumulative output count the server reported
-    text_parts: list[str] = field(default_factory=list)  # the answer's text as it arrived (multi-turn resends it)
+    keep_text: bool = False  # keep the answer's text: only a multi-turn conversation resends it
+    text_parts: list[str] = field(default_factory=list)  # the answer's text as it arrived (with keep_text)
     dialect: Dialect = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -95,12 +96,13 @@ class StreamState:
 
     def add_text(self, delta: str) -> None:
         """New answer text (a delta: OpenAI routes, llama.cpp ``content``, SGLang incremental streaming)."""
-        if delta:
+        if delta and self.keep_text:
             self.text_parts.append(delta)
 
     def set_text(self, whole: str) -> None:
         """The whole answer so far (SGLang ``/generate`` by default repeats it cumulatively in every chunk)."""
-        self.text_parts = [whole]
+        if self.keep_text:
+            self.text_parts = [whole]
 
     @property
     def answer_text(self) -> str:

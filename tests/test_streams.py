@@ -9,7 +9,7 @@ from locustfiles.streams import StreamState
 
 
 def feed_all(api: str, payloads: list[object], t0: float = 0.0, dt: float = 0.01) -> StreamState:
-    state = StreamState(api)
+    state = StreamState(api, keep_text=True)
     for i, p in enumerate(payloads):
         raw = p if isinstance(p, bytes) else json.dumps(p).encode()
         state.feed(t0 + i * dt, raw)
