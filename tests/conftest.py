@@ -6,9 +6,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import requests
@@ -35,6 +36,24 @@ def emulator() -> Iterator[Callable[..., EmulatorProcess]]:
     yield start
     for emu in started:
         emu.stop()
+
+
+T = TypeVar("T")
+
+
+def wait_until(ready: Callable[[], T], *, timeout_s: float, what: str, poll_s: float = 0.1) -> T:
+    """Poll ``ready`` until it returns something truthy and return that; fail naming ``what`` after the timeout.
+
+    Tests synchronise on the event they need (a file line, a ledger entry), never on a sleep of a guessed length.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = ready()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(poll_s)
 
 
 def ledger(url: str) -> list[dict[str, Any]]:

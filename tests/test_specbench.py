@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from analysis import compare_runs, comparison_json, load_run
+from tests.conftest import wait_until
 
 SHORT = ["--ladder", "1,4", "--max-tokens", "48", "--min-requests", "10", "--min-step-time", "1",
          "--max-step-time", "60", "--step-ci", "0"]
@@ -153,18 +154,19 @@ def test_preflight_failure_is_one_clear_line_and_exit_2_before_any_load(tmp_path
 
 def test_ctrl_c_during_the_spec_run_keeps_what_was_recorded_and_writes_a_partial_report(tmp_path, emulator):
     base = emulator("baseline", speed=20)
-    spec = emulator("eagle3", speed=5)
+    # The spec server runs 2 requests at once, so its C=64 step cannot end within a minute: the signal below
+    # lands while the spec run is still going, however slowly this machine runs the test (a run that had already
+    # ended would have nothing to interrupt).
+    spec = emulator("eagle3", speed=5, extra=["--max-running-requests", "2"])
     out = tmp_path / "report"
     proc = subprocess.Popen([sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec",
-                             spec.url, "--out", str(out), "--ladder", "2,8", "--max-tokens", "48",
+                             spec.url, "--out", str(out), "--ladder", "2,8,64", "--max-tokens", "48",
                              "--min-requests", "10", "--min-step-time", "1", "--max-step-time", "120",
                              "--step-ci", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     steps = out / "spec" / "steps.jsonl"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and not (steps.exists() and steps.read_text().strip()):
-        time.sleep(0.3)
-    assert steps.exists(), "the spec run never closed a step"
+    wait_until(lambda: steps.exists() and steps.read_text().strip(), timeout_s=180,
+               what="the spec run's first closed step")
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr[-2000:]
