@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import compare_runs, load_run
+from analysis import compare_runs, load_run, summarize_run
 from tests.conftest import locust_cmd, run_locust
 
 QUICK = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "12", "--min-step-time", "1",
@@ -40,7 +40,9 @@ def runs(tmp_path_factory) -> dict[str, Path]:
             made[name] = root / name
 
         run("base", servers["baseline"].url)
-        run("spec", servers["eagle3"].url)
+        # Its steps measure about 1 s, as long as the default /metrics period: a window could then hold no sample
+        # at all (CI saw it: no queue figure, no warning). Five samples a second put several in every window.
+        run("spec", servers["eagle3"].url, "--server-metrics-interval", "0.2")
         run("base_fixed_48", servers["baseline"].url, "--prompt-mode", "fixed", "--max-tokens", "48")
         # ~15% of requests fail, above the default --max-error-rate of 5%: the run says so with exit 3
         run("base_errors", flaky.url, exit_codes=(3,))
@@ -73,6 +75,9 @@ def test_eagle3_emulator_loses_at_every_level_as_in_the_seed(runs):
 
 
 def test_spec_server_capped_at_48_running_is_warned_about(runs):
+    # Its C=6 window holds server samples, whose queue is the 2 requests above the cap of 4.
+    spec = summarize_run(load_run(runs["spec"]))
+    assert all(row.server_queued is not None for row in spec.rows if row.window_s), spec.rows
     assert "spec_max_running_lower" in codes(runs["base"], runs["spec"])
 
 
