@@ -11,6 +11,7 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -48,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="serve shared prompt prefixes from an emulated prefix cache (profile key prefix_cache)")
     parser.add_argument("--ledger-text", action=argparse.BooleanOptionalAction, default=None,
                         help="ledger entries carry prompt_text and output_text (profile key ledger_text)")
+    parser.add_argument("--ledger-chunk-times", action=argparse.BooleanOptionalAction, default=None,
+                        help="ledger entries carry chunk_ms, each token chunk's write time (profile key "
+                        "ledger_chunk_times)")
+    parser.add_argument("--ledger-file", type=Path, metavar="PATH",
+                        help="also append every ledger record to this JSONL file as it happens (truth for tests "
+                        "of runs whose server stops before they are checked, such as sweeps)")
     parser.add_argument("--parent-pid", type=int, metavar="PID",
                         help="exit (as on SIGTERM) once PID is no longer this process's parent: a launcher's child")
     faults = parser.add_argument_group("faults (fractions of requests, 0..1)")
@@ -70,6 +77,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["prefix_cache"] = args.prefix_cache
     if args.ledger_text is not None:
         out["ledger_text"] = args.ledger_text
+    if args.ledger_chunk_times is not None:
+        out["ledger_chunk_times"] = args.ledger_chunk_times
     faults = {key: getattr(args, flag) for flag, key in _FAULT_FLAGS.items() if getattr(args, flag) is not None}
     if faults:
         out["faults"] = faults
@@ -102,9 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        emulator = Emulator(profile, args.host, args.port)
+        emulator = Emulator(profile, args.host, args.port, ledger_file=args.ledger_file)
         emulator.start()
     except OSError as exc:
+        if args.ledger_file is not None and exc.filename == str(args.ledger_file):
+            print(f"error: --ledger-file {args.ledger_file}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
         print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     stop = gevent.event.Event()

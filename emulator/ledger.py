@@ -15,15 +15,19 @@ produced in each step, the first being the prefill token), ``spec`` (null withou
 SGLang's ``spec_*`` figures plus ``alpha``, the prompt's draft acceptance probability), ``fault``
 (null or the fault's name) and ``error`` (null or the error message). With ``ledger_text`` (``--ledger-text``)
 also ``prompt_text`` (the prompt as the emulator keys it: the text, or a chat's message contents joined by
-newlines) and ``output_text`` (the answer text written to the client).
+newlines) and ``output_text`` (the answer text written to the client). With ``ledger_chunk_times``
+(``--ledger-chunk-times``) also ``chunk_ms``: when each chunk of ``tokens_per_chunk`` was written, in ms after
+``arrival_s``. With ``--ledger-file PATH`` every record is also appended to that JSONL file as it is made.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 __all__ = ["Ledger"]
 
@@ -33,11 +37,14 @@ _MAX_RECORDS = 200_000
 class Ledger:
     """Thread-safe, bounded list of finished-request records (plain JSON-ready dicts)."""
 
-    def __init__(self, max_records: int = _MAX_RECORDS) -> None:
+    def __init__(self, max_records: int = _MAX_RECORDS, path: Path | None = None) -> None:
         self._lock = threading.Lock()
         self._records: list[dict[str, Any]] = []
         self._max = max_records
         self.dropped = 0
+        # --ledger-file: every record also goes to a JSONL file as it happens, so the truth outlives the process
+        # (a sweep stops each server before the next one starts).
+        self._file: IO[str] | None = path.open("a", encoding="utf-8") if path is not None else None
 
     def append(self, record: dict[str, Any]) -> None:
         with self._lock:
@@ -45,6 +52,15 @@ class Ledger:
                 self._records.pop(0)
                 self.dropped += 1
             self._records.append(record)
+            if self._file is not None:
+                self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
 
     def records(self, *, clear: bool = False) -> list[dict[str, Any]]:
         """A copy of all records, oldest first; ``clear`` empties the ledger in the same step."""

@@ -116,6 +116,7 @@ class Profile:
     seed: int = 0
     prefix_cache: bool = False
     ledger_text: bool = False  # ledger entries carry the prompt and answer text (tests of multi-turn runs)
+    ledger_chunk_times: bool = False  # ledger entries carry each chunk's write time (exact per-window truth)
     metrics_interval_steps: int = 40
     max_catchup_ms: float = 250.0
 
@@ -328,6 +329,7 @@ def _build(raw: dict[str, Any], source: str, name: str) -> Profile:
         seed=r.integer("seed", 0),
         prefix_cache=r.flag("prefix_cache", False),
         ledger_text=r.flag("ledger_text", False),
+        ledger_chunk_times=r.flag("ledger_chunk_times", False),
         metrics_interval_steps=r.integer("metrics_interval_steps", 40, lo=1),
         max_catchup_ms=r.number("max_catchup_ms", 250.0, lo=0.0, lo_open=True),
     )

@@ -11,6 +11,7 @@ import itertools
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .errors import ApiError, flat_error
@@ -37,10 +38,11 @@ _GENERATION: dict[str, Parser] = {
 class Emulator:
     """One emulated server bound to (host, port); ``start``/``stop`` must run in its own gevent hub."""
 
-    def __init__(self, profile: Profile, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, profile: Profile, host: str = "127.0.0.1", port: int = 0,
+                 ledger_file: Path | None = None) -> None:
         self.profile, self.host = profile, host
         self.scheduler = Scheduler(profile)
-        self.ledger = Ledger()
+        self.ledger = Ledger(path=ledger_file)
         self.metrics = Metrics(profile, self.scheduler)
         self.cache = PrefixCache(profile.prefix_cache, chars_per_token=profile.chars_per_token)
         self._faults = FaultPicker(profile.faults)
@@ -62,6 +64,7 @@ class Emulator:
         """Abort running work first, so open streams end (cut) before the server closes connections."""
         self.scheduler.stop()
         self._http.stop(timeout_s=1.0)
+        self.ledger.close()
 
     @property
     def port(self) -> int:

@@ -64,12 +64,14 @@ class _Progress:
     """What the client has been sent: output tokens per chunk, and when the first tokens left."""
 
     chunks: list[int] = field(default_factory=list)
+    written_s: list[float] = field(default_factory=list)  # when each of ``chunks`` was written
     first_token_s: float | None = None
     sent: int = 0
 
     def wrote(self, tokens: int, when: float) -> None:
         if tokens > 0:
             self.chunks.append(tokens)
+            self.written_s.append(when)
             self.sent += tokens
             if self.first_token_s is None:
                 self.first_token_s = when
@@ -225,10 +227,12 @@ class Session:
         spec = out.spec_figures() if out is not None else None
         if spec is not None and job is not None:
             spec["alpha"] = job.alpha
-        text: dict[str, Any] = {}
+        extra: dict[str, Any] = {}  # opt-in fields
         if self.ctx.profile.ledger_text:  # opt-in: a long run's ledger would otherwise hold every prompt
-            text = {"prompt_text": req.text,
-                    "output_text": out.words.text(0, progress.sent) if out is not None else ""}
+            extra = {"prompt_text": req.text,
+                     "output_text": out.words.text(0, progress.sent) if out is not None else ""}
+        if self.ctx.profile.ledger_chunk_times:  # opt-in, likewise: one number per chunk
+            extra["chunk_ms"] = [round((t - self.arrival_s) * 1000.0, 3) for t in progress.written_s]
         self.ctx.record({
             "rid": req.rid,
             "route": req.route,
@@ -249,7 +253,7 @@ class Session:
             "spec": spec,
             "fault": self.fault,
             "error": error,
-            **text,
+            **extra,
         })
 
 

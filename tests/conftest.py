@@ -22,6 +22,19 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 LOCUSTFILE = REPO / "locustfiles" / "sglang.py"
 
+# The quick tier (`pytest -m quick`, the inner loop: about a minute): contract, analysis and unit tests that start
+# no load run. A test in these paths that is marked `slow` (e.g. a long real run) stays out of it.
+QUICK_PATHS = ("tests/analysis/", "tests/test_import_rules.py", "tests/test_settings.py", "tests/test_prompts.py",
+               "tests/test_budget.py", "tests/emulator/test_emu_costmodel.py", "tests/test_hardening_inputs.py",
+               "tests/test_streams.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.fspath)).resolve().relative_to(REPO).as_posix()
+        if path.startswith(QUICK_PATHS) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.quick)
+
 
 @pytest.fixture
 def emulator() -> Iterator[Callable[..., EmulatorProcess]]:

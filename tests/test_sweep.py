@@ -46,11 +46,13 @@ def _sweep_yaml(path: Path) -> Path:
         lines.append(f"  - name: '{name}'")
         if name == "off":
             lines.append("    baseline: true")
+        ledger_file = path.parent / f"ledger-{name}.jsonl"  # the emulator's truth, kept after it stops
         if name == "steps1":  # a string command runs through /bin/sh, as a user's shell line would
-            lines.append(f"    command: exec {py} -m emulator --profile {profile} --port {{port}} --speed {{speed}}")
+            lines.append(f"    command: exec {py} -m emulator --profile {profile} --port {{port}} --speed {{speed}} "
+                         f"--ledger-file {ledger_file} --ledger-chunk-times")
         else:
             lines.append(f"    command: [{py}, -m, emulator, --profile, {profile}, --port, '{{port}}', "
-                         "--speed, '{speed}']")
+                         f"--speed, '{{speed}}', --ledger-file, '{ledger_file}', --ledger-chunk-times]")
         lines.append("    ready: {url: 'http://127.0.0.1:{port}/ready', interval_s: 0.1}")
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -91,7 +93,40 @@ def _true_crossing(a: str, b: str, lo: float, hi: float) -> float:
     return math.exp((x0 + x1) / 2)
 
 
-def test_sweep_picks_the_cost_models_best_and_switch_points(sweep_report: tuple[Path, str]) -> None:
+def _ledger_tok_s(root: Path, out: Path) -> dict[str, dict[int, float]]:
+    """Per configuration and level: the output tokens its emulator wrote in the step's window, per second.
+
+    The truth of the same run, from the server's side (each chunk's write time and tokens), whatever this
+    machine's load did to the emulators' speed; a failed or cut request counts none, as in the suite.
+    """
+    truth: dict[str, dict[int, float]] = {}
+    for name in PROFILES:
+        entries = [json.loads(line) for line in (root / f"ledger-{name}.jsonl").read_text().splitlines()]
+        steps = [json.loads(line) for line in (out / name / "steps.jsonl").read_text().splitlines()]
+        truth[name] = {}
+        for step in steps:
+            t0, t1 = step["steady_start_s"], step["end_s"]
+            tokens = sum(n for e in entries if e["status"] == 200 and e["finish_reason"] in ("length", "stop")
+                         for n, ms in zip(e["tokens_per_chunk"], e["chunk_ms"], strict=True)
+                         if t0 <= e["arrival_s"] + ms / 1000.0 < t1)
+            truth[name][step["target_c"]] = tokens / (t1 - t0)
+    return truth
+
+
+# The measured ratio against the ledger's, per configuration and level. Measured over 2 sweeps on this 2-core
+# machine with other test processes beside them: within 1% where one other process ran; with three, up to 3.7%
+# at steps the suite did not flag, and 13% at a C=100 step it flagged `client_bound` (the client itself was
+# starved there, and said so). So steps flagged client_bound on either side are not held to the truth, the rest
+# within RATIO_TO_TRUTH; C=1 is never client-bound on these machines and is always checked.
+RATIO_TO_TRUTH = 1.05
+# Against the cost model the same sweeps' ratios were off by -75% to +25% (the emulators at speed 20 lose time to
+# a starved CPU, each profile differently), so the model's curves are the truth only where the emulators ran
+# them: a switch point is checked against the analytic crossing when the ledger's ratios at both its levels are
+# within MODEL_HELD of the model's.
+MODEL_HELD = 1.05
+
+
+def test_sweep_picks_the_best_and_switch_points(sweep_report: tuple[Path, str]) -> None:
     out, stdout = sweep_report
     for name in PROFILES:
         assert (out / name / "records.jsonl").exists(), name
@@ -104,25 +139,37 @@ def test_sweep_picks_the_cost_models_best_and_switch_points(sweep_report: tuple[
     assert report["kind"] == "multi_comparison" and report["baseline_name"] == "off"
     levels = {lv["target_c"]: lv for lv in report["levels"]}
     assert sorted(levels) == list(LADDER)
+    truth = _ledger_tok_s(out.parent, out)
+    client_bound = {step["target_c"] for name in PROFILES for step in map(json.loads, (
+        out / name / "steps.jsonl").read_text().splitlines()) if "client_bound" in step.get("flags", [])}
+    assert 1 not in client_bound
     for c, lv in levels.items():
-        model = {name: _model(name, c) for name in PROFILES}
-        ranked = sorted(model, key=model.get, reverse=True)
-        if model[ranked[0]] / model[ranked[1]] >= CLEAR:
-            assert lv["best"] == ranked[0], (c, lv["best"], model, lv["configs"])
-        else:  # a near tie in the model: the report's pick is the model's best or its runner-up
-            assert ranked[0] in (lv["best"], lv["runner_up"]), (c, lv, model)
-        # the per-level ratio to the baseline sits where the model puts it (emulator within a few percent)
-        for cfg in lv["configs"]:
-            want = model[cfg["name"]] / model["off"]
-            assert abs(math.log(cfg["ratio"] / want)) < math.log(1.12), (c, cfg, want)
-    # every switch point's 95% band holds the true crossing of the two analytic curves
+        if c in client_bound:  # the suite said its own figures may be distorted here
+            continue
+        served = {name: truth[name][c] for name in PROFILES}
+        ranked = sorted(served, key=served.get, reverse=True)
+        if served[ranked[0]] / served[ranked[1]] >= CLEAR:
+            assert lv["best"] == ranked[0], (c, lv["best"], served, lv["configs"])
+        else:  # a near tie in what the servers delivered: the pick is the best or the runner-up
+            assert ranked[0] in (lv["best"], lv["runner_up"]), (c, lv, served)
+        for cfg in lv["configs"]:  # the ratio the suite measured is the one the servers delivered
+            want = served[cfg["name"]] / served["off"]
+            assert abs(math.log(cfg["ratio"] / want)) < math.log(RATIO_TO_TRUTH), (c, cfg, want)
     switches = report["policy"]["switches"]
-    assert switches and switches[0]["from_name"] == "steps5" and switches[-1]["to_name"] == "off", switches
-    for s in switches:
-        truth = _true_crossing(s["from_name"], s["to_name"], s["below_c"], s["above_c"])
+    assert switches and switches[-1]["to_name"] == "off", switches
+
+    def model_held(name: str, c: int) -> bool:
+        return abs(math.log(truth[name][c] / truth["off"][c] / (_model(name, c) / _model("off", c)))) < math.log(
+            MODEL_HELD)
+
+    for s in switches:  # where the emulators ran their model, the 95% band holds the true analytic crossing
+        if not all(model_held(name, c) for name in (s["from_name"], s["to_name"]) if name != "off"
+                   for c in (s["below_c"], s["above_c"])):
+            continue
+        truth_c = _true_crossing(s["from_name"], s["to_name"], s["below_c"], s["above_c"])
         low = s["c_low"] if s["c_low"] is not None else 0.0
         high = s["c_high"] if s["c_high"] is not None else math.inf
-        assert low <= truth <= high, (s, truth)
+        assert low <= truth_c <= high, (s, truth_c)
     assert report["policy"]["fixed"] in PROFILES and report["policy"]["mean_gain"] >= 1.0
     assert report["policy"]["text"] in stdout
 

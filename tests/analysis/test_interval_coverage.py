@@ -3,14 +3,17 @@
 Eight long closed-loop runs (baseline and eagle3 at C = 2, 5, 10, 30) against real emulator processes, each
 cut into 32 windows: 256 throughput windows and 128 ratio pairs, judged by both the new batch-means
 estimator and the fallback batches of one median request. Takes about 35-50 s on 2 shared cores.
-Throughput coverage must be 90-99% for both methods; ratio coverage at least 90% (see below).
+Coverage is judged as a binomial count at the windows that got an interval (see below).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from pathlib import Path
+
+import pytest
 
 # benchmarks/ is not a package and "coverage" is also the coverage.py tool's name: load the script by path.
 _SPEC = importlib.util.spec_from_file_location(
@@ -22,18 +25,48 @@ _SPEC.loader.exec_module(_COVERAGE)
 collect, tally_runs = _COVERAGE.collect, _COVERAGE.tally_runs
 
 
-def test_intervals_cover_the_long_run_truth_90_to_99_percent() -> None:
+# Coverage is judged as a binomial count, at the number of windows that got an interval: a 95% interval whose
+# true coverage lies anywhere in [LOW, HIGH] passes with probability above 99.8%, and one at 80% (too narrow)
+# or 100% at +-25% (too wide, checked by width below) fails. How many windows get an interval depends on how
+# starved this shared machine leaves the client (CI saw 166 of 256 once, this machine 252 with a busy
+# neighbour), so the count is a floor, not the figure under test.
+LOW, HIGH, TAIL = 0.93, 0.97, 0.001
+MIN_JUDGED = 120
+
+
+def _tail_at_most(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p)."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
+def _plausible(covered: int, judged: int, *, upper: bool = True) -> bool:
+    """Coverage that an estimator with true coverage in [LOW, HIGH] could give with probability above TAIL."""
+    too_low = _tail_at_most(covered, judged, LOW) < TAIL
+    too_high = upper and 1.0 - _tail_at_most(covered - 1, judged, HIGH) < TAIL
+    return not (too_low or too_high)
+
+
+@pytest.mark.slow
+def test_intervals_cover_the_long_run_truth_at_their_nominal_rate() -> None:
     runs = collect(seeds=(1,), verbose=False)
     tallies = tally_runs(runs)
     assert sum(len(r.edges) for r in runs) >= 200
-    assert tallies["tput_new"].judged >= 200, tallies["tput_new"].line("throughput, new")
-    assert tallies["tput_old"].judged >= 150, tallies["tput_old"].line("throughput, old")
-    assert tallies["ratio_new"].judged >= 100 and tallies["ratio_old"].judged >= 60
     for key in ("tput_new", "tput_old"):
-        assert 0.90 <= tallies[key].rate <= 0.99, tallies[key].line(key)
-    # The ratio intervals are conservative (97% over 204 pairs in benchmarks/coverage.py with two seeds); with
-    # the ~120 pairs of one seed, 99% is within chance of that, so only the lower bound is held here.
+        tally = tallies[key]
+        assert tally.judged >= MIN_JUDGED, tally.line(key)
+        assert _plausible(tally.covered, tally.judged), tally.line(key)
+    # The ratio intervals are conservative by design (97% over 204 pairs in benchmarks/coverage.py with two
+    # seeds), so only too low a coverage fails them.
     for key in ("ratio_new", "ratio_old"):
-        assert tallies[key].rate >= 0.90, tallies[key].line(key)
-    # The new estimator must not buy its coverage with width: it is no wider than the fallback's.
+        tally = tallies[key]
+        assert tally.judged >= MIN_JUDGED // 2, tally.line(key)
+        assert _plausible(tally.covered, tally.judged, upper=False), tally.line(key)
+    # The new estimator must not buy its coverage with width.
     assert sorted(tallies["tput_new"].widths)[len(tallies["tput_new"].widths) // 2] < 0.25
+
+
+def test_the_binomial_judge_passes_nominal_coverage_and_fails_wrong_coverage() -> None:
+    assert _plausible(243, 252) and _plausible(158, 166) and _plausible(190, 200)
+    assert not _plausible(133, 166)  # 80%: intervals too narrow
+    assert not _plausible(252, 252)  # every window covered at n = 252: intervals too wide
+    assert _plausible(120, 120, upper=False) and not _plausible(100, 120, upper=False)
