@@ -88,6 +88,14 @@ SERVER_COLUMNS: list[Column[StepRow]] = [
 ]
 
 
+def server_columns(summary: RunSummary) -> list[Column[StepRow]]:
+    """The server-side table's columns: an open-loop run's steps are named by rate (their C is 0)."""
+    cols = list(SERVER_COLUMNS)
+    if summary.open_loop:
+        cols[1] = RATE_COLUMNS[0]
+    return cols
+
+
 def has_server_side(rows: list[StepRow]) -> bool:
     """Whether the server-side table has anything to show (samples, or the client's CPU)."""
     return any(r.server_samples or r.client_cpu_max is not None for r in rows)

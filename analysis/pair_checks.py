@@ -15,6 +15,7 @@ from analysis.checks import (
 )
 from analysis.summary import RunSummary
 from contract.schema import RunMeta
+from contract.servertext import describe_speculative
 
 
 def _settings(meta: RunMeta) -> dict[str, Any]:
@@ -53,7 +54,8 @@ def pair_warnings(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:
     if base.has_meta and base.meta.server.get("speculative"):
         found.append(ValidityWarning(
             BASELINE_SPECULATIVE, f"{base.name}: the server reports speculative decoding "
-            f"({base.meta.server['speculative']!r}); the baseline should run without it", base.name))
+            f"({describe_speculative(base.meta.server['speculative'])}); the baseline should run without it",
+            base.name))
     found.extend(_spec_capped(base, spec))
     found.extend(_unmatched_levels(base, spec))
     found.extend(_cache_mismatch(base, spec))

@@ -9,15 +9,16 @@ from analysis.checks import ValidityWarning
 from analysis.columns import (
     CATEGORY_COLUMNS,
     LEVEL_COLUMNS,
-    SERVER_COLUMNS,
     SWITCH_COLUMNS,
     has_server_side,
+    server_columns,
     slo_level_columns,
     step_columns,
 )
 from analysis.compare import Comparison
 from analysis.summary import RunSummary
 from analysis.table import text_table
+from contract.servertext import describe_speculative
 
 PERCENTILE_NOTE = ("tok/s 95% CI: bm = batch means, life = batches of one median request; latency percentiles "
                    "rest on 'pct reqs' complete requests, ~ marks fewer than 30 (indicative only)")
@@ -28,9 +29,9 @@ def describe_run(summary: RunSummary) -> str:
     meta, server = summary.meta, summary.meta.server
     parts = [f"{summary.name}: {summary.path}"]
     if summary.has_meta:
-        spec = server.get("speculative") or "none"
-        parts.append(f"server {server.get('kind') or '?'} {server.get('model') or '?'}, speculative {spec}, "
-                     f"max_running {server.get('max_running_requests') or '?'}")
+        parts.append(f"server {server.get('kind') or '?'} {server.get('model') or '?'}, "
+                     f"{describe_speculative(server.get('speculative'))}, "
+                     f"max_running_requests={server.get('max_running_requests') or '?'}")
         prompts = meta.prompts
         parts.append(f"api {meta.api or '?'}, max_tokens {meta.max_tokens}, ignore_eos {meta.ignore_eos}, "
                      f"prompts {prompts.get('name') or '?'} ({prompts.get('count') or '?'}, "
@@ -70,7 +71,7 @@ def server_section(summary: RunSummary) -> list[str]:
     """The server's side of each step, when the run sampled /metrics or measured its CPU."""
     if not has_server_side(summary.rows):
         return []
-    return ["", f"Server side, {summary.name} ({SERVER_NOTE})", text_table(SERVER_COLUMNS, summary.rows)]
+    return ["", f"Server side, {summary.name} ({SERVER_NOTE})", text_table(server_columns(summary), summary.rows)]
 
 
 def why_lines(comparison: Comparison) -> list[str]:

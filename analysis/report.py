@@ -9,9 +9,9 @@ from analysis.categories import ALL
 from analysis.columns import (
     CATEGORY_COLUMNS,
     LEVEL_COLUMNS,
-    SERVER_COLUMNS,
     SWITCH_COLUMNS,
     has_server_side,
+    server_columns,
     slo_level_columns,
     step_columns,
 )
@@ -79,7 +79,7 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
         md += [f"## Steps: {summary.name}", "", markdown_table(step_columns(summary), summary.rows), "",
                PERCENTILE_NOTE, ""]
         if has_server_side(summary.rows):
-            md += [f"Server side ({SERVER_NOTE}):", "", markdown_table(SERVER_COLUMNS, summary.rows), ""]
+            md += [f"Server side ({SERVER_NOTE}):", "", markdown_table(server_columns(summary), summary.rows), ""]
     if plots:
         md += ["## Plots", ""]
         md += [f"![{PLOT_CAPTIONS.get(p.name, p.stem)}]({p.name})\n" for p in plots]

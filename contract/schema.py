@@ -29,6 +29,7 @@ SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
 STEPS_FILE = "steps.jsonl"
 META_FILE = "meta.json"
+LOG_FILE = "locust.log"  # Locust's log and tables, written by specbench commands (--logfile); not read back
 
 Status = Literal["ok", "http_error", "stream_error", "timeout", "truncated", "connect_error", "not_streaming",
                  "cancelled"]

@@ -102,6 +102,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("emulator-speed", 1.0, "with no --host: time scale of the built-in emulator", in_web_ui=False),
     Option("suite-config", "", "YAML profile setting any of these options (command line wins)",
            in_web_ui=False),
+    Option("console", "locust", "terminal output: locust (Locust's own), progress (the suite's lines only; "
+           "Locust's log and tables go to --logfile), all (everything, and --logfile too)",
+           choices=("locust", "progress", "all"), in_web_ui=False),
 )
 _BY_DEST = {opt.dest: opt for opt in OPTIONS}
 

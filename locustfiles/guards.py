@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE
+from contract.schema import LOG_FILE, META_FILE, RECORDS_FILE, STEPS_FILE
 from contract.settings import SettingsError
 
 EXIT_TOO_MANY_ERRORS = 3
@@ -51,7 +51,8 @@ def claim_run_dir(run_dir: Path, overwrite: bool) -> None:
     """A run directory must be new or empty, so two runs are never mixed; ``overwrite`` clears our files."""
     if run_dir.exists() and not run_dir.is_dir():
         raise SettingsError(f"--out: {run_dir} exists and is not a directory")
-    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+    # the log Locust is already writing there (--logfile RUN_DIR/locust.log, as specbench passes) is not a run
+    if not run_dir.is_dir() or not any(p.name != LOG_FILE for p in run_dir.iterdir()):
         return
     if not overwrite:
         raise SettingsError(f"--out: {run_dir} is not empty (it holds an earlier run?); choose a new directory "

@@ -24,6 +24,7 @@ from contract.settings import SettingsError, add_arguments, apply_profile, setti
 from contract.urls import UrlError, check_url, has_credentials
 from locustfiles import guards
 from locustfiles import run as runmod
+from locustfiles.console import install_console
 from locustfiles.fleet import Fleet
 from locustfiles.link import (
     CLOCK_MESSAGE,
@@ -97,6 +98,8 @@ class RunHooks:
         install_log_filter()
         if self.env.parsed_options is not None:
             register_key_env(str(getattr(self.env.parsed_options, "api_key_env", "") or ""))
+        install_console(str(getattr(self.env.parsed_options, "console", None) or "locust"),
+                        getattr(self.env.parsed_options, "logfile", None))
         if self.runs_users:
             runner.register_message(STEP_MESSAGE, self._on_step_message)
         if not self.coordinates:

@@ -151,8 +151,9 @@ def loss_flags(book: StepBook) -> list[str]:
     return flags
 
 
-def describe_close(step: StepRecord, n_steps: int) -> str:
-    """The one progress line printed when a step's books close."""
+def describe_close(step: StepRecord, n_steps: int, halfwidth: float | None = None) -> str:
+    """The one progress line printed when a step's books close: level, window, requests, tok/s (with its 95%
+    half-width when known), achieved load, flags."""
     window = (step["end_s"] - step["steady_start_s"]) if step.get("steady_start_s") else 0.0
     tput = f"{step['throughput_tok_s']:.1f} tok/s" if step.get("throughput_tok_s") is not None else "- tok/s"
     ach = f"achieved C {step['achieved_c']:.2f}" if step.get("achieved_c") is not None else "achieved C -"
@@ -162,6 +163,8 @@ def describe_close(step: StepRecord, n_steps: int) -> str:
         rate = step.get("achieved_rate")
         ach = (f"achieved {rate:.3g} req/s" if rate is not None else "achieved - req/s") + f", {ach}"
         ach += f", {step.get('dropped', 0)} dropped"
+    if halfwidth is not None:
+        tput += f" +-{halfwidth:.1%}"
     flags = f" FLAGS: {', '.join(step['flags'])}" if step["flags"] else ""
     if step.get("lost_requests") or step.get("users_lost"):
         flags += f" (lost {step.get('users_lost', 0)} users, {step.get('lost_requests', 0)} requests in flight)"

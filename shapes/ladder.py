@@ -36,7 +36,7 @@ from shapes.books import (
 )
 from shapes.budget import describe_forecast, describe_plan, step_share
 from shapes.collector import RequestCollector
-from shapes.live import STEP_MESSAGE, LiveStep
+from shapes.live import LOG_ONLY, STEP_MESSAGE, LiveStep
 from shapes.loadcpu import LoadCpu
 
 log = logging.getLogger("specbench.ladder")
@@ -193,7 +193,7 @@ class ConcurrencyLadder(LoadTestShape):
         log.info("step %d/%d %s: started (measures >= %d requests and >= %.0f s%s; at most %.0f s)",
                  index + 1, self._n_steps(), self._level_text(book), min_requests, cfg.min_step_time,
                  f", until tok/s is within +-{cfg.step_ci:.0%}" if cfg.step_ci > 0 else "",
-                 book.max_s if book.max_s is not None else cfg.max_step_time)
+                 book.max_s if book.max_s is not None else cfg.max_step_time, extra=LOG_ONLY)
 
     def _plan_budget(self, book: StepBook, now: float) -> None:
         """With --time-budget: this step's share of what is left, the plan (first step), the forecast."""
@@ -215,7 +215,7 @@ class ConcurrencyLadder(LoadTestShape):
         line = describe_forecast(book.target_c, book.max_s, pilot.target_c, pilot.end_s - pilot.steady_start_s,
                                  pilot.halfwidth, self.settings.step_ci)
         if line:
-            log.info(line)
+            log.info(line, extra=LOG_ONLY)
 
     def _check_warmup(self, book: StepBook, now: float) -> None:
         # The window opens at this tick, not back-dated to when the last user finished its first request:
@@ -278,8 +278,7 @@ class ConcurrencyLadder(LoadTestShape):
                 book.halfwidth = half if math.isfinite(half) else None
             for callback in self.on_step_closed:
                 callback(step)
-            precision = f", tok/s 95% CI +-{book.halfwidth:.1%}" if book.halfwidth is not None else ""
-            log.info(describe_close(step, self._n_steps()) + precision)
+            log.info(describe_close(step, self._n_steps(), book.halfwidth))
             self.collector.drop_steps_before(book.index)
 
     def _drain_tick(self, now: float) -> tuple[int, float] | None:

@@ -18,6 +18,9 @@ STEP_MESSAGE = "specbench_step"  # master -> workers: the current step
 START_MESSAGE = "specbench_start"  # worker -> master: a request started
 RECORD_MESSAGE = "specbench_record"  # worker -> master: {"n": its record number, "record": the whole record}
 DROP_MESSAGE = "specbench_drop"  # worker -> master: open loop, requests due while every user was busy
+# ``extra=`` of a progress line that belongs in the run's log but not on a ``--console progress`` terminal,
+# which shows one line per step (its figures) rather than a line at each start as well
+LOG_ONLY: dict[str, Any] = {"console": False}
 
 
 @dataclass

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.redact import redact
-from contract.schema import APIS
+from contract.schema import APIS, LOG_FILE
 from contract.settings import SettingsError, default_run_dir, parse_duration
 from locustfiles.target import start_emulator_process
 from specbench.inputs import InputError, check_fresh_dir, check_host, check_load_options
@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--overwrite", action="store_true", help="reuse a non-empty --out directory")
         p.add_argument("--time-budget", default="", help="wall time for the whole job, e.g. 30m or 1h30m "
                        "(compare: for both runs)")
+        verbose_flag(p)
+
+    def verbose_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--verbose", action="store_true", help="also show Locust's own log and statistics tables "
+                       "(always kept in each run directory's locust.log)")
 
     p = sub.add_parser("compare", help="ladder on a baseline and speculative servers, then the comparison")
     p.add_argument("--baseline", required=True, help="URL of the baseline server")
@@ -105,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key-env", default="")
     p.add_argument("--time-budget", default=None, help="wall time for both runs (default 4m for the concurrency "
                    "demo, so it ends within 5 minutes; none for --rate; 0 or '' for none)")
+    verbose_flag(p)
     return parser
 
 
@@ -171,8 +177,9 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     check_fresh_dir(run_dir, "--out", args.overwrite)
     pre = check_server(host, "server", api_key=_api_key(args.api_key_env))
     print(redact(pre.describe("server")), flush=True)
-    result = execute(LoadRun(host, args.label, run_dir, args.suite_config, args.processes, passthrough))
-    print(f"run directory: {run_dir}", flush=True)
+    result = execute(LoadRun(host, args.label, run_dir, args.suite_config, args.processes, passthrough,
+                             verbose=args.verbose))
+    print(f"run directory: {run_dir} (Locust's log: {run_dir / LOG_FILE})", flush=True)
     if result.interrupted:
         return 130
     if result.failed:
@@ -226,7 +233,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
         print(redact(pre.describe(name)), flush=True)
     job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
-                     extra=_load_options(args) + extra, time_budget_s=budget)
+                     extra=_load_options(args) + extra, time_budget_s=budget, verbose=args.verbose)
     return run_compare(job)
 
 
@@ -242,7 +249,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     names = ", ".join(e.name + (" (baseline)" if e.baseline else "") for e in sweep.entries)
     print(f"Sweep {sweep.source}: {names}", flush=True)
     return run_sweep(SweepJob(sweep, out, args.suite_config, args.processes, args.api, key, args.flush_cache,
-                              _load_options(args) + extra))
+                              _load_options(args) + extra, verbose=args.verbose))
 
 
 def demo_sweep(speed: float):  # -> Sweep (typed lazily: the sweep module is only needed here)
@@ -273,7 +280,7 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         names = ", ".join(f"{name} ({profile})" for name, profile in DEMO_SWEEP)
         print(f"Sweep over built-in emulators at speed {args.speed:g}, one after another: {names}", flush=True)
         return run_sweep(SweepJob(demo_sweep(args.speed), out, args.suite_config or str(DEMO_SWEEP_CONFIG),
-                                  args.processes, "auto", None, True, extra))
+                                  args.processes, "auto", None, True, extra, verbose=args.verbose))
     check_load_options(extra, args.suite_config, args.api_key_env)
     if args.rate:
         args.suite_config = args.suite_config or str(DEMO_RATE_CONFIG)
@@ -291,7 +298,7 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         job = CompareJob(baseline=base, specs=[("spec", spec)], out=Path(args.out or "reports/demo"),
                          suite_config=args.suite_config or str(DEMO_CONFIG), processes=args.processes,
                          flush_cache=True, api_key=None, extra=extra,
-                         time_budget_s=budget)
+                         time_budget_s=budget, verbose=args.verbose)
         return run_compare(job)
     finally:
         for server in servers:

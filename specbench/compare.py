@@ -14,6 +14,7 @@ from pathlib import Path
 import requests
 
 from contract.redact import redact
+from contract.schema import LOG_FILE
 from locustfiles.auth import auth_headers
 from locustfiles.guards import EXIT_TOO_MANY_ERRORS
 from shapes.budget import fmt_duration
@@ -35,6 +36,7 @@ class CompareJob:
     extra: list[str] = field(default_factory=list)
     time_budget_s: float = 0.0  # for both runs together; 0: none
     baseline_name: str = "baseline"
+    verbose: bool = False  # Locust's own output on the terminal too (always in each run's locust.log)
 
     def common_api(self) -> str:
         """One API for every run, so all are measured the same way."""
@@ -59,13 +61,15 @@ class LadderOutcome:
 
 
 def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: str | None, processes: int,
-               extra: list[str], flush: bool = False, api_key: str | None = None) -> LadderOutcome:
+               extra: list[str], flush: bool = False, api_key: str | None = None,
+               verbose: bool = False) -> LadderOutcome:
     """One configuration's ladder into its run directory, labelled with its name."""
     if flush and flush_cache(url, api_key):
         print(f"{name}: flushed the server cache", flush=True)
     print(redact(f"{name}: ladder against {url} -> {run_dir}"), flush=True)
     # "--overwrite": the caller has claimed the output directory (refused a non-empty one without it).
-    result = execute(LoadRun(url, name, run_dir, suite_config, processes, ["--api", api, "--overwrite", *extra]))
+    result = execute(LoadRun(url, name, run_dir, suite_config, processes, ["--api", api, "--overwrite", *extra],
+                             verbose=verbose))
     if result.interrupted:
         print(f"{name}: interrupted; writing a partial report from what was recorded", flush=True)
         return LadderOutcome(130, True)
@@ -73,7 +77,8 @@ def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: st
         print(f"{name}: a step failed more than --max-error-rate allows; it gets no verdict", flush=True)
         return LadderOutcome(EXIT_TOO_MANY_ERRORS, False)
     if result.failed:
-        print(f"{name}: the load run failed (Locust exit code {result.returncode}); stopping here", flush=True)
+        print(f"{name}: the load run failed (Locust exit code {result.returncode}; its log: {run_dir / LOG_FILE}); "
+              "stopping here", flush=True)
         return LadderOutcome(result.returncode, False)
     return LadderOutcome(0, False)
 
@@ -112,7 +117,7 @@ def run_compare(job: CompareJob) -> int:
             print(f"{name}: {fmt_duration(share)} of the budget", flush=True)
         outcome = run_ladder(name, pre.identity.url, dirs[name], api=api, suite_config=job.suite_config,
                              processes=job.processes, extra=[*budget, *job.extra], flush=job.flush_cache,
-                             api_key=job.api_key)
+                             api_key=job.api_key, verbose=job.verbose)
         if outcome.interrupted:
             interrupted = True
             break

@@ -1,7 +1,9 @@
 """One ladder run: Locust itself, headless, on the suite's locustfile, in a child process.
 
-The child's progress lines (one per step start and end) pass straight through. Ctrl-C reaches the child
-too; we wait for it to write what it has, and the caller then reports on the partial run.
+The child prints the suite's progress (one line per step, errors) on the terminal; Locust's own log lines and
+statistics tables go to the run directory's ``locust.log`` only (``--console progress``), or also to the
+terminal with ``verbose`` (``--console all``). Ctrl-C reaches the child too; we wait for it to write what it
+has, and the caller then reports on the partial run.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import locustfiles
-from contract.schema import META_FILE
+from contract.schema import LOG_FILE, META_FILE
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
 
@@ -37,10 +39,12 @@ class LoadRun:
     suite_config: str | None = None
     processes: int = 0
     extra: list[str] = field(default_factory=list)
+    verbose: bool = False  # Locust's own output on the terminal too
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
-               "--exit-code-on-error", "0", "--label", self.label, "--out", str(self.run_dir)]
+               "--exit-code-on-error", "0", "--label", self.label, "--out", str(self.run_dir),
+               "--logfile", str(self.run_dir / LOG_FILE), "--console", "all" if self.verbose else "progress"]
         if self.host:
             cmd += ["--host", self.host]
         if self.suite_config:
@@ -73,6 +77,7 @@ def _partial(run_dir: Path) -> bool:
 def execute(run: LoadRun) -> RunResult:
     """Run Locust to the end (or until Ctrl-C) and return how it ended."""
     run.run_dir.mkdir(parents=True, exist_ok=True)
+    (run.run_dir / LOG_FILE).unlink(missing_ok=True)  # the caller has claimed the directory: a fresh log
     child = subprocess.Popen(run.command())
     try:
         code = child.wait()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import requests
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
+from contract.servertext import describe_speculative
 from locustfiles.auth import auth_headers
 from locustfiles.dialects import dialect
 from locustfiles.run import resolve_api
@@ -28,12 +29,7 @@ class Preflight:
 
     def describe(self, role: str) -> str:
         ident = self.identity
-        spec = ident.speculative
-        if spec:
-            shown = {k: v for k, v in spec.items() if v not in (None, "", [], {})}
-            spec_text = "speculative " + ", ".join(f"{k}={v}" for k, v in shown.items())
-        else:
-            spec_text = "no speculation"
+        spec_text = describe_speculative(ident.speculative)
         cap = f", max_running_requests={ident.max_running_requests}" if ident.max_running_requests else ""
         return f"{role}: {ident.url} is {ident.kind}, model {ident.model or '?'}, {spec_text}{cap}; api {self.api}"
 

@@ -29,6 +29,7 @@ class SweepJob:
     api_key: str | None = None
     flush_cache: bool = False
     extra: list[str] = field(default_factory=list)
+    verbose: bool = False
 
 
 def run_sweep(job: SweepJob) -> int:
@@ -73,7 +74,8 @@ def _one(entry: Entry, job: SweepJob, api: str) -> tuple[str, int]:
         pre = check_server(url, entry.name, api=api, api_key=job.api_key)
         print(pre.describe(entry.name), flush=True)
         outcome = run_ladder(entry.name, url, job.out / entry.name, api=pre.api, suite_config=job.suite_config,
-                             processes=job.processes, extra=job.extra, flush=job.flush_cache, api_key=job.api_key)
+                             processes=job.processes, extra=job.extra, flush=job.flush_cache, api_key=job.api_key,
+                             verbose=job.verbose)
         return pre.api, outcome.returncode
     finally:
         if server is not None:
