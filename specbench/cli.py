@@ -143,8 +143,16 @@ def cmd_analysis(args: argparse.Namespace, extra: list[str]) -> int:
 
     if args.command == "report":
         return analysis_main(["summarize", args.run_dir] + (["--json"] if args.json else []))
+    from analysis.cli import UsageError as AnalysisUsageError
+    from analysis.cli import check_distinct_runs, check_report_dir
+
     if args.out:
         check_fresh_dir(Path(args.out), "--out", args.overwrite, marker="report.md")
+    try:
+        check_distinct_runs(args.base_run, args.spec_runs)
+        check_report_dir(args.out)
+    except AnalysisUsageError as exc:
+        raise UsageError(str(exc)) from None
     return analysis_main(["compare", args.base_run, *args.spec_runs, "--baseline-name", args.baseline_name]
                          + (["--out", args.out] if args.out else []))
 
