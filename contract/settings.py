@@ -267,10 +267,15 @@ def safe_label(label: str) -> str:
 def check_machine(options: Any, settings: SuiteSettings) -> None:
     """What depends on the machine: load processes, users and rates per process, the emulator's speed."""
     processes = int(getattr(options, "processes", 0) or 0)
-    check_processes(processes)
     workers = int(getattr(options, "expect_workers", 0) or 0) if getattr(options, "master", False) else 0
-    check_scale(settings.ladder, settings.rate_ladder, settings.max_in_flight, load_processes(processes, workers))
-    check_limit("emulator_speed", float(getattr(options, "emulator_speed", 1.0)))
+    users = int(getattr(options, "num_users", 0) or 0) if settings.load_mode == "users" else 0
+    levels = [*settings.ladder, *([users] if users else [])]
+    try:
+        check_processes(processes)
+        check_scale(levels, settings.rate_ladder, settings.max_in_flight, load_processes(processes, workers))
+        check_limit("emulator_speed", float(getattr(options, "emulator_speed", 1.0)))
+    except LimitError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def check_api_key_env(name: str) -> None:

@@ -137,6 +137,7 @@ class RunHooks:
         self.start_host = self.env.host or ""
         if self.env.web_ui is not None:
             guards.guard_host_change(self.env.web_ui.app, self.start_host, options)
+            guards.guard_start_form(self.env.web_ui.app, options)
 
     def _init_worker(self, runner: Any) -> None:
         runner.register_message(PLAN_MESSAGE, self._on_plan_message)

@@ -134,3 +134,11 @@ def test_readme_limits_table_is_the_code_table():
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert re.sub(r"[>≥ ]", "", cells[1]) == num(limit.lo) and cells[2] == num(limit.hi), row
         assert cells[3] == limit.why, row
+
+
+def test_plain_locust_applies_the_same_limits_with_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--ladder", "5000",
+                           "--host", "http://127.0.0.1:9", "--out", str(tmp_path / "r")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 2 and "specbench: error: --ladder: level 5000" in proc.stderr, proc.stderr[-1500:]
+    assert "Traceback" not in proc.stderr and not (tmp_path / "r").exists()
