@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import locustfiles
+from contract.lifecycle import die_with_parent
 from contract.schema import META_FILE
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
@@ -73,7 +74,8 @@ def _partial(run_dir: Path) -> bool:
 def execute(run: LoadRun) -> RunResult:
     """Run Locust to the end (or until Ctrl-C) and return how it ended."""
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    child = subprocess.Popen(run.command())
+    # The child gets SIGTERM (stop in order, meta.json partial) when this process ends, even by SIGKILL.
+    child = subprocess.Popen(run.command(), preexec_fn=die_with_parent)
     try:
         code = child.wait()
         return RunResult(code, interrupted=code == 130 or (code == 0 and _partial(run.run_dir)))
