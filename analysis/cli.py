@@ -19,7 +19,7 @@ from analysis.outputs import write_outputs, write_summary_outputs
 from analysis.render import render_comparison, render_summary_table
 from analysis.serialize import comparison_json, summary_json
 from analysis.summary import summarize_run
-from contract.schema import RunData, RunFormatError
+from contract.schema import RECORDS_FILE, RunData, RunFormatError
 from contract.slo import Slo, SloError, parse_slo
 
 EXIT_BAD_INPUT = 2
@@ -89,7 +89,25 @@ def _summarize(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_distinct_runs(base: str, others: Sequence[str]) -> None:
+    """A run compared with itself (same directory, however written) says nothing: refuse it."""
+    seen = {Path(base).resolve(): base}
+    for arg in others:
+        path = Path(split_name(arg)[1]).resolve()
+        if path in seen:
+            raise UsageError(f"{arg}: the same run directory as {seen[path]}; compare two different runs")
+        seen[path] = arg
+
+
+def check_report_dir(out: str | None) -> None:
+    """A report never goes into a run directory (it would mix with, or be read as, the run's files)."""
+    if out and (Path(out) / RECORDS_FILE).exists():
+        raise UsageError(f"--out: {out} is a run directory (it holds {RECORDS_FILE}); choose a report directory")
+
+
 def _compare(args: argparse.Namespace) -> int:
+    check_distinct_runs(args.baseline_run, args.spec_runs)
+    check_report_dir(args.out)
     base = load_run(args.baseline_run)
     configs = named_runs(args.spec_runs, args.baseline_name)
     multi = compare_many(base, configs, baseline_name=args.baseline_name, seed=args.seed, n_boot=args.n_boot,

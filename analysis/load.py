@@ -29,6 +29,15 @@ _STEP_OPTIONAL_NUMBERS = ("steady_start_s", "end_s", "min_requests")
 
 def load_run(run_dir: str | Path) -> RunData:
     """Read and type-check a run directory; raises ``RunFormatError`` with one line on bad input."""
+    try:
+        return _load_run(run_dir)
+    except RunFormatError:
+        raise
+    except (TypeError, KeyError, AttributeError, ValueError, RecursionError) as exc:  # any other bytes
+        raise RunFormatError(f"{run_dir}: not a readable run directory ({type(exc).__name__}: {exc})") from None
+
+
+def _load_run(run_dir: str | Path) -> RunData:
     run = read_run(run_dir)
     for n, rec in enumerate(run.records, start=1):
         _check_record(run.path / RECORDS_FILE, n, rec)

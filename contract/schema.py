@@ -170,17 +170,20 @@ class RunData:
 
 
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
-    """Yield (line number, object); a line that does not parse yields None (a torn write)."""
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                yield lineno, None
-                continue
-            yield lineno, obj
+    """Yield (line number, object); a line that does not parse (bytes that are not UTF-8 JSON) yields None."""
+    try:
+        with path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError, RecursionError):
+                    yield lineno, None
+                    continue
+                yield lineno, obj
+    except OSError as exc:
+        raise RunFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def _check_version(path: Path, lineno: int | None, obj: dict[str, Any]) -> None:
@@ -213,16 +216,22 @@ def read_records(path: Path) -> tuple[list[RequestRecord], int]:
             pending_bad = lineno
             torn = 1
             continue
-        _check_version(path, lineno, obj)
-        missing = [k for k in _REQUIRED_RECORD_KEYS if k not in obj]
-        if missing:
-            raise RunFormatError(f"{path}: line {lineno}: record lacks {', '.join(missing)}")
-        if obj["status"] not in STATUSES:
-            raise RunFormatError(f"{path}: line {lineno}: status {obj['status']!r} is not one of {STATUSES}")
-        if len(obj["chunk_ms"]) != len(obj["chunk_tokens"]):
-            raise RunFormatError(f"{path}: line {lineno}: chunk_ms and chunk_tokens differ in length")
+        _check_record_line(path, lineno, obj)
         records.append(obj)  # type: ignore[arg-type]
     return records, torn
+
+
+def _check_record_line(path: Path, lineno: int, obj: Any) -> None:
+    _check_version(path, lineno, obj)
+    missing = [k for k in _REQUIRED_RECORD_KEYS if k not in obj]
+    if missing:
+        raise RunFormatError(f"{path}: line {lineno}: record lacks {', '.join(missing)}")
+    if not isinstance(obj["status"], str) or obj["status"] not in STATUSES:
+        raise RunFormatError(f"{path}: line {lineno}: status {obj['status']!r} is not one of {STATUSES}")
+    if not isinstance(obj["chunk_ms"], list) or not isinstance(obj["chunk_tokens"], list):
+        raise RunFormatError(f"{path}: line {lineno}: chunk_ms and chunk_tokens should be lists")
+    if len(obj["chunk_ms"]) != len(obj["chunk_tokens"]):
+        raise RunFormatError(f"{path}: line {lineno}: chunk_ms and chunk_tokens differ in length")
 
 
 def read_steps(path: Path) -> list[StepRecord]:
@@ -240,9 +249,13 @@ def read_steps(path: Path) -> list[StepRecord]:
 
 def read_meta(path: Path) -> RunMeta:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_bytes().decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise RunFormatError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise RunFormatError(f"{path}: not UTF-8 JSON") from None
+    except OSError as exc:
+        raise RunFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
     _check_version(path, None, data)
     return RunMeta.from_json(data)
 

@@ -158,13 +158,13 @@ def read_server_metrics(path: Path) -> tuple[list[ServerMetricsSample], int]:
 
     samples: list[ServerMetricsSample] = []
     torn = 0
-    with path.open("r", encoding="utf-8") as fh:
+    with path.open("rb") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
-                obj: Any = json.loads(line)
-            except json.JSONDecodeError:
+                obj: Any = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError):
                 torn += 1
                 continue
             where = f"{path}: line {lineno}"

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from contract.lengths import LengthError, parse_length, parse_shared_prefix
+from contract.limits import LIMITS, LimitError, check_limit, check_processes, check_scale, load_processes
 from contract.policy import DEFAULT_LADDER
 from contract.schema import APIS
 from contract.slo import SloError, parse_rates, parse_slo
@@ -266,6 +267,20 @@ def safe_label(label: str) -> str:
     return cleaned or "run"
 
 
+def check_machine(options: Any, settings: SuiteSettings) -> None:
+    """What depends on the machine: load processes, users and rates per process, the emulator's speed."""
+    processes = int(getattr(options, "processes", 0) or 0)
+    workers = int(getattr(options, "expect_workers", 0) or 0) if getattr(options, "master", False) else 0
+    users = int(getattr(options, "num_users", 0) or 0) if settings.load_mode == "users" else 0
+    levels = [*settings.ladder, *([users] if users else [])]
+    try:
+        check_processes(processes)
+        check_scale(levels, settings.rate_ladder, settings.max_in_flight, load_processes(processes, workers))
+        check_limit("emulator_speed", float(getattr(options, "emulator_speed", 1.0)))
+    except LimitError as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def check_api_key_env(name: str) -> None:
     """The variable must be set and non-empty; a name that may be the key itself is never echoed."""
     if not name:
@@ -340,7 +355,11 @@ class SuiteSettings:
             return getattr(options, dest, option_default(dest))
 
         try:
-            return cls._from_options(options, get)
+            settings = cls._from_options(options, get)
+            check_machine(options, settings)
+            return settings
+        except LimitError as exc:
+            raise _where(options, SettingsError(str(exc))) from None
         except SettingsError as exc:
             raise _where(options, exc) from None
 
@@ -380,20 +399,13 @@ class SuiteSettings:
             parse_duration(self.time_budget, "--time-budget")
 
     def _validate_ranges(self) -> None:
-        """Every number within what it means: positive times, no negative counts, fractions in range."""
-        if self.max_tokens < 1:
-            raise SettingsError(f"--max-tokens: expected a positive whole number, got {self.max_tokens}")
-        for name in ("connect_timeout", "read_timeout", "request_timeout", "max_step_time",
-                     "server_metrics_interval"):
-            if getattr(self, name) <= 0:
-                raise SettingsError(f"--{name.replace('_', '-')}: expected a positive number of seconds")
-        for name in ("min_requests", "warmup_time", "min_step_time", "seed"):
-            if getattr(self, name) < 0:
-                raise SettingsError(f"--{name.replace('_', '-')}: expected zero or more, got {getattr(self, name)}")
-        if not 0 <= self.max_error_rate <= 1:
-            raise SettingsError(f"--max-error-rate: expected a fraction in [0, 1], got {self.max_error_rate}")
-        if self.step_ci < 0 or self.step_ci >= 1:
-            raise SettingsError(f"--step-ci: expected a fraction in [0, 1), got {self.step_ci}")
+        """Every number within its row of ``contract.limits.LIMITS`` (one table, one reason per bound)."""
+        for dest in LIMITS:
+            if hasattr(self, dest):
+                check_limit(dest, getattr(self, dest))
+        if self.min_step_time > self.max_step_time:
+            raise LimitError(f"--min-step-time: {self.min_step_time:g} s is above --max-step-time "
+                             f"{self.max_step_time:g} s; a step could never end on time")
 
     def _validate_workload(self) -> None:
         """Open loop, SLO, lengths and shared prefixes (issue #16's options)."""

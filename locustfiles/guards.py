@@ -5,17 +5,20 @@ Small checks the hooks call at start and end; each refusal is one line naming th
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
 
+from contract.redact import redact
 from contract.schema import LOG_FILE, META_FILE, RECORDS_FILE, STEPS_FILE
-from contract.settings import SettingsError
+from contract.settings import OPTIONS, SettingsError, SuiteSettings
 
 EXIT_TOO_MANY_ERRORS = 3
 HOST_CHANGE_REFUSED = ("the host differs from the one given at start while an API key is in use; the key "
                        "is sent only to the host named on the command line (restart with that --host, or "
                        "give --allow-host-change)")
+SUITE_DESTS = frozenset(opt.dest for opt in OPTIONS)
 _RUN_FILES = (RECORDS_FILE, STEPS_FILE, META_FILE, META_FILE + ".tmp")
 
 
@@ -45,6 +48,46 @@ def guard_host_change(app: Any, start_host: str, options: Any) -> None:
         if host and _key_in_use(options) and not host_allowed(start_host, host, options):
             return jsonify({"success": False, "message": HOST_CHANGE_REFUSED, "host": start_host}), 403
         return None
+
+
+def trial_options(options: Any, form: Any) -> Any:
+    """A copy of ``options`` with the start form's values applied as Locust would apply them."""
+    trial = copy.copy(options)
+    values = vars(trial)
+    for key, value in form.items():
+        if key == "user_count":
+            trial.num_users = int(value)
+        elif key in SUITE_DESTS and key in values:
+            current = values[key]
+            values[key] = (value == "true") if isinstance(current, bool) else type(current)(value)
+    return trial
+
+
+def check_start_form(options: Any, form: Any) -> str | None:
+    """Why a Start with this form would fail (one line), or None: checked before Locust takes the values."""
+    from locustfiles.prompts import PromptError, PromptOrder, load_prompts
+
+    try:
+        settings = SuiteSettings.from_options(trial_options(options, form))
+        PromptOrder(load_prompts(settings.prompts), seed=settings.seed, mode=settings.prompt_mode,  # type: ignore[arg-type]
+                    fixed_id=settings.prompt_id or None)
+    except ValueError as exc:  # SettingsError, PromptError and a form value of the wrong type
+        return redact(str(exc) if isinstance(exc, SettingsError | PromptError) else f"bad form value ({exc})")
+    return None
+
+
+def guard_start_form(app: Any, options: Any) -> None:
+    """Refuse a Start whose form would fail the run (HTTP 400, nothing started, the UI stays up)."""
+    from flask import jsonify, request
+
+    @app.before_request
+    def _refuse_bad_form() -> Any:
+        if request.method != "POST" or not request.path.rstrip("/").endswith("/swarm"):
+            return None
+        why = check_start_form(options, request.form)
+        if why is None:
+            return None
+        return jsonify({"success": False, "message": why, "host": getattr(options, "host", None)}), 400
 
 
 def claim_run_dir(run_dir: Path, overwrite: bool) -> None:

@@ -6,6 +6,7 @@ takes one Environment, so tests can wire several in one process, each with its o
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import logging
 import signal
@@ -18,6 +19,7 @@ import gevent
 from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
+from contract.limits import LimitError, check_processes
 from contract.redact import install_log_filter, redact, register_key_env
 from contract.schema import RunMeta
 from contract.settings import SettingsError, add_arguments, apply_profile, settings_of
@@ -138,6 +140,7 @@ class RunHooks:
         self.start_host = self.env.host or ""
         if self.env.web_ui is not None:
             guards.guard_host_change(self.env.web_ui.app, self.start_host, options)
+            guards.guard_start_form(self.env.web_ui.app, options)
 
     def _init_worker(self, runner: Any) -> None:
         runner.register_message(PLAN_MESSAGE, self._on_plan_message)
@@ -455,3 +458,21 @@ def add_options(parser: Any, **_kw: Any) -> None:
     # The web UI has no login by default and its form can start load: loopback only unless the user widens it
     # (an explicit --web-host or LOCUST_WEB_HOST still wins over this default).
     parser.set_defaults(web_host="127.0.0.1")
+    bound_processes(parser)
+
+
+def bound_processes(parser: Any) -> None:
+    """Locust forks ``--processes`` children before any hook runs: bound the count while parsing it."""
+    action = getattr(parser, "_option_string_actions", {}).get("--processes")
+    if action is None:
+        return
+
+    def processes(text: str) -> int:
+        try:
+            value = int(text)
+            check_processes(value)
+        except (ValueError, LimitError) as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("--processes: ")) from None
+        return value
+
+    action.type = processes

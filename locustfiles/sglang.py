@@ -10,15 +10,20 @@ RUN_DIR/steps.jsonl; ``python -m analysis summarize RUN_DIR`` turns them into ta
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from locust import events
 
+from contract.lifecycle import forked_children_die_with_parent
 from locustfiles import hooks
 from locustfiles.user import LLMUser
 from shapes.rate import RateLadder  # the concurrency ladder, or the rate ladder with --rate-ladder
 
 __all__ = ["RateLadder", "SGLangUser"]
+
+# Locust's --processes workers are forked after this import: each ends with its master, even a SIGKILLed one.
+forked_children_die_with_parent(signal.SIGKILL)
 
 
 class SGLangUser(LLMUser):

@@ -29,7 +29,7 @@ from contract.redact import redact
 from contract.schema import APIS, LOG_FILE
 from contract.settings import SettingsError, default_run_dir, parse_duration
 from locustfiles.target import start_emulator_process
-from specbench.inputs import InputError, check_fresh_dir, check_host, check_load_options
+from specbench.inputs import InputError, check_fresh_dir, check_host, check_key_and_url, check_load_options, check_speed
 from specbench.launch import LaunchError
 from specbench.preflight import PreflightError, check_server
 from specbench.sweepfile import SweepFileError
@@ -149,8 +149,16 @@ def cmd_analysis(args: argparse.Namespace, extra: list[str]) -> int:
 
     if args.command == "report":
         return analysis_main(["summarize", args.run_dir] + (["--json"] if args.json else []))
+    from analysis.cli import UsageError as AnalysisUsageError
+    from analysis.cli import check_distinct_runs, check_report_dir
+
     if args.out:
         check_fresh_dir(Path(args.out), "--out", args.overwrite, marker="report.md")
+    try:
+        check_distinct_runs(args.base_run, args.spec_runs)
+        check_report_dir(args.out)
+    except AnalysisUsageError as exc:
+        raise UsageError(str(exc)) from None
     return analysis_main(["compare", args.base_run, *args.spec_runs, "--baseline-name", args.baseline_name]
                          + (["--out", args.out] if args.out else []))
 
@@ -171,8 +179,9 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
     budget = _budget(args)
     host = check_host(args.host, "--host")
+    check_key_and_url(host, "--host", args.api_key_env)
     passthrough = _load_options(args) + (["--time-budget", f"{budget:.0f}s"] if budget else []) + extra
-    check_load_options([*passthrough, "--label", args.label], args.suite_config, args.api_key_env)
+    check_load_options([*passthrough, "--label", args.label], args.suite_config, args.api_key_env, args.processes)
     run_dir = Path(args.out) if args.out else default_run_dir(args.label)
     check_fresh_dir(run_dir, "--out", args.overwrite)
     pre = check_server(host, "server", api_key=_api_key(args.api_key_env))
@@ -222,7 +231,9 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     budget = _budget(args)
     targets = [(name, check_host(url, f"--spec {name}")) for name, url in spec_targets(args.spec)]
     baseline = check_host(args.baseline, "--baseline")
-    check_load_options(_load_options(args) + extra, args.suite_config, args.api_key_env)
+    for flag, url in [("--baseline", baseline), *((f"--spec {name}", url) for name, url in targets)]:
+        check_key_and_url(url, flag, args.api_key_env)
+    check_load_options(_load_options(args) + extra, args.suite_config, args.api_key_env, args.processes)
     out = Path(args.out) if args.out else Path("reports") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     check_fresh_dir(out, "--out", args.overwrite)
     key = _api_key(args.api_key_env)
@@ -244,7 +255,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     sweep = load_sweep(args.sweep_file)
     key = _api_key(args.api_key_env)
     out = Path(args.out) if args.out else Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
-    check_load_options(_load_options(args) + extra, args.suite_config, args.api_key_env)
+    check_load_options(_load_options(args) + extra, args.suite_config, args.api_key_env, args.processes)
     check_fresh_dir(out, "--out", args.overwrite)
     names = ", ".join(e.name + (" (baseline)" if e.baseline else "") for e in sweep.entries)
     print(f"Sweep {sweep.source}: {names}", flush=True)
@@ -273,17 +284,19 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
     if args.time_budget is None:  # the rate demo's steps end by their request counts, well inside 3 minutes
         args.time_budget = "" if args.rate else "4m"
     budget = _budget(args)
+    check_speed(args.speed)
+    default_config = DEMO_SWEEP_CONFIG if args.sweep else DEMO_RATE_CONFIG if args.rate else DEMO_CONFIG
+    args.suite_config = args.suite_config or str(default_config)
+    check_load_options(extra, args.suite_config, args.api_key_env, args.processes)
     if args.sweep:
         from specbench.sweep import SweepJob, run_sweep
 
         out = Path(args.out or "reports/demo-sweep")
         names = ", ".join(f"{name} ({profile})" for name, profile in DEMO_SWEEP)
         print(f"Sweep over built-in emulators at speed {args.speed:g}, one after another: {names}", flush=True)
-        return run_sweep(SweepJob(demo_sweep(args.speed), out, args.suite_config or str(DEMO_SWEEP_CONFIG),
+        return run_sweep(SweepJob(demo_sweep(args.speed), out, args.suite_config,
                                   args.processes, "auto", None, True, extra, verbose=args.verbose))
-    check_load_options(extra, args.suite_config, args.api_key_env)
     if args.rate:
-        args.suite_config = args.suite_config or str(DEMO_RATE_CONFIG)
         args.out = args.out or "reports/demo-rate"
     print(f"Starting two built-in emulators (baseline and eagle3, speed {args.speed:g}) on 127.0.0.1 ...",
           flush=True)
@@ -296,7 +309,7 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         print(base.describe("baseline"), flush=True)
         print(spec.describe("spec"), flush=True)
         job = CompareJob(baseline=base, specs=[("spec", spec)], out=Path(args.out or "reports/demo"),
-                         suite_config=args.suite_config or str(DEMO_CONFIG), processes=args.processes,
+                         suite_config=args.suite_config, processes=args.processes,
                          flush_cache=True, api_key=None, extra=extra,
                          time_budget_s=budget, verbose=args.verbose)
         return run_compare(job)

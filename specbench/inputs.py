@@ -7,12 +7,16 @@ round trip and leaves no empty run directory behind.
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+from contract.limits import LimitError, check_limit, check_processes
 from contract.redact import redact, register_key_env
 from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile, check_api_key_env
-from contract.urls import UrlError, check_url
+from contract.urls import UrlError, check_url, has_credentials
 
 
 class InputError(Exception):
@@ -27,19 +31,83 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(message)
 
 
-def check_load_options(options: list[str], suite_config: str | None, api_key_env: str) -> None:
-    """Parse the options a Locust child would get and validate them as it would (profile errors name the file)."""
+_LOCUST_CHECK = """import json, sys
+from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
+parser = get_empty_argument_parser(add_help=False)
+setup_parser_arguments(parser)
+print(json.dumps(parser.parse_known_args(json.loads(sys.argv[1]))[1]))
+"""
+
+
+def check_locust_flags(args: list[str]) -> None:
+    """Flags the suite does not define must be Locust's own, with values Locust accepts.
+
+    Asked of Locust in a short child process: importing Locust here would monkey-patch this process with gevent.
+    Only paid when such flags are given.
+    """
+    proc = subprocess.run([sys.executable, "-c", _LOCUST_CHECK, json.dumps(args)], capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        lines = [ln.replace("-c: error: ", "") for ln in proc.stderr.splitlines() if ln.strip()]
+        raise InputError(f"Locust option: {lines[-1] if lines else f'exit code {proc.returncode}'}")
+    unknown = json.loads(proc.stdout.strip().splitlines()[-1])
+    if unknown:
+        raise InputError(f"unknown option {unknown[0]!r} (not a specbench or Locust option; see README, Options)")
+
+
+def check_load_options(options: list[str], suite_config: str | None, api_key_env: str, processes: int = 0) -> None:
+    """Parse the options a Locust child would get and validate them as it would (profile errors name the file).
+
+    Unknown flags, limits, the prompt set and the prompt id are all checked here, before any network or file
+    action, so a typo costs no server round trip and leaves no run directory behind.
+    """
     register_key_env(api_key_env)
     try:
+        check_processes(processes)
         check_api_key_env(api_key_env)
+        args = [*options, *(["--suite-config", suite_config] if suite_config else [])]
         parser = _Parser(add_help=False)
         add_arguments(parser)
-        args = [*options, *(["--suite-config", suite_config] if suite_config else [])]
-        parsed, _unknown = parser.parse_known_args(args)
+        parsed, unknown = parser.parse_known_args(args)
+        if unknown:
+            check_locust_flags(unknown)
+        if processes:
+            parsed.processes, parsed.master, parsed.expect_workers = processes, True, processes
         apply_profile(parsed, args)
-        SuiteSettings.from_options(parsed)
-    except SettingsError as exc:
+        check_prompts(SuiteSettings.from_options(parsed))
+    except (SettingsError, LimitError) as exc:
         raise InputError(str(exc)) from None
+
+
+def check_prompts(settings: SuiteSettings) -> None:
+    """The prompt set loads and the fixed prompt id is in it (what the Locust child would find out later)."""
+    from locustfiles.prompts import PromptError, PromptOrder, load_prompts
+
+    try:
+        prompt_set = load_prompts(settings.prompts)
+    except PromptError as exc:
+        raise InputError(f"--prompts: {exc}") from None
+    try:
+        PromptOrder(prompt_set, seed=settings.seed, mode=settings.prompt_mode,  # type: ignore[arg-type]
+                    fixed_id=settings.prompt_id or None)
+    except PromptError as exc:
+        raise InputError(f"--prompt-id: {exc}") from None
+
+
+def check_speed(speed: float, flag: str = "--speed") -> None:
+    """The built-in emulator's time scale: positive and finite (see contract.limits)."""
+    try:
+        check_limit("emulator_speed", speed, flag)
+    except LimitError as exc:
+        raise InputError(str(exc)) from None
+
+
+def check_key_and_url(url: str, flag: str, api_key_env: str) -> None:
+    """A URL with user:password@ and an API key together: the client would send Basic auth, not the key."""
+    if api_key_env and has_credentials(url):
+        raise InputError(f"{flag}: the URL carries credentials (user:pass@) and an API key is set "
+                         "(--api-key-env); requests would send the URL's Basic auth instead of the key: "
+                         "give one of the two")
 
 
 def check_host(url: str, flag: str) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import locustfiles
+from contract.lifecycle import die_with_parent
 from contract.schema import LOG_FILE, META_FILE
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
@@ -78,7 +79,8 @@ def execute(run: LoadRun) -> RunResult:
     """Run Locust to the end (or until Ctrl-C) and return how it ended."""
     run.run_dir.mkdir(parents=True, exist_ok=True)
     (run.run_dir / LOG_FILE).unlink(missing_ok=True)  # the caller has claimed the directory: a fresh log
-    child = subprocess.Popen(run.command())
+    # The child gets SIGTERM (stop in order, meta.json partial) when this process ends, even by SIGKILL.
+    child = subprocess.Popen(run.command(), preexec_fn=die_with_parent)
     try:
         code = child.wait()
         return RunResult(code, interrupted=code == 130 or (code == 0 and _partial(run.run_dir)))

@@ -1,0 +1,105 @@
+"""Issue #22: web UI Starts, deadlines, credentials in every form, and lifecycles of the suite's processes.
+
+Each test names what it showed on main before #22."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from specbench.loadrun import free_port
+from tests.conftest import LOCUSTFILE, REPO, wait_until
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def test_a_bad_web_ui_start_is_refused_and_the_ui_stays_up(tmp_path, emulator):
+    """On main: a form naming an unset key variable returned success, then the whole UI process exited."""
+    emu = emulator("baseline", speed=50)
+    port = free_port()
+    env = {k: v for k, v in ENV.items() if k != "NO_SUCH_KEY_22"}
+    ui = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", emu.url,
+                           "--web-port", str(port), "--ladder", "1", "--step-ci", "0"], cwd=tmp_path, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return requests.get(base + "/", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
+
+    try:
+        wait_until(up, timeout_s=30, what="the web UI")
+        for form, needle in (({"api_key_env": "NO_SUCH_KEY_22"}, "NO_SUCH_KEY_22"),
+                             ({"ladder": "4,4"}, "--ladder"), ({"temperature": "nan"}, "--temperature"),
+                             ({"max_tokens": "many"}, "bad form value"), ({"prompts": "nope"}, "nope"),
+                             ({"user_count": "5000", "load_mode": "users"}, "users")):
+            resp = requests.post(base + "/swarm", data={"user_count": 1, "spawn_rate": 1, **form}, timeout=10)
+            assert resp.status_code == 400 and not resp.json()["success"], (form, resp.text)
+            assert needle in resp.json()["message"], (form, resp.json())
+            time.sleep(0.3)
+            assert ui.poll() is None and up(), f"the UI went down after {form}"
+        assert not (tmp_path / "runs").exists()  # nothing started
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live (non-zombie) process below ``pid``, from the process table."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in ("Z", "X"):
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    left = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("Z", "X"):
+            left.add(pid)
+    return left
+
+
+def test_kill_9_of_compare_leaves_no_process_behind(tmp_path, emulator):
+    """On main: the Locust child (and its --processes worker) kept sending load after specbench died."""
+    base, spec = emulator("baseline", speed=50), emulator("eagle3", speed=50)
+    job = subprocess.Popen([sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec",
+                            spec.url, "--out", str(tmp_path / "c"), "--processes", "1", "--ladder", "1,2",
+                            "--min-step-time", "60", "--max-step-time", "120", "--step-ci", "0", "--max-tokens", "32"],
+                           cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    below: set[int] = set()
+    try:
+        # The Locust master and its worker are up once the first request is recorded.
+        wait_until(lambda: (tmp_path / "c" / "baseline" / "records.jsonl").exists(), timeout_s=60,
+                   what="the baseline's first record")
+        below = _descendants(job.pid)
+        assert len(below) >= 2, below  # master and worker (the emulators are the test's, not specbench's)
+        job.kill()
+        job.wait(timeout=10)
+        left = wait_until(lambda: not _alive(below) or None, timeout_s=5, what=f"no process left of {below}")
+        assert left
+    finally:
+        if job.poll() is None:
+            job.kill()
+        for pid in _alive(below):  # on failure: leave nothing running
+            os.kill(pid, 9)
