@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contract.redact import redact
 from contract.schema import RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE, RequestRecord, RunMeta, StepRecord
-from contract.settings import SuiteSettings, default_run_dir
+from contract.settings import SettingsError, SuiteSettings, default_run_dir
+from locustfiles.deadline import DeadlineExceeded
 from locustfiles.dialects import Dialect, Sampling, dialect
 from locustfiles.link import ClockOffset
 from locustfiles.prompts import PromptOrder, PromptSet, load_prompts
@@ -114,7 +116,11 @@ class RunPlan:
 
 def plan_run(settings: SuiteSettings, host: str) -> RunPlan:
     """On the master or local runner: ask the server who it is and fix API, model and run directory."""
-    server = identify(host, api_key=settings.api_key(), timeout=settings.connect_timeout)
+    try:
+        server = identify(host, api_key=settings.api_key(), timeout=settings.connect_timeout)
+    except DeadlineExceeded as exc:
+        raise SettingsError(f"--host {redact(host)}: asking the server who it is {exc} (it answers too slowly or "
+                            "streams its info pages without end)") from None
     run_dir = settings.out or str(default_run_dir(settings.label))
     return RunPlan(api=resolve_api(settings.api, server), model=settings.model or server.model or "default",
                    run_dir=run_dir, server=server)

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import gevent
 import requests
+from urllib3.exceptions import ReadTimeoutError
 
 from contract.server_metrics import SERVER_METRICS_FILE, MetricsParseError, parse_metrics
 from locustfiles.auth import auth_headers
+from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 from locustfiles.recorder import JsonlAppender
 
 log = logging.getLogger("specbench")
@@ -70,15 +72,16 @@ class ServerMetricsSampler:
     def sample_once(self) -> bool:
         """One read; False (and the sampler disabled, with one warning) when the server gives no metrics."""
         sent = time.time()
-        try:
-            resp = self._session.get(self.url, headers=self._headers, timeout=self.timeout_s)
-        except requests.Timeout:
+        try:  # the whole read within the timeout: a page that trickles or never ends cannot hold the sampler
+            resp = fetch(self._session, "GET", self.url, deadline=Deadline(self.timeout_s),
+                         per_read_s=self.timeout_s, headers=self._headers)
+        except (requests.Timeout, ReadTimeoutError, DeadlineExceeded):
             return self._disable(f"no answer within {self.timeout_s:g} s")
         except requests.RequestException as exc:
             return self._disable(type(exc).__name__)
-        if resp.status_code != 200:
-            hint = " (SGLang needs --enable-metrics, llama.cpp --metrics)" if resp.status_code == 404 else ""
-            return self._disable(f"HTTP {resp.status_code}{hint}")
+        if resp.status != 200:
+            hint = " (SGLang needs --enable-metrics, llama.cpp --metrics)" if resp.status == 404 else ""
+            return self._disable(f"HTTP {resp.status}{hint}")
         try:
             sample = parse_metrics(resp.text, (sent + time.time()) / 2)
         except MetricsParseError as exc:

@@ -8,12 +8,15 @@ SGLang: ``/server_info`` (flat server args, ``speculative_*``, ``max_running_req
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import requests
+from urllib3.exceptions import ReadTimeoutError
 
 from locustfiles.auth import auth_headers
+from locustfiles.deadline import Deadline, fetch
 
 _SGLANG_SPEC_KEYS = (
     "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
@@ -36,46 +39,58 @@ class ServerIdentity:
         return asdict(self)
 
 
-def _get_json(session: requests.Session, url: str, timeout: float, headers: dict[str, str]) -> Any:
-    try:
-        resp = session.get(url, timeout=timeout, headers=headers)
-    except requests.RequestException:
-        return None
-    if resp.status_code != 200:
-        return None
-    try:
-        return resp.json()
-    except ValueError:
-        return None
+@dataclass
+class _Pages:
+    """GETs of one identification: one session, one key, one total deadline for all of them."""
+
+    session: requests.Session
+    headers: dict[str, str]
+    per_read_s: float
+    deadline: Deadline
+
+    def text(self, url: str) -> str | None:
+        """The page's text on 200, else None; DeadlineExceeded once the identification has used its time."""
+        try:
+            got = fetch(self.session, "GET", url, deadline=self.deadline, per_read_s=self.per_read_s,
+                        headers=self.headers)
+        except (requests.RequestException, ReadTimeoutError):
+            return None
+        return got.text if got.status == 200 else None
+
+    def json(self, url: str) -> Any:
+        text = self.text(url)
+        if text is None:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
 
 
-def _get_text(session: requests.Session, url: str, timeout: float, headers: dict[str, str]) -> str | None:
-    try:
-        resp = session.get(url, timeout=timeout, headers=headers)
-    except requests.RequestException:
-        return None
-    return resp.text if resp.status_code == 200 else None
+def identify(base_url: str, *, api_key: str | None = None, timeout: float = 10.0,
+             deadline: Deadline | None = None) -> ServerIdentity:
+    """Ask the server who it is. Never raises for an unreachable endpoint: missing facts stay None.
 
-
-def identify(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> ServerIdentity:
-    """Ask the server who it is. Never raises for an unreachable endpoint: missing facts stay None."""
+    Every page is read within one ``deadline`` (default: 3 x ``timeout`` for the whole identification), so a
+    server that trickles or streams an info page cannot hold the caller; past it, DeadlineExceeded.
+    """
     base = base_url.rstrip("/")
-    headers = auth_headers(api_key)
     with requests.Session() as session:
         session.trust_env = False
-        info = _get_json(session, f"{base}/server_info", timeout, headers)
+        get = _Pages(session, auth_headers(api_key), timeout, deadline or Deadline(3 * timeout))
+        info = get.json(f"{base}/server_info")
         if not isinstance(info, dict):
-            info = _get_json(session, f"{base}/get_server_info", timeout, headers)
-        models = _get_json(session, f"{base}/v1/models", timeout, headers)
+            info = get.json(f"{base}/get_server_info")
+        models = get.json(f"{base}/v1/models")
         model, owner = _first_model(models)
         if isinstance(info, dict) and ("speculative_algorithm" in info or "max_running_requests" in info):
             return _from_sglang(base, info, model)
-        props = _get_json(session, f"{base}/props", timeout, headers)
+        props = get.json(f"{base}/props")
         if isinstance(props, dict) and ("default_generation_settings" in props or "total_slots" in props):
-            slots = _get_json(session, f"{base}/slots", timeout, headers)  # 501 with --no-slots: None
+            slots = get.json(f"{base}/slots")  # 501 with --no-slots: None
             return _from_llamacpp(base, props, model, slots)
         if owner == "vllm":
-            metrics = _get_text(session, f"{base}/metrics", timeout, headers) or ""
+            metrics = get.text(f"{base}/metrics") or ""
             spec = {"source": "metrics"} if "vllm:spec_decode_" in metrics else None
             return ServerIdentity(base, "vllm", model, spec, None)
         return ServerIdentity(base, "openai", model, None, None)

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+from urllib3.exceptions import ReadTimeoutError
+
+from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 
 
 def free_port() -> int:
@@ -106,10 +109,11 @@ class ServerCommand:
                 if code is not None:
                     raise LaunchError(f"{self.name}: the server command exited with code {code} before it was "
                                       f"ready (log {self.log_path}): {self.log_tail()}")
-                try:
-                    if session.get(url, timeout=max(1.0, interval_s)).status_code == 200:
+                per_try = max(1.0, interval_s)
+                try:  # each probe whole within its own deadline: a page that trickles is not an answer
+                    if fetch(session, "GET", url, deadline=Deadline(per_try), per_read_s=per_try).status == 200:
                         return time.monotonic() - started
-                except requests.RequestException:
+                except (requests.RequestException, ReadTimeoutError, DeadlineExceeded):
                     pass
                 if time.monotonic() >= deadline:
                     raise LaunchError(f"{self.name}: {url} did not answer 200 within {timeout_s:g} s "

@@ -5,7 +5,6 @@ Each failure is one sentence naming the server and what to do; the caller prints
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import requests
@@ -13,6 +12,7 @@ from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from contract.servertext import describe_speculative
 from locustfiles.auth import auth_headers
+from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 from locustfiles.dialects import dialect
 from locustfiles.run import resolve_api
 from locustfiles.serverinfo import ServerIdentity, identify
@@ -34,10 +34,6 @@ class Preflight:
         return f"{role}: {ident.url} is {ident.kind}, model {ident.model or '?'}, {spec_text}{cap}; api {self.api}"
 
 
-def _get(session: requests.Session, url: str, timeout: float) -> requests.Response:
-    return session.get(url, timeout=timeout)
-
-
 def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None = None,
                  timeout: float = 10.0, total: float = 30.0) -> Preflight:
     """Raise PreflightError with one clear line when the server cannot be measured.
@@ -46,8 +42,14 @@ def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None 
     streams forever cannot hold the command.
     """
     base = url.rstrip("/")
-    deadline = time.monotonic() + total
-    timeout = min(timeout, total)
+    try:
+        return _preflight(base, role, api, api_key, min(timeout, total), Deadline(total))
+    except DeadlineExceeded:
+        raise PreflightError(f"{role} server {base}: preflight did not finish within {total:g} s "
+                             "(the server answers too slowly, trickles, or streams without end)") from None
+
+
+def _preflight(base: str, role: str, api: str, api_key: str | None, timeout: float, deadline: Deadline) -> Preflight:
     headers = auth_headers(api_key)
     with requests.Session() as session:
         session.trust_env = False
@@ -55,41 +57,33 @@ def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None 
         alive = False
         for path in ("/ready", "/health", "/v1/models", "/props"):
             try:
-                resp = _get(session, base + path, timeout)
+                resp = fetch(session, "GET", base + path, deadline=deadline, per_read_s=timeout, max_bytes=1 << 20)
             except requests.ConnectionError:
                 raise PreflightError(f"{role} server {base}: not reachable (connection refused or no route)") from None
-            except requests.Timeout:
+            except (requests.Timeout, ReadTimeoutError):
                 raise PreflightError(f"{role} server {base}: no answer within {timeout:.0f} s") from None
-            if resp.status_code in (401, 403):
-                raise PreflightError(f"{role} server {base}: answers {resp.status_code} on {path}; "
+            if resp.status in (401, 403):
+                raise PreflightError(f"{role} server {base}: answers {resp.status} on {path}; "
                                      "give an API key with --api-key-env NAME")
-            if resp.status_code == 200:
+            if resp.status == 200:
                 alive = True
                 break
         if not alive:
             raise PreflightError(f"{role} server {base}: answers none of /ready, /health, /v1/models, /props "
                                  "with 200 (not ready, or not an inference server)")
-        _check_deadline(deadline, total, role, base)
-        identity = identify(base, api_key=api_key, timeout=timeout)
-        _check_deadline(deadline, total, role, base)
+        identity = identify(base, api_key=api_key, timeout=timeout, deadline=deadline)
         chosen = resolve_api(api, identity)
-        _check_streams(session, base, chosen, identity, role, timeout, deadline, total)
+        _check_streams(session, base, chosen, identity, role, timeout, deadline)
     return Preflight(identity=identity, api=chosen)
 
 
-def _check_deadline(deadline: float, total: float, role: str, base: str) -> None:
-    if time.monotonic() > deadline:
-        raise PreflightError(f"{role} server {base}: preflight did not finish within {total:g} s "
-                             "(the server answers too slowly or streams without end)")
-
-
 def _check_streams(session: requests.Session, base: str, api: str, identity: ServerIdentity, role: str,
-                   timeout: float, deadline: float, total: float) -> None:
+                   timeout: float, deadline: Deadline) -> None:
     route = dialect(api)
     path = route.path
     body = route.probe_body(identity.model or "default")
     try:
-        resp = session.post(base + path, json=body, timeout=timeout, stream=True)
+        resp = session.post(base + path, json=body, timeout=deadline.timeout(timeout), stream=True)
     except requests.RequestException as exc:
         raise PreflightError(f"{role} server {base}: {path} failed ({type(exc).__name__})") from None
     with resp:
@@ -105,7 +99,7 @@ def _check_streams(session: requests.Session, base: str, api: str, identity: Ser
         try:
             # read1: whatever has arrived; iter_content would read a response without chunked encoding to EOF.
             while b"\n" not in first and len(first) <= 4096:
-                _check_deadline(deadline, total, role, base)
+                deadline.check()
                 block = resp.raw.read1(4096)
                 if not block:
                     break

@@ -15,6 +15,8 @@ import pytest
 from contract.redact import MASK, redact, register_key
 from contract.schema import RunFormatError, read_records
 from contract.settings import SettingsError, default_run_dir, parse_ladder, safe_label
+from locustfiles.server_metrics import ServerMetricsSampler
+from specbench.launch import LaunchError, ServerCommand
 from specbench.preflight import PreflightError, check_server
 from tests.conftest import REPO, ledger, run_locust
 from tests.tinyservers import tiny_server
@@ -164,3 +166,35 @@ def test_preflight_ends_on_endless_or_silent_streams(mode, needle):
         with pytest.raises(PreflightError, match=needle):
             check_server(server.url, "server", api="chat", timeout=1.0, total=2.0)
         assert time.monotonic() - t0 < 6.0
+
+
+@pytest.mark.parametrize("mode", ["trickle_ready", "trickle_info"])
+def test_preflight_ends_on_a_page_that_trickles_a_byte_at_a_time(mode):
+    """Each read gets a byte, so a per-read timeout never fires: only the total deadline ends it."""
+    with tiny_server(mode) as server:
+        t0 = time.monotonic()
+        with pytest.raises(PreflightError, match="did not finish within 2 s"):
+            check_server(server.url, "server", api="chat", timeout=1.0, total=2.0)
+        assert time.monotonic() - t0 < 4.0
+
+
+def test_metrics_sampler_gives_up_on_a_trickling_page(tmp_path):
+    with tiny_server("trickle_metrics") as server:
+        sampler = ServerMetricsSampler(server.url, tmp_path, 1.0, timeout_s=1.0)
+        t0 = time.monotonic()
+        assert sampler.sample_once() is False
+        assert time.monotonic() - t0 < 2.5
+        assert sampler.disabled_reason == "no answer within 1 s"
+
+
+def test_sweep_readiness_probe_does_not_take_a_trickle_for_an_answer(tmp_path):
+    with tiny_server("trickle_ready") as server:
+        cmd = ServerCommand("trickler", [sys.executable, "-c", "import time; time.sleep(30)"],
+                            log_path=tmp_path / "log", stop_timeout_s=2.0).start()
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(LaunchError, match="did not answer 200 within 2 s"):
+                cmd.wait_ready(server.url + "/ready", timeout_s=2.0, interval_s=0.2)
+            assert time.monotonic() - t0 < 4.5
+        finally:
+            cmd.stop()

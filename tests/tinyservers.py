@@ -33,9 +33,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _trickle(self) -> None:
+        """200, then a byte every 0.1 s for up to 30 s: every read gets something, the page never ends."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not self.server.stopping:
+            self.wfile.write(b"#")
+            self.wfile.flush()
+            time.sleep(0.1)
+
     def do_GET(self) -> None:
         self.server.seen.append(("GET", self.path, self.headers.get("Authorization")))
-        if self.path in ("/health", "/ready"):
+        trickled = {"trickle_ready": ("/health", "/ready"), "trickle_info": ("/server_info", "/get_server_info"),
+                    "trickle_metrics": ("/metrics",)}.get(self.server.mode, ())
+        if self.path in trickled:
+            self._trickle()
+        elif self.path in ("/health", "/ready"):
             self._send(200, "text/plain", b"ok")
         elif self.path == "/v1/models":
             self._send(200, "application/json", json.dumps({"data": [{"id": "tiny"}]}).encode())
