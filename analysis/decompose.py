@@ -1,12 +1,13 @@
 """Why the ratio moves: a level's per-request speed ratio taken apart into draft yield and pass cost.
 
-A request's decode phase (everything after its first token) lasts ``decode_s = e2e_s - ttft_s`` and makes
-``output_tokens - 1`` tokens in P passes of the target model: the speculative server's verify passes (from
+A request's decode phase lasts from its first output chunk's arrival to its last one's (``chunk_ms[-1] -
+chunk_ms[0]``: TPOT's ``e2e_s - ttft_s`` without the stream's closing tail, which is no pass of the model) and
+makes ``output_tokens - 1`` tokens in P passes of the target model: the speculative server's verify passes (from
 the record's spec fields, ``request_metrics.verify_passes_source``), the baseline's ``output_tokens - 1``
 decode steps. So per request::
 
-    TPOT = decode time / decode tokens = pass time / tokens per pass
-    per-request speed ratio = baseline mean TPOT / spec mean TPOT
+    time per token = decode time / decode tokens = pass time / tokens per pass
+    per-request speed ratio = baseline mean time per token / spec mean time per token
                             = tokens per pass x (baseline step time / verify pass time)
 
 The factors are request-weighted means over the level's measured ok requests, each request weighing the same
@@ -14,7 +15,7 @@ The factors are request-weighted means over the level's measured ok requests, ea
 passes per token, the mean that composes with per-request time (the arithmetic mean of each request's tokens
 per pass would not). The identity then holds exactly but for the covariance of a request's pass time with its
 acceptance inside a level, and the gap between the product and the measured ratio says how small that is.
-Speeds are taken as mean TPOT, not mean tokens/s: a request whose chunks reached a stalled client all at once
+Speeds are taken as mean time per token, not mean tokens/s: a request whose chunks reached a stalled client all at once
 has a near-zero decode time, which would dominate a mean of speeds. Tokens per pass is also given
 token-weighted (sum of tokens / sum of passes), which leans towards long answers; with equal lengths the two
 coincide. Intervals: percentile bootstrap over requests, each run resampled on its own (``N_BOOT``
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.request_metrics import ttft_s, verify_passes_source
+from analysis.request_metrics import verify_passes_source
 from contract.schema import RequestRecord
 
 N_BOOT = 1000
@@ -66,7 +67,7 @@ class SideFigures:
     tokens_per_pass: Estimate  # request-weighted: 1 / mean over requests of (passes / decode tokens)
     tokens_per_pass_tok: Estimate  # token-weighted: sum of decode tokens / sum of passes
     pass_s: Estimate  # mean over requests of decode time / passes
-    decode_tok_s: Estimate  # 1 / mean TPOT: 1 / mean over requests of decode time / decode tokens
+    decode_tok_s: Estimate  # 1 / mean over requests of decode time / decode tokens
     source: str  # where the passes came from
 
 
@@ -79,7 +80,7 @@ class Decomposition:
     baseline: SideFigures
     pass_cost: Estimate  # spec verify pass time / baseline step time (>1: a pass costs more than a step)
     product: Estimate  # spec tokens per pass / pass_cost
-    measured: Estimate  # per-request speed ratio: baseline mean TPOT / spec mean TPOT
+    measured: Estimate  # per-request speed ratio: baseline mean time per token / spec's
     spec_tokens_per_pass: tuple[float, ...] = ()  # per request, for the acceptance histograms
     spec_categories: tuple[str, ...] = ()  # the same requests' categories
 
@@ -100,11 +101,11 @@ class _Requests:
 
 
 def _decode(rec: RequestRecord) -> tuple[float, float] | None:
-    first = ttft_s(rec)
-    tokens = rec["output_tokens"] - 1
-    if first is None or tokens < 1 or rec["e2e_s"] - first <= 0:
+    """Decode tokens and decode time: from the first output chunk's arrival to the last one's."""
+    ms, tokens = rec["chunk_ms"], rec["output_tokens"] - 1
+    if tokens < 1 or len(ms) < 2 or ms[-1] <= ms[0]:
         return None
-    return float(tokens), rec["e2e_s"] - first
+    return float(tokens), (ms[-1] - ms[0]) / 1000.0
 
 
 def _baseline_requests(records: Sequence[RequestRecord]) -> _Requests:

@@ -16,15 +16,16 @@ from analysis.decompose import CONFIDENCE, N_BOOT, Decomposition, Estimate
 from analysis.table import MISSING, Column
 
 HIST_BIN = 0.25  # tokens per pass; a pass yields a whole number of tokens, a request's mean any value >= 1
-DECOMPOSITION_NOTE = ("decode phase only (after the first token); ratio = tokens per pass x (baseline step / "
-                      "verify pass), each factor a request-weighted mean; 'measured' = baseline mean TPOT / spec "
-                      "mean TPOT; gap = product / measured - 1; 95% CI: bootstrap over requests")
+DECOMPOSITION_NOTE = ("decode phase only, first to last output chunk; ratio = tokens per pass x (baseline step / "
+                      "verify pass), each factor a request-weighted mean; 'measured' = baseline mean time per "
+                      "decode token / spec's; gap = product / measured - 1; 95% CI: bootstrap over requests")
 METHOD = {
-    "identity": "per-request speed ratio (baseline mean TPOT / spec mean TPOT) = tokens per pass x (baseline "
-                "step time / verify pass time), decode phase (e2e - ttft) only",
+    "identity": "per-request speed ratio (baseline mean time per decode token / spec's) = tokens per pass x "
+                "(baseline step time / verify pass time), decode phase (first to last output chunk) only",
     "tokens_per_pass": "request-weighted: 1 / mean over requests of passes per decode token; token-weighted: "
                        "sum of decode tokens / sum of passes",
-    "pass_time": "mean over requests of decode time / passes (baseline: passes = output_tokens - 1)",
+    "pass_time": "mean over requests of decode time (chunk_ms[-1] - chunk_ms[0]) / passes (baseline: passes = "
+                 "output_tokens - 1)",
     "interval": "percentile bootstrap over requests, each run resampled on its own",
     "confidence": CONFIDENCE,
     "n_boot": N_BOOT,

@@ -28,7 +28,7 @@ from analysis.steps import measured_ok, step_windows
 from contract.schema import RunData
 from tests.conftest import ledger, run_locust
 
-LADDER = ("--ladder", "1,4,16", "--max-tokens", "48", "--min-requests", "24", "--min-step-time", "1",
+LADDER = ("--ladder", "1,4,16", "--max-tokens", "64", "--min-requests", "20", "--min-step-time", "1",
           "--max-step-time", "60", "--step-ci", "0")
 PROFILES = {"base": "baseline", "fair": "eagle3-fair", "decay": "eagle3-draftdecay"}
 TOLERANCE = 0.03
