@@ -6,7 +6,7 @@ runs' step rows (``summary``), so the comparison can never disagree with either 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -15,12 +15,14 @@ from analysis.bootstrap import MIN_BATCHES, ratio_interval
 from analysis.categories import CategorySpread, LevelRequests, category_spread
 from analysis.checks import NO_INTERVAL, ValidityWarning
 from analysis.crossover import RatioPoint, Verdict, judge
+from analysis.decompose import Decomposition, decompose_level
 from analysis.pair_checks import pair_warnings
 from analysis.recommend import LevelThroughput, Recommendation, recommend
+from analysis.server_side import in_window, server_accept_source
 from analysis.slo_compare import SloComparison, compare_slo
 from analysis.steps import StepWindow, measured_ok, overlapping, step_windows
 from analysis.summary import RunSummary, StepRow, summarize_run
-from analysis.why import level_why
+from analysis.why import level_why, load_why
 from contract.schema import RunData
 from contract.slo import Slo
 
@@ -53,6 +55,7 @@ class LevelComparison:
     baseline_batches: tuple[float, ...] = field(default=(), repr=False, compare=False)
     spec_batches: tuple[float, ...] = field(default=(), repr=False, compare=False)
     why: str | None = None  # what the servers' own figures say about this level (``analysis.why``)
+    decomposition: Decomposition | None = None  # tokens per pass x pass cost (``analysis.decompose``)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -137,8 +140,10 @@ def compare_runs(
             baseline_batches=tuple(float(v) for v in b_est.batches),
             spec_batches=tuple(float(v) for v in s_est.batches),
             why=level_why(b_row, s_row, spec_sum.rows),
+            decomposition=_decompose(c, base, spec, b_win, s_win, seed),
         ))
         requests.append(LevelRequests(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win)))
+    levels = _with_load_why(levels, spec_sum.rows)
     limit = _error_limit(base, spec) if max_error_rate is None else max_error_rate
     judged = []
     for lv in levels:
@@ -176,6 +181,28 @@ def compare_runs(
         recommendation=recommendation, categories=category_spread(requests),
         warnings=warnings, seed=seed, n_boot=n_boot, slo=under_slo,
     )
+
+
+def _decompose(c: int, base: RunData, spec: RunData, b_win: StepWindow, s_win: StepWindow,
+               seed: int) -> Decomposition | None:
+    """The level's decomposition from the same measured ok requests the per-request figures use."""
+    server = server_accept_source(in_window(spec.server_samples, *s_win.bounds)) if s_win.bounds else None
+    return decompose_level(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win),
+                           server_accept=server, seed=seed)
+
+
+def _with_load_why(levels: list[LevelComparison], spec_rows: list[StepRow]) -> list[LevelComparison]:
+    """Each level's why line, extended by what moved its ratio since the lowest level (``why.load_why``),
+    which then replaces the line's own note on the server's acceptance."""
+    found = [lv.decomposition for lv in levels if lv.decomposition is not None]
+    out = []
+    for lv in levels:
+        extra = load_why(found, lv.target_c)
+        if extra:
+            own = level_why(lv.baseline, lv.spec, spec_rows, acceptance=False)
+            lv = replace(lv, why="; ".join(t for t in (own, extra) if t))
+        out.append(lv)
+    return out
 
 
 def _error_limit(*runs: RunData) -> float:

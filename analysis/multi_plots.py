@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from analysis.multi import MultiComparison
-from analysis.plots import _level_axis
+from analysis.plots import level_axis
 
 
 def _colour(i: int) -> tuple[float, float, float, float]:
@@ -46,7 +46,7 @@ def plot_all_curves(m: MultiComparison, path: Path) -> Path:
         ax_r.text(s.c, 0.02, f" {s.to_name}", rotation=90, va="bottom", fontsize="x-small",
                   transform=ax_r.get_xaxis_transform())
     for ax in (ax_t, ax_r):
-        _level_axis(ax, levels)
+        level_axis(ax, levels)
         if levels:
             ax.legend(fontsize="small")
     ax_t.set_ylabel("output throughput (tok/s)")

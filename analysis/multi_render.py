@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.columns import STEP_COLUMNS
+from analysis.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
 from analysis.multi import MultiComparison, MultiLevel
 from analysis.policy import PolicyLevel
-from analysis.render import describe_run, render_warnings
+from analysis.render import decompositions, describe_run, render_warnings, why_lines
 from analysis.table import Column, fmt_interval, fmt_num, fmt_ratio, markdown_table, text_table
 
 PLOT_CAPTIONS = {
@@ -101,6 +102,7 @@ def render_multi(m: MultiComparison) -> str:
             f"Best: {best_text(m)}", f"Policy: {m.policy.text}"]
     if m.policy.levels:
         out += ["", text_table(policy_columns(m), m.policy.levels)]
+    out += why_section(m, markdown=False)
     out += ["", render_warnings(m.warnings)]
     return "\n".join(out)
 
@@ -124,6 +126,7 @@ def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
     for name, pair in zip(m.names, m.pairs, strict=True):
         md += [f"- **{name}**: {pair.verdict.text}. Recommendation: {pair.recommendation.text}. "
                f"Full two-run report: `pairs/{name}/report.md`."]
+    md += why_section(m, markdown=True)
     md += ["", "## Warnings", ""]
     md += [f"- `{w.code}`: {w.message}" for w in m.warnings] or ["None."]
     md += [""]
@@ -133,6 +136,25 @@ def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
     md += ["Figures are defined in `analysis/README.md` (throughput in the measured window, bootstrap interval, "
            "switching policy).", ""]
     return "\n".join(md)
+
+
+def why_section(m: MultiComparison, *, markdown: bool) -> list[str]:
+    """Each configuration's decomposition table and why lines (``analysis.decompose``), as its pair has them."""
+    out = ["", "## Why the ratio moves, per configuration" if markdown else "Why the ratio moves, per configuration "
+           f"({DECOMPOSITION_NOTE})"]
+    if markdown:
+        out += ["", _sentence(DECOMPOSITION_NOTE)]
+    shown = False
+    for name, pair in zip(m.names, m.pairs, strict=True):
+        found = decompositions(pair)
+        if not found:
+            continue
+        shown = True
+        table = markdown_table if markdown else text_table
+        out += ["", f"### {name}" if markdown else f"{name}:", *([""] if markdown else []),
+                table(DECOMPOSITION_COLUMNS, found)]
+        out += [("- " if markdown else "  ") + line for line in why_lines(pair)]
+    return out if shown else []
 
 
 def _sentence(text: str) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from analysis.decompose_report import decomposition_json
 from analysis.multi import MultiComparison
+from analysis.render import decompositions
 from analysis.serialize import clean, csv_text, method_json, run_json, warning_json
 
 MULTI_SCHEMA = 1
@@ -27,7 +29,8 @@ def multi_json(m: MultiComparison) -> dict[str, Any]:
             {"name": name, "run": run_json(pair.spec), "verdict": {"kind": pair.verdict.kind,
                                                                    "text": pair.verdict.text},
              "recommendation": {"kind": pair.recommendation.kind, "text": pair.recommendation.text},
-             "report": f"pairs/{name}/report.md"}
+             "report": f"pairs/{name}/report.md", "decomposition": decomposition_json(decompositions(pair)),
+             "why": [{"target_c": lv.target_c, "why": lv.why} for lv in pair.levels if lv.why]}
             for name, pair in zip(m.names, m.pairs, strict=True)
         ],
         "levels": [

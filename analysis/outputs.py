@@ -10,7 +10,7 @@ from analysis.html import write_html
 from analysis.multi import MultiComparison
 from analysis.render import render_comparison, render_summary_table
 from analysis.report import render_report
-from analysis.serialize import comparison_csv, comparison_json, steps_csv, summary_json
+from analysis.serialize import comparison_csv, comparison_json, decomposition_csv, steps_csv, summary_json
 from analysis.summary import RunSummary
 
 
@@ -46,6 +46,7 @@ def write_comparison_outputs(comparison: Comparison, out_dir: str | Path) -> lis
         _write(out / "report.md", report),
         write_html(report, out, title="Speculative decoding against baseline"),
         _write(out / "comparison.csv", comparison_csv(comparison)),
+        _write(out / "decomposition.csv", decomposition_csv(comparison)),
         _write(out / "comparison.json", json.dumps(comparison_json(comparison), indent=2) + "\n"),
         *plots,
     ]

@@ -20,7 +20,7 @@ Series = tuple[str, Sequence[StepRow]]
 COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
 
 
-def _level_axis(ax: Axes, levels: Sequence[float], open_loop: bool = False) -> None:
+def level_axis(ax: Axes, levels: Sequence[float], open_loop: bool = False) -> None:
     """Log-scaled concurrency (or request-rate) axis ticked at the tested levels (a note when there are none)."""
     ax.set_xlabel("request rate, req/s (log scale)" if open_loop else "target concurrency C (log scale)")
     ax.grid(True, which="major", alpha=0.3)
@@ -54,7 +54,7 @@ def plot_throughput(series: Sequence[Series], path: Path) -> Path:
         xs, ys = _points(rows, "throughput_tok_s")
         ax.plot(xs, ys, marker="o", color=colour, label=name)
     levels = _levels(series)
-    _level_axis(ax, levels, _open_loop(series))
+    level_axis(ax, levels, _open_loop(series))
     ax.set_ylabel("output throughput (tok/s)")
     ax.set_ylim(bottom=0)
     ax.set_title("Throughput in each step's measured window")
@@ -75,7 +75,7 @@ def plot_latency(series: Sequence[Series], path: Path) -> Path:
             for q, style in (("p50", "-"), ("p99", "--")):
                 xs, ys = _points(rows, f"{prefix}_{q}_s", scale)
                 ax.plot(xs, ys, style, marker="o", color=colour, label=f"{name} {q}")
-        _level_axis(ax, _levels(series), _open_loop(series))
+        level_axis(ax, _levels(series), _open_loop(series))
         if any(v > 0 for line in ax.get_lines() for v in line.get_ydata()):
             ax.set_yscale("log")
             ax.legend(fontsize="small")
@@ -98,7 +98,7 @@ def plot_ratio(comparison: Comparison, path: Path) -> Path:
     ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=4, color="tab:purple",
                 label="spec / baseline tok/s (95% CI)")
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="break-even")
-    _level_axis(ax, xs)
+    level_axis(ax, xs)
     if xs:
         left, right = min(xs) / 1.3, max(xs) * 1.3
         ax.set_xlim(left, right)
@@ -156,12 +156,18 @@ def summary_plots(summary: RunSummary, out_dir: Path) -> list[Path]:
 
 
 def comparison_plots(comparison: Comparison, out_dir: Path) -> list[Path]:
+    from analysis.decompose_plots import plot_acceptance, plot_decomposition  # it draws on this module's axes
+
     series = [(comparison.spec.name, comparison.spec.rows), (comparison.baseline.name, comparison.baseline.rows)]
     runs = [comparison.baseline, comparison.spec]
+    found = [lv.decomposition for lv in comparison.levels if lv.decomposition is not None]
+    why = [plot_decomposition(found, out_dir / "decomposition_vs_c.png"),
+           plot_acceptance(found, out_dir / "acceptance_hist.png")] if found else []
     return [
         plot_throughput(series, out_dir / "throughput_vs_c.png"),
         plot_ratio(comparison, out_dir / "ratio_vs_c.png"),
         plot_latency(series, out_dir / "latency_vs_c.png"),
         plot_categories(comparison, out_dir / "categories.png"),
+        *why,
         *([plot_server_timeline(runs, out_dir / "server_timeline.png")] if has_timeline(runs) else []),
     ]

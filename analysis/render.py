@@ -16,6 +16,8 @@ from analysis.columns import (
     step_columns,
 )
 from analysis.compare import Comparison
+from analysis.decompose import Decomposition
+from analysis.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
 from analysis.summary import RunSummary
 from analysis.table import text_table
 from contract.servertext import describe_speculative
@@ -94,8 +96,9 @@ def render_comparison(comparison: Comparison) -> str:
             f"allow no shorter batch (life; seed {c.seed}, {c.n_boot} resamples)",
             text_table(LEVEL_COLUMNS, c.levels) if c.levels else "(no level measured in both runs)",
             "",
-            *(["Why, per level (the servers' own figures):", *(f"  {line}" for line in why_lines(c)), ""]
-              if why_lines(c) else []),
+            *decomposition_section(c),
+            *(["Why, per level (the servers' own figures and the decomposition):",
+               *(f"  {line}" for line in why_lines(c)), ""] if why_lines(c) else []),
         ]
     out += [*slo_section(c), ""] if c.slo is not None else []
     out += [
@@ -109,6 +112,19 @@ def render_comparison(comparison: Comparison) -> str:
         out += ["", *category_section(c)]
     out += ["", render_warnings(c.warnings)]
     return "\n".join(out)
+
+
+def decompositions(comparison: Comparison) -> list[Decomposition]:
+    """The levels' decompositions, lowest C first (levels without one are left out)."""
+    return [lv.decomposition for lv in comparison.levels if lv.decomposition is not None]
+
+
+def decomposition_section(comparison: Comparison) -> list[str]:
+    """'Why the ratio moves': tokens per pass and pass cost per level, then a blank line; nothing without data."""
+    found = decompositions(comparison)
+    if not found:
+        return []
+    return [f"Why the ratio moves ({DECOMPOSITION_NOTE})", text_table(DECOMPOSITION_COLUMNS, found), ""]
 
 
 def slo_heading(comparison: Comparison) -> str:

@@ -16,7 +16,8 @@ from analysis.columns import (
     step_columns,
 )
 from analysis.compare import Comparison
-from analysis.render import PERCENTILE_NOTE, SERVER_NOTE, describe_run, slo_heading, why_lines
+from analysis.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from analysis.render import PERCENTILE_NOTE, SERVER_NOTE, decompositions, describe_run, slo_heading, why_lines
 from analysis.table import fmt_num, markdown_table
 
 PLOT_CAPTIONS = {
@@ -68,9 +69,12 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
             markdown_table(LEVEL_COLUMNS, c.levels) if c.levels else "No level was measured in both runs.",
             "",
         ]
+    if decompositions(c):
+        md += ["### Why the ratio moves", "", DECOMPOSITION_NOTE[0].upper() + DECOMPOSITION_NOTE[1:] + ".", "",
+               markdown_table(DECOMPOSITION_COLUMNS, decompositions(c)), ""]
     if why_lines(c):
-        md += ["### Why, per level", "", "From the servers' own figures (`/metrics`) and the load processes' CPU:",
-               "", *(f"- {line}" for line in why_lines(c)), ""]
+        md += ["### Why, per level", "", "From the servers' own figures (`/metrics`), the load processes' CPU and "
+               "the decomposition above:", "", *(f"- {line}" for line in why_lines(c)), ""]
     md += _categories(c)
     md += ["## Warnings", ""]
     md += [f"- `{w.code}`: {w.message}" for w in c.warnings] or ["None."]

@@ -54,23 +54,30 @@ def per_request_tok_s(record: RequestRecord) -> float | None:
 
 
 def verify_passes(record: RequestRecord) -> float | None:
-    """Target-model verify passes of a speculative request.
+    """Target-model verify passes of a speculative request (``verify_passes_source`` says from what)."""
+    found = verify_passes_source(record)
+    return found[0] if found is not None else None
+
+
+def verify_passes_source(record: RequestRecord) -> tuple[float, str] | None:
+    """Verify passes of a speculative request and the record field they came from.
 
     ``spec.verify_ct`` when the server reported it; else tokens / ``spec.accept_length``; else, from
     llama.cpp's ``draft_n_accepted``: every decode pass yields its accepted drafts plus one token of its own,
     and the first token comes from the prompt pass, so passes = output tokens - accepted drafts - 1 (with
-    SGLang's counting, which also leaves the prompt pass out of ``spec_verify_ct``).
+    SGLang's counting, which also leaves the prompt pass out of ``spec_verify_ct``). The field is returned
+    so a figure built on passes can say which of the three it rests on.
     """
     spec = record.get("spec") or {}
     count = spec.get("verify_ct")
     if count:
-        return float(count)
+        return float(count), "verify_ct"
     length = spec.get("accept_length")
     if length and record["output_tokens"] > 0:
-        return record["output_tokens"] / float(length)
+        return record["output_tokens"] / float(length), "accept_length"
     accepted = spec.get("accepted_drafts")
     if accepted is not None and record["output_tokens"] - accepted - 1 >= 1:
-        return float(record["output_tokens"] - accepted - 1)
+        return float(record["output_tokens"] - accepted - 1), "accepted_drafts"
     return None
 
 

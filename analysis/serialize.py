@@ -17,6 +17,8 @@ from typing import Any
 from analysis.bootstrap import CONFIDENCE, MAX_BATCHES, MIN_BATCHES
 from analysis.checks import ValidityWarning
 from analysis.compare import Comparison, LevelComparison
+from analysis.decompose import Decomposition
+from analysis.decompose_report import DECOMPOSITION_FIELDS, decomposition_json, decomposition_row
 from analysis.summary import RunSummary, StepRow
 
 SUMMARY_SCHEMA = 1
@@ -165,6 +167,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
                        for s in rec.levels],
         },
         "slo": _slo_comparison_json(c),
+        "decomposition": decomposition_json(_decompositions(c)),
         "categories": {
             "rows": [asdict(r) for r in c.categories.rows],
             "accept_by_category": [{"category": k, "accept_length": v} for k, v in c.categories.accept_by_category],
@@ -214,3 +217,12 @@ def steps_csv(summary: RunSummary) -> str:
 def comparison_csv(comparison: Comparison) -> str:
     """comparison.csv: one row per compared level, same fields as comparison.json's ``levels``."""
     return csv_text(LEVEL_FIELDS, [level_json(lv, comparison) for lv in comparison.levels])
+
+
+def _decompositions(c: Comparison) -> list[Decomposition]:
+    return [lv.decomposition for lv in c.levels if lv.decomposition is not None]
+
+
+def decomposition_csv(comparison: Comparison) -> str:
+    """decomposition.csv: one row per level with a decomposition, the fields of comparison.json's rows."""
+    return csv_text(DECOMPOSITION_FIELDS, clean([decomposition_row(d) for d in _decompositions(comparison)]))

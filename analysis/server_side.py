@@ -58,7 +58,13 @@ def _delta(first: ServerMetricsSample, last: ServerMetricsSample, term: str) -> 
 
 
 def server_accept_length(inside: Sequence[ServerMetricsSample]) -> float | None:
-    """1 + accepted drafts per verify pass from the counters (vLLM, llama.cpp), else SGLang's gauge.
+    """1 + accepted drafts per verify pass from the counters (vLLM, llama.cpp), else SGLang's gauge."""
+    found = server_accept_source(inside)
+    return found[0] if found is not None else None
+
+
+def server_accept_source(inside: Sequence[ServerMetricsSample]) -> tuple[float, str] | None:
+    """The server's acceptance length over the samples and what it came from ("counters" or "gauge").
 
     SGLang's gauge covers its last log window and reads 0 while idle, so only nonzero readings count.
     """
@@ -66,8 +72,11 @@ def server_accept_length(inside: Sequence[ServerMetricsSample]) -> float | None:
         accepted = _delta(inside[0], inside[-1], "spec_accepted_tokens_total")
         verify = _delta(inside[0], inside[-1], "spec_verify_total")
         if accepted is not None and verify:
-            return accept_length_from_counters(accepted, verify)
-    return _mean([v for v in _values(inside, "accept_length") if v > 0])
+            value = accept_length_from_counters(accepted, verify)
+            if value is not None:
+                return value, "counters"
+    gauge = _mean([v for v in _values(inside, "accept_length") if v > 0])
+    return (gauge, "gauge") if gauge is not None else None
 
 
 def finished_tokens(records: Sequence[RequestRecord], t0: float, t1: float) -> float:

@@ -59,6 +59,9 @@ class Speculative:
     alpha_min: float
     alpha_max: float
     pinned_alpha: tuple[tuple[str, float], ...] = ()
+    # Acceptance that falls with load (a draft that degrades in big batches): alpha * 2**(-(B-1)/halving_batch)
+    # in a step of B running requests; None keeps alpha independent of the batch (the closed-form cost model).
+    halving_batch: float | None = None
 
 
 @dataclass(frozen=True)
@@ -343,6 +346,8 @@ def _build_speculative(r: _Reader) -> Speculative:
         raise ProfileError(r.source, f"{r.prefix}.acceptance", "is required")
     alpha_min = accept.number("alpha_min", hi=1.0)
     alpha_max = accept.number("alpha_max", hi=1.0)
+    halving = accept.number("halving_batch", lo=0.0, lo_open=True) if accept.raw.get("halving_batch") is not None \
+        else accept.raw.pop("halving_batch", None)
     pinned_reader = accept.sub("pinned")
     pinned: list[tuple[str, float]] = []
     if pinned_reader is not None:
@@ -362,6 +367,7 @@ def _build_speculative(r: _Reader) -> Speculative:
         alpha_min=alpha_min,
         alpha_max=alpha_max,
         pinned_alpha=tuple(pinned),
+        halving_batch=halving,
     )
     r.finish()
     if spec.eagle_topk == 1 and spec.num_draft_tokens != spec.num_steps + 1:

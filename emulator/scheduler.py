@@ -243,6 +243,7 @@ class Scheduler:
     def _advance(self) -> None:
         """Give every running job its tokens for the step that just ended, and wake its writer."""
         stats, num_steps, still, wall = self.stats, self._num_steps, [], time.time()
+        decay = self._alpha_decay(len(self._running))
         for job in self._running:
             if job.aborted:
                 job.left_s = wall
@@ -252,7 +253,7 @@ class Scheduler:
             if job.produced == 0 or job.alpha is None:
                 tokens = 1
             else:
-                accepted, rand, alpha = 0, job.rng.random, job.alpha
+                accepted, rand, alpha = 0, job.rng.random, job.alpha * decay
                 while accepted < num_steps and rand() < alpha:
                     accepted += 1
                 tokens = min(1 + accepted, missing)
@@ -271,6 +272,13 @@ class Scheduler:
                 still.append(job)
             job.updated.set()
         self._running = still
+
+    def _alpha_decay(self, batch: int) -> float:
+        """Acceptance's share left in a step of ``batch`` requests (profile ``acceptance.halving_batch``)."""
+        spec = self.profile.speculative
+        if spec is None or spec.halving_batch is None:
+            return 1.0
+        return float(2.0 ** (-(batch - 1) / spec.halving_batch))
 
     def _log_window(self, now: float, batch: int | None = None) -> None:
         """Refresh the gauges every ``metrics_interval_steps`` steps, as SGLang's decode log does.

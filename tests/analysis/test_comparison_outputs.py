@@ -13,12 +13,14 @@ from synthetic_runs import SEED_RATIOS, small_pair, write_run
 
 from analysis.compare import Comparison, compare_runs
 from analysis.crossover import crossing_log_c
+from analysis.decompose_report import DECOMPOSITION_FIELDS
 from analysis.load import load_run
 from analysis.outputs import write_comparison_outputs, write_summary_outputs
 from analysis.serialize import COMPARISON_SCHEMA, LEVEL_FIELDS, STEP_FIELDS, SUMMARY_SCHEMA
 from analysis.summary import summarize_run
 
 PLOTS = ("throughput_vs_c.png", "ratio_vs_c.png", "latency_vs_c.png", "categories.png")
+DECOMPOSITION_PLOTS = ("decomposition_vs_c.png", "acceptance_hist.png")  # where levels have a decomposition
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +28,7 @@ def out_dir(seed_comparison: Comparison, tmp_path_factory: pytest.TempPathFactor
     out = tmp_path_factory.mktemp("out")
     written = write_comparison_outputs(seed_comparison, out)
     assert {p.name for p in written} == {"comparison.txt", "report.md", "report.html", "comparison.csv",
-                                         "comparison.json", *PLOTS}
+                                         "decomposition.csv", "comparison.json", *PLOTS, *DECOMPOSITION_PLOTS}
     return out
 
 
@@ -42,8 +44,9 @@ def test_comparison_json_has_a_schema_version_and_documented_fields(out_dir: Pat
     data = json.loads((out_dir / "comparison.json").read_text())
     assert data["schema"] == COMPARISON_SCHEMA and data["kind"] == "comparison"
     assert set(data) == {"schema", "kind", "method", "baseline", "spec", "levels", "verdict",
-                         "recommendation", "slo", "categories", "warnings"}
+                         "recommendation", "slo", "decomposition", "categories", "warnings"}
     assert tuple(data["levels"][0]) == LEVEL_FIELDS
+    assert tuple(data["decomposition"]["levels"][0])[:-2] == DECOMPOSITION_FIELDS
     assert data["slo"] is None  # closed-loop runs started without --slo
     assert tuple(data["baseline"]["steps"][0]) == STEP_FIELDS
     assert [f"{lv['ratio']:.2f}x" for lv in data["levels"]] == list(SEED_RATIOS)
@@ -101,5 +104,6 @@ def test_a_run_without_steps_still_writes_every_file(tmp_path: Path) -> None:
     comparison = compare_runs(load_run(empty), load_run(empty))
     assert comparison.verdict.kind == "no_levels" and comparison.recommendation.kind == "none"
     written = write_comparison_outputs(comparison, tmp_path / "out")
-    assert len(written) == 9 and all(p.stat().st_size > 0 for p in written)  # report.html included
+    # report.html and decomposition.csv (a header only) included; no decomposition plots without levels
+    assert len(written) == 10 and all(p.stat().st_size > 0 for p in written)
     assert (tmp_path / "out" / "comparison.csv").read_text().startswith("target_c,")
