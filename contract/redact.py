@@ -1,16 +1,22 @@
-"""The one redaction function: the API key and URL credentials never reach disk or screen.
+"""The one redaction function: the API key and URL credentials never reach disk or screen, in any form.
 
 Everything the suite stores or prints that may carry text from outside (server error bodies, URLs, the
-command line, log lines) passes through ``redact``. The key is read from the environment variable named by
-``--api-key-env`` (``register_key``), or passed explicitly; URL user:password parts are always replaced.
+command line, log lines, raw /metrics series and their labels) passes through ``redact``. The key is read from
+the environment variable named by ``--api-key-env`` (``register_key``), or passed explicitly; URL user:password
+parts are always replaced, and a URL's credentials are registered too (``register_url_credentials``), so the
+password and the Basic header built from them are hidden wherever a server echoes them. Each secret is
+registered with the encodings a server may echo it in: as sent, base64 (standard and URL-safe, with and without
+padding) and percent-encoded.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import re
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 MASK = "<redacted>"
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<cred>[^/@\s?#]+)@")
@@ -18,10 +24,32 @@ _KEYS: set[str] = set()
 _MIN_KEY = 4  # shorter "keys" would blank ordinary words; such a key is refused by the settings check
 
 
+def encodings(secret: str) -> set[str]:
+    """The forms a server may echo ``secret`` in: as is, base64 (both alphabets, padded or not), percent-encoded."""
+    raw = secret.encode("utf-8")
+    forms = {secret, quote(secret, safe="")}
+    for b64 in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
+        forms |= {b64, b64.rstrip("=")}
+    return {f for f in forms if len(f) >= _MIN_KEY}
+
+
 def register_key(value: str | None) -> None:
-    """Remember a secret for this process, so every later ``redact`` call hides it."""
+    """Remember a secret for this process, so every later ``redact`` call hides it in every form."""
     if value and len(value) >= _MIN_KEY:
-        _KEYS.add(value)
+        _KEYS.update(encodings(value))
+
+
+def register_url_credentials(url: str | None) -> None:
+    """Remember a URL's ``user:password`` (and its password alone): requests sends them as Basic auth."""
+    try:
+        parts = urlsplit(url or "")
+    except ValueError:
+        return
+    if parts.password is None:
+        return
+    user, password = unquote(parts.username or ""), unquote(parts.password)
+    register_key(password)
+    register_key(f"{user}:{password}")  # the Basic header's payload, and its base64 (the header's value)
 
 
 def register_key_env(env_name: str | None) -> None:
@@ -52,8 +80,8 @@ def redact_obj(obj: Any) -> Any:
     """``redact`` applied to every string inside a JSON-like value."""
     if isinstance(obj, str):
         return redact(obj)
-    if isinstance(obj, dict):
-        return {k: redact_obj(v) for k, v in obj.items()}
+    if isinstance(obj, dict):  # keys too: a raw /metrics series name carries its labels
+        return {redact(k) if isinstance(k, str) else k: redact_obj(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [redact_obj(v) for v in obj]
     return obj

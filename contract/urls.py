@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from contract.redact import redact
+from contract.redact import redact, register_url_credentials
 
 
 class UrlError(ValueError):
@@ -28,6 +28,7 @@ def check_url(url: str, flag: str = "--host") -> str:
         raise UrlError(f"{flag}: {expected}, got {shown!r} (port 0)")
     if parts.query or parts.fragment:
         raise UrlError(f"{flag}: {expected}, got {shown!r} (no query or fragment allowed)")
+    register_url_credentials(url.strip())  # hidden in every form from now on, wherever a server echoes them
     return url.strip().rstrip("/")
 
 

@@ -6,6 +6,7 @@ path and Authorization header, so a test can prove what reached (or never reache
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -51,6 +52,15 @@ class _Handler(BaseHTTPRequestHandler):
                     "trickle_metrics": ("/metrics",)}.get(self.server.mode, ())
         if self.path in trickled:
             self._trickle()
+        elif self.server.mode == "echo_creds" and self.path == "/metrics":  # labels echo the credentials
+            auth, decoded = _auth_forms(self.headers.get("Authorization"))
+            self._send(200, "text/plain; version=0.0.4", (
+                "# TYPE sglang:num_running_reqs gauge\n"
+                f'sglang:num_running_reqs{{auth="{auth}",decoded="{decoded}"}} 1\n'
+                "# TYPE sglang:num_queue_reqs gauge\n"
+                f'sglang:num_queue_reqs{{auth="{auth}"}} 0\n'
+                "# TYPE sglang:echo_info gauge\n"  # a series the suite keeps raw, labels and all
+                f'sglang:echo_info{{auth="{auth}",decoded="{decoded}"}} 1\n').encode())
         elif self.path in ("/health", "/ready"):
             self._send(200, "text/plain", b"ok")
         elif self.path == "/v1/models":
@@ -66,7 +76,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.seen.append(("POST", self.path, auth))
             n = sum(1 for s in self.server.seen if s[0] == "POST")
         mode = self.server.mode
-        if mode == "ok_then_500" and n > 1:
+        if mode == "echo_creds" and n % 2 == 0:  # every other request: an error body echoing the credentials
+            auth, decoded = _auth_forms(auth)
+            encoded = base64.b64encode(decoded.encode()).decode()
+            self._send(500, "application/json", json.dumps(
+                {"error": f"denied: header {auth}; decoded {decoded}; as base64 {encoded}"}).encode())
+        elif mode == "ok_then_500" and n > 1:
             self._send(500, "text/plain", b"internal error")
         elif mode == "echo401_html":  # odd requests: 401 echoing the key; even ones: an HTML page with 200
             if n % 2:
@@ -86,6 +101,15 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(0.05)
         else:
             self._send(200, "text/event-stream", SSE_OK)
+
+
+def _auth_forms(header: str | None) -> tuple[str, str]:
+    """The Authorization header as sent, and its secret decoded (a Basic header's user:password, a Bearer key)."""
+    header = header or ""
+    scheme, _, value = header.partition(" ")
+    if scheme == "Basic":
+        return header, base64.b64decode(value).decode("utf-8", errors="replace")
+    return header, value
 
 
 @contextmanager
