@@ -4,12 +4,16 @@ Each test names what it showed on main before #22."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
+import pytest
 import requests
 
 from specbench.loadrun import free_port
@@ -103,3 +107,39 @@ def test_kill_9_of_compare_leaves_no_process_behind(tmp_path, emulator):
             job.kill()
         for pid in _alive(below):  # on failure: leave nothing running
             os.kill(pid, 9)
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.5])
+def test_sigterm_to_demo_after_its_baseline_run_stops_at_once_and_leaves_the_spec_run_partial(tmp_path, after_s):
+    """The signal lands between the two runs (0 s) or as the spec run starts (0.5 s): exit 130 within seconds,
+    the spec run is absent or marked partial (never complete), and no child process is left."""
+    out = tmp_path / "demo"
+    proc = subprocess.Popen([sys.executable, "-m", "specbench.cli", "demo", "--speed", "50", "--out", str(out),
+                             "--ladder", "1,4", "--step-ci", "0", "--min-step-time", "1", "--max-step-time", "20",
+                             "--time-budget", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env=ENV)
+    try:
+        wait_until(lambda: _complete(out / "baseline" / "meta.json"), timeout_s=120, poll_s=0.05,
+                   what="the baseline run's complete meta.json")
+        time.sleep(after_s)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert took < 10, took
+    spec_meta = out / "spec" / "meta.json"
+    assert not spec_meta.exists() or json.loads(spec_meta.read_text())["partial"] is True
+    _gone, alive = psutil.wait_procs(children, timeout=5)
+    assert not alive, alive
+
+
+def _complete(meta: Path) -> bool:
+    try:
+        return json.loads(meta.read_text())["partial"] is False
+    except (OSError, ValueError, KeyError):
+        return False
