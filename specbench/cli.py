@@ -121,7 +121,9 @@ def _interrupt(signum: int, _frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
     # SIGTERM and SIGHUP end a command as Ctrl-C does: children are stopped in order, what was recorded is kept.
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT is set too: a process started with SIGINT ignored (a background job of a non-interactive shell, as
+    # CI scripts run) keeps it ignored, and Ctrl-C or `kill -INT` was then lost while the ladder ran on.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     try:
         if args.command == "compare":
