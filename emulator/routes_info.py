@@ -1,4 +1,4 @@
-"""Health, model and server-info endpoints, in the shapes SGLang 0.5.23 gives them (protocols.md A3)."""
+"""Health, model and server-info endpoints, shaped as each emulated server version shapes them (docs/protocols.md)."""
 
 from __future__ import annotations
 
