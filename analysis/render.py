@@ -16,6 +16,7 @@ from analysis.columns import (
     step_columns,
 )
 from analysis.compare import Comparison
+from analysis.server_side import NOT_REPORTED, unreported_figures
 from analysis.summary import RunSummary
 from analysis.table import text_table
 
@@ -70,7 +71,9 @@ def server_section(summary: RunSummary) -> list[str]:
     """The server's side of each step, when the run sampled /metrics or measured its CPU."""
     if not has_server_side(summary.rows):
         return []
-    return ["", f"Server side, {summary.name} ({SERVER_NOTE})", text_table(SERVER_COLUMNS, summary.rows)]
+    missing = unreported_figures(summary.server_samples, summary.meta.server, [r.accept_length for r in summary.rows])
+    note = [f"{NOT_REPORTED.capitalize()}: {', '.join(missing)}"] if missing else []
+    return ["", f"Server side, {summary.name} ({SERVER_NOTE})", text_table(SERVER_COLUMNS, summary.rows), *note]
 
 
 def why_lines(comparison: Comparison) -> list[str]:

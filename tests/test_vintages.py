@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import requests
 
-from analysis import load_run, summarize_run
+from analysis import load_run, render_summary_table, summarize_run
 from contract.server_metrics import parse_metrics
 from emulator.vintage import VINTAGES
 from locustfiles.target import start_emulator_process
@@ -87,6 +87,20 @@ def test_every_vintage_reads_the_same_truth(vintage: str, api: str, tmp_path: Pa
         r["server_request_id"] for r in run.records if r["status"] == "cancelled"}
     _check_server_side(run, truth)
     _check_counters(metrics, truth, wire.server)
+    _check_unreported(run, wire.name, api)
+
+
+def _check_unreported(run: Any, vintage: str, api: str) -> None:
+    """What the version lacks, the report names as not reported (never a 0 in its place)."""
+    wire = VINTAGES[vintage]
+    text = render_summary_table(summarize_run(run))
+    lines = [ln for ln in text.splitlines() if ln.startswith("Not reported by this server: ")]
+    missing = lines[0].split(": ", 1)[1].split(", ") if lines else []
+    no_request_spec = (wire.server == "vllm" and not wire.request_spec_metrics) or (
+        wire.server == "sglang" and wire.spec_names == 1 and api != "generate")
+    assert ("acceptance per request" in missing) == no_request_spec, text
+    assert ("max_running (batch cap)" in missing) == (wire.server == "vllm"), text
+    assert ("kv_cache_usage" in missing) == (wire.server == "llamacpp" and wire.kv_metric is None), text
 
 
 def _check_acceptance(vintage: str, api: str, spec: dict[str, Any] | None, true: dict[str, Any]) -> None:
