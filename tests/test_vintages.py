@@ -9,7 +9,7 @@ abort gracefully or with an in-stream error, in the release's own shape). Agains
 * every request the server aborted, or broke with an error event or chunk, is a ``stream_error`` whose
   message reached the record; no aborted request is counted as a success;
 * the server-side running and queued figures the suite sampled equal the ledger's batch at the same instants
-  (running within 5% at C=4, where the batch stays full, within 25% at C=1 and queued within 0.3 requests:
+  (running within 8% at C=4, where the batch stays full, within 25% at C=1 and queued within 0.3 requests:
   a gauge refreshed at the end of each step lags the ledger by up to a step; the 2% bound on a time average
   needs the long windows of tests/test_server_metrics.py), and the counters of ``/metrics`` read by the suite's
   parser equal the ledger's sums exactly: whether the release writes priority series, duplicated TP ranks, DP
@@ -132,7 +132,7 @@ def _check_server_side(run: Any, truth: list[dict[str, Any]]) -> None:
         # (a request that joined or left since is not in it yet): a real server's lag, up to one request on a
         # share of the ~20 samples of a short window. A figure read wrong (a TP rank or priority series counted
         # twice, a DP rank or engine left out) is off by a whole factor, far outside these bounds.
-        rel = 0.05 if row.target_c == 4 else 0.25
+        rel = 0.08 if row.target_c == 4 else 0.25
         assert row.server_running == pytest.approx(running, rel=rel), row.target_c
         assert row.server_queued == pytest.approx(queued, abs=0.3), row.target_c
         assert row.server_running_max <= CAP
