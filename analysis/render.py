@@ -18,6 +18,7 @@ from analysis.columns import (
 from analysis.compare import Comparison
 from analysis.decompose import Decomposition
 from analysis.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from analysis.server_side import NOT_REPORTED, unreported_figures
 from analysis.summary import RunSummary
 from analysis.table import text_table
 from contract.servertext import describe_speculative
@@ -73,7 +74,10 @@ def server_section(summary: RunSummary) -> list[str]:
     """The server's side of each step, when the run sampled /metrics or measured its CPU."""
     if not has_server_side(summary.rows):
         return []
-    return ["", f"Server side, {summary.name} ({SERVER_NOTE})", text_table(server_columns(summary), summary.rows)]
+    missing = unreported_figures(summary.server_samples, summary.meta.server, [r.accept_length for r in summary.rows])
+    note = [f"{NOT_REPORTED.capitalize()}: {', '.join(missing)}"] if missing else []
+    table = text_table(server_columns(summary), summary.rows)
+    return ["", f"Server side, {summary.name} ({SERVER_NOTE})", table, *note]
 
 
 def why_lines(comparison: Comparison) -> list[str]:

@@ -135,3 +135,28 @@ def server_step(samples: Sequence[ServerMetricsSample], records: Sequence[Reques
         queued=_mean(_values(inside, "queued")), kv_cache_usage=_mean(_values(inside, "kv_cache_usage")),
         accept_length=server_accept_length(inside), gen_tok_s=server, client_tok_s=client, token_gap=gap,
     )
+
+
+NOT_REPORTED = "not reported by this server"
+_SHOWN_TERMS = ("running", "queued", "kv_cache_usage", "generation_tokens_total")
+
+
+def unreported_figures(samples: Sequence[ServerMetricsSample], server: dict[str, object],
+                       accept_lengths: Sequence[float | None]) -> list[str]:
+    """The figures this server version does not give, so a report can say so instead of showing a number.
+
+    ``server`` is the run's server identity (meta.json); ``accept_lengths`` the per-step acceptance lengths
+    from the records (all None: the server reports no acceptance per request).
+    """
+    missing: list[str] = []
+    if samples:
+        seen: set[str] = set().union(*(s["values"] for s in samples))
+        missing += [t for t in _SHOWN_TERMS if t not in seen]
+        counters = {"spec_accepted_tokens_total", "spec_verify_total"} <= seen
+        if server.get("speculative") and "accept_length" not in seen and not counters:
+            missing.append("accept_length (server side)")
+    if server.get("max_running_requests") is None:
+        missing.append("max_running (batch cap)")
+    if server.get("speculative") and accept_lengths and all(v is None for v in accept_lengths):
+        missing.append("acceptance per request")
+    return missing

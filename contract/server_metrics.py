@@ -42,7 +42,8 @@ VOCABULARY: tuple[Term, ...] = (
     Term("gen_throughput", "server-reported generation tok/s over its last log window", "sum"),
     Term("accept_length", "tokens per verify pass, bonus included, over the server's last log window", "mean"),
     Term("accept_rate", "accepted draft tokens / proposed draft tokens, last log window", "mean"),
-    Term("prompt_tokens_total", "counter: prompt tokens processed", "sum"),
+    Term("prompt_tokens_total", "counter: prompt tokens of finished requests, cached tokens included", "sum"),
+    Term("prefill_tokens_total", "counter: prompt tokens computed, cached tokens excluded (llama.cpp)", "sum"),
     Term("generation_tokens_total", "counter: output tokens generated", "sum"),
     Term("requests_total", "counter: requests finished", "sum"),
     Term("spec_verify_total", "counter: speculative verify passes (one per request per pass)", "sum"),
@@ -53,7 +54,7 @@ TERMS: dict[str, Term] = {t.name: t for t in VOCABULARY}
 
 # Sample name as the server exposes it -> vocabulary term. Counters keep their ``_total`` suffix here.
 SERVER_NAMES: dict[str, str] = {
-    # SGLang 0.5.x (protocols.md A4); the emulator serves the same names.
+    # SGLang (docs/protocols.md); max_running_requests only in old releases (the cap is then /server_info's).
     "sglang:num_running_reqs": "running",
     "sglang:num_queue_reqs": "queued",
     "sglang:max_running_requests": "max_running",
@@ -65,11 +66,11 @@ SERVER_NAMES: dict[str, str] = {
     "sglang:generation_tokens_total": "generation_tokens_total",
     "sglang:num_requests_total": "requests_total",
     "sglang:spec_verify_calls_total": "spec_verify_total",
-    # vLLM (protocols.md B); the accept length comes from its counters (see ``accept_length_from_counters``).
+    # vLLM (docs/protocols.md); the accept length comes from its counters (see ``accept_length_from_counters``).
     "vllm:num_requests_running": "running",
     "vllm:num_requests_waiting": "queued",
     "vllm:kv_cache_usage_perc": "kv_cache_usage",
-    "vllm:gpu_cache_usage_perc": "kv_cache_usage",  # older vLLM
+    "vllm:gpu_cache_usage_perc": "kv_cache_usage",  # early V1 releases
     "vllm:prompt_tokens_total": "prompt_tokens_total",
     "vllm:generation_tokens_total": "generation_tokens_total",
     "vllm:request_success_total": "requests_total",
@@ -80,8 +81,9 @@ SERVER_NAMES: dict[str, str] = {
     # server's throughput, so it stays raw.
     "llamacpp:requests_processing": "running",
     "llamacpp:requests_deferred": "queued",
-    "llamacpp:kv_cache_usage_ratio": "kv_cache_usage",  # older builds
-    "llamacpp:prompt_tokens_total": "prompt_tokens_total",
+    "llamacpp:kv_cache_usage_ratio": "kv_cache_usage",  # older builds; newer ones export no KV-use gauge
+    # llama.cpp counts only the prompt tokens it computed (a cache hit is not counted): another fact.
+    "llamacpp:prompt_tokens_total": "prefill_tokens_total",
     "llamacpp:tokens_predicted_total": "generation_tokens_total",
     "llamacpp:spec_decode_num_drafts_total": "spec_verify_total",
     "llamacpp:spec_decode_num_draft_tokens_total": "spec_draft_tokens_total",
@@ -89,6 +91,29 @@ SERVER_NAMES: dict[str, str] = {
 }
 
 _COMBINE: dict[str, Callable[[list[float]], float]] = {"sum": sum, "mean": lambda v: sum(v) / len(v)}
+
+# How labelled series of one term combine, decided per label (see README "Server-side metrics"):
+# * ``priority`` (SGLang --enable-priority-scheduling): the series with an empty priority is the total over
+#   priorities, the others split it; the total is taken alone (the per-priority series are summed only when no
+#   total is written).
+# * ``tp_rank``, ``pp_rank``, ``moe_ep_rank`` (SGLang --enable-metrics-for-all-schedulers): every rank of one
+#   data-parallel group reports the same batch; series that differ only in these labels count once.
+# * anything else (SGLang ``dp_rank``, vLLM ``engine``, ``is_streaming``, ``model_name``): separate parts of the
+#   server, combined by the term's rule (summed, or averaged for fractions).
+PRIORITY_LABEL = "priority"
+DUPLICATE_RANK_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank"})
+
+
+def combine_series(term: str, series: list[tuple[dict[str, str], float]]) -> float:
+    """One value of ``term`` from its labelled series, by the per-label rule above."""
+    if any(PRIORITY_LABEL in labels for labels, _ in series):
+        totals = [(labels, v) for labels, v in series if not labels.get(PRIORITY_LABEL)]
+        series = totals or series
+    once: dict[tuple[tuple[str, str], ...], float] = {}
+    for labels, value in series:
+        key = tuple(sorted((k, v) for k, v in labels.items() if k not in DUPLICATE_RANK_LABELS))
+        once.setdefault(key, value)
+    return _COMBINE[TERMS[term].combine](list(once.values()))
 _DROPPED_SUFFIXES = ("_bucket", "_created")
 
 
@@ -123,8 +148,9 @@ def _server_of(names: Iterable[str]) -> str:
 
 
 def parse_metrics(text: str, t_s: float) -> ServerMetricsSample:
-    """One sample from a ``/metrics`` answer: mapped terms combined across label sets, the rest raw."""
-    grouped: dict[str, list[float]] = {}
+    """One sample from a ``/metrics`` answer: mapped terms combined across label sets (``combine_series``), the
+    rest raw."""
+    grouped: dict[str, list[tuple[dict[str, str], float]]] = {}
     raw: dict[str, float] = {}
     names: list[str] = []
     try:
@@ -134,12 +160,12 @@ def parse_metrics(text: str, t_s: float) -> ServerMetricsSample:
                 value = float(sample.value)
                 term = SERVER_NAMES.get(sample.name)
                 if term is not None:
-                    grouped.setdefault(term, []).append(value)
+                    grouped.setdefault(term, []).append((dict(sample.labels), value))
                 elif not sample.name.endswith(_DROPPED_SUFFIXES) and value == value:  # NaN is not JSON
                     raw[series_key(sample.name, sample.labels)] = value
     except (ValueError, TypeError) as exc:
         raise MetricsParseError(f"not Prometheus text format ({exc})") from None
-    values = {term: _COMBINE[TERMS[term].combine](vals) for term, vals in grouped.items() if vals}
+    values = {term: combine_series(term, series) for term, series in grouped.items() if series}
     return ServerMetricsSample(schema=SERVER_METRICS_SCHEMA, t_s=t_s, server=_server_of(names), values=values,
                                raw=raw)
 

@@ -19,6 +19,7 @@ import gevent.event
 
 from .profile import Faults, ProfileError, available_profiles, load_profile
 from .server import Emulator
+from .vintage import VINTAGES
 
 __all__ = ["main"]
 
@@ -30,6 +31,7 @@ _FAULT_FLAGS = {
     "fault_malformed": "malformed_chunk",
     "fault_stream_error": "stream_error",
     "fault_stall": "stall",
+    "fault_abort": "abort",
     "stall_s": "stall_s",
     "fault_seed": "seed",
 }
@@ -45,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-running-requests", type=int)
     parser.add_argument("--startup-delay", type=float, help="seconds (at speed 1) of 503 on /ready and /health")
     parser.add_argument("--seed", type=int, help="seed for per-request randomness")
+    parser.add_argument("--vintage", choices=sorted(VINTAGES),
+                        help="server release imitated on the wire (profile key vintage; default sglang-0.5.23)")
     parser.add_argument("--prefix-cache", action=argparse.BooleanOptionalAction, default=None,
                         help="serve shared prompt prefixes from an emulated prefix cache (profile key prefix_cache)")
     parser.add_argument("--ledger-text", action=argparse.BooleanOptionalAction, default=None,
@@ -73,6 +77,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["startup_delay_s"] = args.startup_delay
     if args.seed is not None:
         out["seed"] = args.seed
+    if args.vintage is not None:
+        out["vintage"] = args.vintage
     if args.prefix_cache is not None:
         out["prefix_cache"] = args.prefix_cache
     if args.ledger_text is not None:
@@ -91,7 +97,7 @@ def _summary(emulator: Emulator) -> str:
     mode = f"{spec.algorithm} steps={spec.num_steps} topk={spec.eagle_topk}" if spec else "no speculation"
     active = [k for k, v in p.faults.kinds() if v > 0] if p.faults != Faults() else []
     faults = f", faults: {', '.join(active)}" if active else ""
-    return (f"emulator: profile {p.name} ({mode}, max_running_requests={p.max_running_requests}, "
+    return (f"emulator: profile {p.name} ({p.vintage}, {mode}, max_running_requests={p.max_running_requests}, "
             f"speed {p.speed:g}{faults}) on {emulator.url}")
 
 

@@ -1,4 +1,4 @@
-"""SGLang's error bodies, one builder per shape (see protocols.md A1 and A2).
+"""SGLang's error bodies, one builder per shape (see docs/protocols.md).
 
 * ``flat_error``: HTTPException / pydantic / OpenAI-route errors, the HTTP-level shape;
 * ``generate_contract_error``: ``/generate`` body that fails SGLang's schema check;

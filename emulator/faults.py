@@ -17,7 +17,7 @@ from .profile import Faults
 
 __all__ = ["HTTP_FAULTS", "STREAM_FAULTS", "FaultPicker", "HttpFault", "http_fault"]
 
-STREAM_FAULTS = frozenset({"cut_stream", "malformed_chunk", "stream_error", "stall"})
+STREAM_FAULTS = frozenset({"cut_stream", "malformed_chunk", "stream_error", "stall", "abort"})
 
 
 @dataclass(frozen=True)

@@ -52,12 +52,18 @@ class Output:
     def matched_stop(self) -> int | None:
         return self.profile.eos_token_id if self.finish == "stop" else None
 
+    @property
+    def proposed_drafts(self) -> int:
+        spec = self.profile.speculative
+        return self.job.verify_ct * (spec.num_draft_tokens - 1) if spec is not None else 0
+
     def spec_figures(self) -> dict[str, Any] | None:
-        """SGLang's per-request ``spec_*`` figures; None without speculation or before any verify step."""
+        """The per-request ``spec_*`` figures (the ledger's truth, newest names); None without speculation or
+        before any verify step."""
         spec, job = self.profile.speculative, self.job
         if spec is None or job.verify_ct == 0:
             return None
-        proposed = job.verify_ct * (spec.num_draft_tokens - 1)
+        proposed = self.proposed_drafts
         return {
             "spec_verify_ct": job.verify_ct,
             "spec_accept_length": job.produced / job.verify_ct,
@@ -67,8 +73,26 @@ class Output:
             "spec_correct_drafts_histogram": list(job.histogram),
         }
 
+    def wire_spec_figures(self) -> dict[str, Any] | None:
+        """``spec_figures`` under the key names of the emulated SGLang release (``Vintage.spec_names``)."""
+        figures, wire = self.spec_figures(), self.profile.wire
+        if figures is None or (wire.spec_names == 3 and not wire.spec_aliases):
+            return figures
+        if wire.spec_names == 1:
+            return {"spec_verify_ct": figures["spec_verify_ct"]}
+        old = {"spec_accept_token_num": figures["spec_num_correct_drafts"],
+               "spec_draft_token_num": figures["spec_num_proposed_drafts"],
+               "spec_accept_histogram": figures["spec_correct_drafts_histogram"]}
+        if wire.spec_names == 2:
+            return {k: v for k, v in figures.items() if not k.startswith(("spec_num_", "spec_correct_"))} | old
+        return figures | old
+
     def spec_tokens_details(self) -> dict[str, Any]:
         """``sglext.spec_tokens_details`` of the OpenAI routes; missing values are 0 or []."""
+        if self.profile.wire.spec_names == 2:
+            return {"spec_accept_rate": 0.0, "spec_accept_length": 0.0, "spec_accept_token_num": 0,
+                    "spec_draft_token_num": 0, "spec_verify_ct": 0, "spec_accept_histogram": [],
+                    **(self.wire_spec_figures() or {})}
         figures = self.spec_figures() or {}
         return {
             "spec_accept_rate": figures.get("spec_accept_rate", 0.0),
@@ -98,7 +122,7 @@ class Output:
             meta["response_sent_to_client_ts"] = time.time()
         if final:
             meta["e2e_latency"] = time.time() - self.arrival_s
-            meta.update(self.spec_figures() or {})
+            meta.update(self.wire_spec_figures() or {})
         return meta
 
     def finish_reason_object(self) -> dict[str, Any]:

@@ -17,6 +17,8 @@ import yaml
 
 from specbench_config import data_path
 
+from .vintage import DEFAULT_VINTAGE, VINTAGES, Vintage
+
 __all__ = [
     "PROFILE_DIR",
     "Faults",
@@ -75,6 +77,7 @@ class Faults:
     cut_stream: float = 0.0
     malformed_chunk: float = 0.0
     stream_error: float = 0.0
+    abort: float = 0.0
     stall: float = 0.0
     stall_s: float = 2.0
 
@@ -88,6 +91,7 @@ class Faults:
             ("malformed_chunk", self.malformed_chunk),
             ("stream_error", self.stream_error),
             ("stall", self.stall),
+            ("abort", self.abort),
         ]
 
 
@@ -122,6 +126,7 @@ class Profile:
     ledger_chunk_times: bool = False  # ledger entries carry each chunk's write time (exact per-window truth)
     metrics_interval_steps: int = 40
     max_catchup_ms: float = 250.0
+    vintage: str = DEFAULT_VINTAGE  # the server release imitated on the wire (emulator.vintage)
 
     @property
     def scale(self) -> float:
@@ -136,6 +141,11 @@ class Profile:
     @property
     def is_speculative(self) -> bool:
         return self.speculative is not None
+
+    @property
+    def wire(self) -> Vintage:
+        """The wire format (``vintage``) as an object."""
+        return VINTAGES[self.vintage]
 
 
 # ---------------------------------------------------------------- loading
@@ -335,8 +345,11 @@ def _build(raw: dict[str, Any], source: str, name: str) -> Profile:
         ledger_chunk_times=r.flag("ledger_chunk_times", False),
         metrics_interval_steps=r.integer("metrics_interval_steps", 40, lo=1),
         max_catchup_ms=r.number("max_catchup_ms", 250.0, lo=0.0, lo_open=True),
+        vintage=r.text("vintage", DEFAULT_VINTAGE),
     )
     r.finish()
+    if profile.vintage not in VINTAGES:
+        raise ProfileError(source, "vintage", f"unknown vintage {profile.vintage!r} (known: {', '.join(VINTAGES)})")
     return profile
 
 

@@ -1,4 +1,4 @@
-"""Health, model and server-info endpoints, in the shapes SGLang 0.5.23 gives them (protocols.md A3)."""
+"""Health, model and server-info endpoints, shaped as each emulated server version shapes them (docs/protocols.md)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def health(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
 
 def _model_card(emu: Emulator) -> dict[str, Any]:
     name = emu.profile.served_model_name
-    return {"id": name, "object": "model", "created": int(emu.started_wall), "owned_by": "sglang", "root": name,
-            "parent": None, "max_model_len": emu.profile.context_length}
+    return {"id": name, "object": "model", "created": int(emu.started_wall), "owned_by": emu.profile.wire.server,
+            "root": name, "parent": None, "max_model_len": emu.profile.context_length}
 
 
 def models(emu: Emulator, req: HttpRequest, resp: Responder) -> None:
@@ -138,7 +138,49 @@ def profile(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
     send_json(resp, 200, dataclasses.asdict(emu.profile))
 
 
+def props(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+    """llama.cpp's ``/props``: slots, model path, build, and the speculative settings of a slot."""
+    p, spec = emu.profile, emu.profile.speculative
+    params: dict[str, Any] = {"n_predict": -1, "temperature": 0.8}
+    if spec is not None:
+        params |= {"speculative.n_max": spec.num_steps, "speculative.n_min": 0, "speculative.p_min": 0.75}
+    if p.wire.props_types_key == "speculative.types":
+        params["speculative.types"] = "none,draft-simple" if spec else "none"
+    else:
+        params["speculative.type"] = "draft" if spec else "none"
+    send_json(resp, 200, {"default_generation_settings": {"n_ctx": p.context_length, "params": params},
+                          "total_slots": p.max_running_requests, "model_path": p.model_path,
+                          "build_info": f"{p.vintage}-emulated"})
+
+
+def slots(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+    """llama.cpp's ``/slots``; newer builds say per slot whether it speculates."""
+    p = emu.profile
+    row: dict[str, Any] = {"n_ctx": p.context_length, "is_processing": False}
+    if p.wire.spec_counters:
+        row["speculative"] = p.speculative is not None
+    send_json(resp, 200, [{"id": i, **row} for i in range(p.max_running_requests)])
+
+
+_COMMON = ("/ready", "/health", "/v1/models", "/metrics", "/_emulator/requests", "/_emulator/stats",
+           "/_emulator/profile")
+_SERVER_ROUTES = {
+    "sglang": (*_COMMON, "/health_generate", "/model_info", "/get_model_info", "/server_info", "/get_server_info",
+               "/flush_cache"),
+    "vllm": _COMMON,
+    "llamacpp": (*_COMMON, "/props", "/slots"),
+}
+
+
+def info_routes(server: str) -> dict[tuple[str, str], Any]:
+    """The info routes the emulated server answers (``/ready`` and ``/_emulator/*`` on every one: the launcher
+    and the tests use them)."""
+    return {key: handler for key, handler in INFO_ROUTES.items() if key[1] in _SERVER_ROUTES[server]}
+
+
 INFO_ROUTES = {
+    ("GET", "/props"): props,
+    ("GET", "/slots"): slots,
     ("GET", "/ready"): ready,
     ("GET", "/health"): health,
     ("GET", "/health_generate"): health,

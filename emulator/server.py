@@ -21,7 +21,7 @@ from .ledger import Ledger
 from .metrics import Metrics
 from .parsing import GenRequest, parse_chat, parse_completions, parse_generate, parse_json_body
 from .profile import Profile
-from .routes_info import INFO_ROUTES
+from .routes_info import info_routes
 from .scheduler import Scheduler
 from .session import PrefixCache, Session, SessionContext, send_json
 
@@ -51,6 +51,7 @@ class Emulator:
         self._http = HttpServer(host, port, self._dispatch, self._internal_error)
         self.started_wall = time.time()
         self._ready_at = float("inf")
+        self._info_routes = info_routes(profile.wire.server)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -90,7 +91,7 @@ class Emulator:
     def _dispatch(self, req: HttpRequest, resp: Responder) -> None:
         path = req.path.rstrip("/") or "/"
         method = "POST" if (req.method == "PUT" and path == "/generate") else req.method
-        if path in _GENERATION:
+        if path in _GENERATION and path in self.profile.wire.routes:
             if method != "POST":
                 send_json(resp, 405, {"detail": "Method Not Allowed"})
             else:
@@ -98,10 +99,11 @@ class Emulator:
             return
         if method == "GET" and path.startswith("/v1/models/"):
             path = "/v1/models"
-        handler = INFO_ROUTES.get((method, path))
+        routes = self._info_routes
+        handler = routes.get((method, path))
         if handler is not None:
             handler(self, req, resp)
-        elif any(p == path for _, p in INFO_ROUTES):
+        elif any(p == path for _, p in routes):
             send_json(resp, 405, {"detail": "Method Not Allowed"})
         else:
             send_json(resp, 404, {"detail": "Not Found"})

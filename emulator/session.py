@@ -23,16 +23,18 @@ from .prefixcache import PrefixCache
 from .profile import Profile
 from .scheduler import Job, QueueFull, Scheduler
 from .textmodel import natural_answer_tokens
+from .wire_llamacpp import LlamaChatWire, LlamaCompletionsWire
 from .wire_native import GenerateWire
 from .wire_openai import ChatWire, CompletionsWire
+from .wire_vllm import VllmChatWire, VllmCompletionsWire
 
 __all__ = ["PrefixCache", "Session", "SessionContext", "send_json"]
 
 WAIT_LIMIT_S = 600.0
-_WIRES: dict[str, Callable[[Output], Any]] = {
-    "/generate": GenerateWire,
-    "/v1/completions": CompletionsWire,
-    "/v1/chat/completions": ChatWire,
+_WIRES: dict[str, dict[str, Callable[[Output], Any]]] = {
+    "sglang": {"/generate": GenerateWire, "/v1/completions": CompletionsWire, "/v1/chat/completions": ChatWire},
+    "vllm": {"/v1/completions": VllmCompletionsWire, "/v1/chat/completions": VllmChatWire},
+    "llamacpp": {"/v1/completions": LlamaCompletionsWire, "/v1/chat/completions": LlamaChatWire},
 }
 
 
@@ -44,6 +46,7 @@ class Wire(Protocol):
     def content(self, start: int, stop: int, final: bool) -> list[bytes]: ...
     def closing(self) -> list[bytes]: ...
     def aborted(self, start: int, stop: int) -> list[bytes]: ...
+    def graceful_abort(self, start: int, stop: int) -> list[bytes]: ...
     def body(self) -> dict[str, Any]: ...
 
 
@@ -109,7 +112,7 @@ class Session:
             return
         self.job = job
         self.out = Output(req, job, profile, stops_at_eos, cached, self.arrival_s)
-        wire: Wire = _WIRES[req.route](self.out)
+        wire: Wire = _WIRES[profile.wire.server][req.route](self.out)
         progress = _Progress()
         try:
             if req.stream:
@@ -182,10 +185,11 @@ class Session:
             self._record(200, progress, None)
             self.resp.cut()
             return None
-        if self.fault == "stream_error":
+        if self.fault in ("stream_error", "abort"):
             job.abort()
             delivered = produced - sent if wire.abort_carries_tokens else 0
-            self._finish([*opening, *wire.aborted(sent, produced)], delivered, progress, "abort")
+            end = wire.aborted if self.fault == "stream_error" else wire.graceful_abort
+            self._finish([*opening, *end(sent, produced)], delivered, progress, "abort")
             return None
         if self.fault == "malformed_chunk":
             events[len(opening)] = _corrupt(events[len(opening)])

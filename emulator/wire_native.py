@@ -38,6 +38,10 @@ class GenerateWire:
         self.out.finish = "abort"
         return [*self.content(start, stop, final=True), DONE]
 
+    def graceful_abort(self, start: int, stop: int) -> list[bytes]:
+        """The native route has one abort shape: the finish_reason object of type abort."""
+        return self.aborted(start, stop)
+
     def body(self) -> dict[str, Any]:
         out = self.out
         n = out.produced

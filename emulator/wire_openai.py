@@ -46,7 +46,7 @@ class _OpenAIWire:
 
     def closing(self) -> list[bytes]:
         out, events = self.out, []
-        if out.req.spec_details:
+        if self._spec_details():
             events.append(sse({**self._envelope([]), "usage": None,
                                "sglext": {"spec_tokens_details": out.spec_tokens_details()}}))
         if out.req.include_usage:
@@ -54,15 +54,28 @@ class _OpenAIWire:
         events.append(DONE)
         return events
 
+    def _spec_details(self) -> bool:
+        """``sglext`` is sent when asked for, by a release that knows it, and only while speculating."""
+        out = self.out
+        return out.req.spec_details and out.profile.wire.sglext and out.profile.speculative is not None
+
     def aborted(self, start: int, stop: int) -> list[bytes]:
-        """An abort after the stream started: the nested error object, then [DONE]."""
+        """An error after the stream started: the nested error object, then [DONE]."""
         self.out.finish = "abort"
         return [sse(openai_stream_error("Request aborted (emulated fault).")), DONE]
+
+    def graceful_abort(self, start: int, stop: int) -> list[bytes]:
+        """SGLang's graceful abort: a finish_reason "abort" chunk and no error, then usage and [DONE]."""
+        self.out.finish = "abort"
+        return [*self.finish_chunk("abort"), *self.closing()]
+
+    def finish_chunk(self, finish: str) -> list[bytes]:
+        raise NotImplementedError
 
     def _body(self, choice: dict[str, Any]) -> dict[str, Any]:
         out = self.out
         body = {**self._envelope([choice]), "usage": _full_usage(out, out.produced)}
-        if out.req.spec_details:
+        if self._spec_details():
             body["sglext"] = {"spec_tokens_details": out.spec_tokens_details()}
         return body
 
@@ -79,6 +92,10 @@ class CompletionsWire(_OpenAIWire):
                   "finish_reason": out.finish if final else None, "matched_stop": out.matched_stop if final else None}
         usage = _full_usage(out, stop) if out.req.continuous_usage else None
         return [sse({**self._envelope([choice]), "usage": usage})]
+
+    def finish_chunk(self, finish: str) -> list[bytes]:
+        choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": finish, "matched_stop": None}
+        return [sse({**self._envelope([choice]), "usage": None})]
 
     def _final_usage(self) -> dict[str, Any]:
         prompt, produced = self.out.req.prompt_tokens, self.out.produced
@@ -112,6 +129,9 @@ class ChatWire(_OpenAIWire):
         if final:
             events.append(sse(self._envelope([self._choice({"reasoning_content": None}, out.finish)])))
         return events
+
+    def finish_chunk(self, finish: str) -> list[bytes]:
+        return [sse(self._envelope([self._choice({"reasoning_content": None}, finish)]))]
 
     def body(self) -> dict[str, Any]:
         out = self.out

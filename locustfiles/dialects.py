@@ -1,6 +1,6 @@
 """One object per API the suite speaks: its path, its request body, and how to read its stream's chunks.
 
-Three dialects (see ``shared/reference/protocols.md``): SGLang's native ``/generate`` (cumulative
+Three dialects (see ``docs/protocols.md``): SGLang's native ``/generate`` (cumulative
 ``meta_info.completion_tokens``), and the OpenAI routes ``/v1/chat/completions`` and ``/v1/completions`` as
 SGLang, vLLM and llama.cpp stream them (delta text, optional continuous or final ``usage``, ``sglext``, vLLM
 ``metrics``, llama.cpp ``timings``). Every body asks for server-side token counts: ``meta_info`` comes for
@@ -91,8 +91,8 @@ class GenerateDialect(Dialect):
         finish = meta.get("finish_reason")
         if finish is not None:
             state.take_generate_finish(finish)
-            if "spec_verify_ct" in meta or "spec_accept_length" in meta:
-                state.spec = specfields.from_sglang(meta, "meta_info")
+            if specfields.sglang_speculated(meta) or "spec_accept_length" in meta:
+                state.spec = specfields.from_sglang(meta, "meta_info", cum)
         if obj.get("stop") is True:  # llama.cpp native /completion ends here, with no [DONE]
             state.done = True
 
@@ -186,6 +186,8 @@ def _take_choice(state: StreamState, t: float, choice: dict[str, Any], cum: int 
         state.add_chunk(t, cum)
     if choice.get("finish_reason") is not None:
         state.finish_reason = str(choice["finish_reason"])
+        if state.finish_reason == "abort" and state.error is None:  # SGLang's graceful abort, vLLM's abort
+            state.error = "finish_reason abort"
 
 
 def _take_extensions(state: StreamState, obj: dict[str, Any]) -> None:
@@ -195,9 +197,9 @@ def _take_extensions(state: StreamState, obj: dict[str, Any]) -> None:
         details = sglext["spec_tokens_details"]
         if isinstance(details, list):
             details = details[0] if details else {}
-        # A server that does not speculate still answers, with zeros: that is "no speculation".
-        if details.get("spec_verify_ct") or details.get("spec_num_proposed_drafts"):
-            state.spec = specfields.from_sglang(details, "sglext")
+        # A server that does not speculate may still answer, with zeros: that is "no speculation".
+        if isinstance(details, dict) and specfields.sglang_speculated(details):
+            state.spec = specfields.from_sglang(details, "sglext", state.final_tokens)
     metrics = obj.get("metrics")
     if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
         state.spec = specfields.from_vllm(metrics["speculative_decoding"])

@@ -118,8 +118,10 @@ def _from_sglang(base: str, info: dict[str, Any], model: str | None) -> ServerId
     )
 
 
-def _spec_types(value: Any) -> list[str]:
-    """llama.cpp's ``speculative.types`` ("none,draft-simple") without the "none" entry."""
+def _spec_types(params: dict[str, Any]) -> list[str]:
+    """llama.cpp's ``speculative.types`` ("none,draft-simple"), or older builds' single ``speculative.type``,
+    without the "none" entry."""
+    value = params.get("speculative.types", params.get("speculative.type"))
     if not isinstance(value, str):
         return []
     return [t.strip() for t in value.split(",") if t.strip() and t.strip() != "none"]
@@ -148,16 +150,17 @@ def _from_llamacpp(base: str, props: dict[str, Any], model: str | None, slots: A
     elif isinstance(settings.get("speculative"), bool):
         speculative, source = settings["speculative"], "props"
     else:
-        speculative, source = bool(_spec_types(params.get("speculative.types"))), "props"
+        speculative, source = bool(_spec_types(params)), "props"
     spec = None
     if speculative:
         # Settings of a slot that has served a request are the real ones; /props may say types "none".
-        with_types = [p for p in used if _spec_types(p.get("speculative.types"))]
+        with_types = [p for p in used if _spec_types(p)]
         chosen = with_types[0] if with_types else params
         spec = {k.removeprefix("speculative."): v for k, v in chosen.items() if k.startswith("speculative.")}
-        types = _spec_types(spec.get("types"))
+        types = _spec_types(chosen)
         if not types:
             spec.pop("types", None)
+            spec.pop("type", None)
         spec["algorithm"] = types[-1] if types else spec.get("type") or "draft"
         spec["source"] = source
         if flags:

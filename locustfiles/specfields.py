@@ -1,8 +1,14 @@
 """A server's per-request speculation figures, read into the record's normalised ``SpecFields``.
 
-SGLang reports them in ``meta_info`` (native route) or ``sglext`` (OpenAI routes), vLLM in a chunk's
-``metrics.speculative_decoding``, llama.cpp in ``timings`` (``draft_n``, ``draft_n_accepted``). The key
-names are facts of each server's wire format (see shared/reference/protocols.md).
+SGLang reports them in ``meta_info`` (native route) or ``sglext.spec_tokens_details`` (OpenAI routes), vLLM in
+a chunk's ``metrics.speculative_decoding``, llama.cpp in ``timings`` (``draft_n``, ``draft_n_accepted``). The
+key names are facts of each server's wire format, and SGLang renamed its keys twice (docs/protocols.md):
+
+1. oldest releases: ``spec_verify_ct`` alone (the accept length is then completion tokens / verify passes,
+   SGLang's own definition; accepted and proposed drafts are not reported);
+2. then ``spec_accept_token_num`` / ``spec_draft_token_num`` / ``spec_accept_histogram``;
+3. now ``spec_num_correct_drafts`` / ``spec_num_proposed_drafts`` / ``spec_correct_drafts_histogram``, for a
+   while beside the generation-2 names as aliases. The newest name present wins.
 """
 
 from __future__ import annotations
@@ -11,35 +17,54 @@ from typing import Any
 
 from contract.schema import SpecFields
 
-# Normalised speculative field -> the server's key, per server.
-_SPEC_KEYS: dict[str, dict[str, str]] = {
-    "sglang": {"verify_ct": "spec_verify_ct", "accepted_drafts": "spec_num_correct_drafts",
-               "proposed_drafts": "spec_num_proposed_drafts", "accept_length": "spec_accept_length",
-               "accept_rate": "spec_accept_rate"},
-    "vllm": {"verify_ct": "num_spec_steps", "accepted_drafts": "num_accepted_draft_tokens",
-             "proposed_drafts": "num_draft_tokens", "accept_length": "mean_acceptance_length",
-             "accept_rate": "draft_acceptance_rate"},
+# Normalised speculative field -> the server's keys, newest first.
+_SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
+    "sglang": {"verify_ct": ("spec_verify_ct",),
+               "accepted_drafts": ("spec_num_correct_drafts", "spec_accept_token_num"),
+               "proposed_drafts": ("spec_num_proposed_drafts", "spec_draft_token_num"),
+               "accept_length": ("spec_accept_length",), "accept_rate": ("spec_accept_rate",)},
+    "vllm": {"verify_ct": ("num_spec_steps",), "accepted_drafts": ("num_accepted_draft_tokens",),
+             "proposed_drafts": ("num_draft_tokens",), "accept_length": ("mean_acceptance_length",),
+             "accept_rate": ("draft_acceptance_rate",)},
 }
 _SPEC_COUNTS = ("verify_ct", "accepted_drafts", "proposed_drafts")
+#: SGLang keys whose nonzero value means the request was speculated (any generation).
+SGLANG_SPEC_MARKERS = ("spec_verify_ct", "spec_num_proposed_drafts", "spec_draft_token_num")
 
 
 def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int) else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _first(src: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    return next((src[k] for k in keys if src.get(k) is not None), None)
 
 
 def _spec_fields(src: dict[str, Any], server: str, source: str) -> SpecFields:
-    fields: dict[str, Any] = {name: (_int if name in _SPEC_COUNTS else _num)(src.get(key))
-                              for name, key in _SPEC_KEYS[server].items()}
+    fields: dict[str, Any] = {name: (_int if name in _SPEC_COUNTS else _num)(_first(src, keys))
+                              for name, keys in _SPEC_KEYS[server].items()}
     return SpecFields(**fields, source=source)
 
 
-def from_sglang(src: dict[str, Any], source: str) -> SpecFields:
-    """From SGLang's ``meta_info`` or ``sglext.spec_tokens_details`` (``source`` says which)."""
-    return _spec_fields(src, "sglang", source)
+def sglang_speculated(src: dict[str, Any]) -> bool:
+    """Whether SGLang's figures show speculation (a non-speculating server may answer with zeros)."""
+    return any(_num(src.get(k)) for k in SGLANG_SPEC_MARKERS)
+
+
+def from_sglang(src: dict[str, Any], source: str, completion_tokens: int | None = None) -> SpecFields:
+    """From SGLang's ``meta_info`` or ``sglext.spec_tokens_details`` (``source`` says which). The oldest
+    releases report verify passes only: the accept length is then ``completion_tokens / verify_ct``."""
+    spec = _spec_fields(src, "sglang", source)
+    verify = spec.get("verify_ct")
+    if spec.get("accept_length") is None and verify and completion_tokens is not None:
+        spec["accept_length"] = completion_tokens / verify
+    if spec.get("accept_rate") is None and spec.get("proposed_drafts") and spec.get("accepted_drafts") is not None:
+        spec["accept_rate"] = spec["accepted_drafts"] / spec["proposed_drafts"]  # type: ignore[operator]
+    return spec
 
 
 def from_vllm(src: dict[str, Any]) -> SpecFields:

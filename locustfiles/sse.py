@@ -3,15 +3,29 @@
 Timing lives here, next to the read: an event's time is the moment the read that completed it returned, so
 TTFT never waits on a buffer filling (the trap in Locust's FastHttp ``iter_lines``, which waits for 1,024
 bytes). Comment lines (``:`` pings) and ``event:``/``id:`` fields are skipped; ``data:`` lines of one event
-are joined with newlines as the SSE specification says.
+are joined with newlines as the SSE specification says. Some llama.cpp builds send a failure as an ``error:``
+field (``error: {"code":500,"message":...}``) instead of a ``data:`` line; it is handed on as the payload
+``{"error": ...}``, the shape every other server uses, so it is read as the stream error it is.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 
 DONE = b"[DONE]"
+
+
+def error_field_payload(value: bytes) -> bytes:
+    """The payload of an ``error:`` field, as ``{"error": <the value>}`` (a non-JSON value becomes a string)."""
+    value = value[1:] if value.startswith(b" ") else value
+    try:
+        json.loads(value)
+        inner = value
+    except ValueError:
+        inner = json.dumps(value.decode("utf-8", "replace")).encode()
+    return b'{"error": ' + inner + b"}"
 
 
 class SSESplitter:
@@ -46,6 +60,8 @@ class SSESplitter:
                 if payload.startswith(b" "):
                     payload = payload[1:]
                 self._data.append(payload)
+            elif line.startswith(b"error:"):
+                self._data.append(error_field_payload(line[6:]))
             # ":" comments, "event:", "id:", "retry:" carry nothing we measure.
         self._buf = buf[start:]
         return events

@@ -37,7 +37,7 @@ class StreamState:
     chunk_cum: list[int | None] = field(default_factory=list)  # server's cumulative count, if it said
     done: bool = False  # saw [DONE] (or llama.cpp native "stop": true)
     finish_reason: str | None = None
-    error: str | None = None  # an error payload inside the stream
+    error: str | None = None  # an error payload inside the stream (or an abort's message)
     error_code: int | None = None
     malformed: str | None = None  # a payload that was not JSON
     final_tokens: int | None = None
@@ -72,6 +72,9 @@ class StreamState:
         err = obj.get("error")
         if err is not None:
             self._take_error(err)
+            return
+        if obj.get("object") == "error":  # old vLLM: a flat error object as a stream chunk
+            self._take_error(obj)
             return
         if self.server_request_id is None and isinstance(obj.get("id"), str):
             self.server_request_id = obj["id"]
@@ -122,7 +125,7 @@ class StreamState:
             if kind == "abort":
                 code = finish.get("status_code")
                 self.error_code = code if isinstance(code, int) else None
-                self.error = f"server aborted the request: {finish.get('message') or 'no message'}"[:200]
+                self.error = str(finish.get("message") or "no message")[:200]
         else:
             self.finish_reason = str(finish)
 

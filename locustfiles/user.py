@@ -54,10 +54,13 @@ class Outcome:
 
 
 def classify_stream_end(state: StreamState, outcome: Outcome) -> None:
-    """A stream that finished reading: ok only with a finish marker, [DONE] and no error inside."""
+    """A stream that finished reading: ok only with a finish marker other than an abort, [DONE] and no error
+    inside. An abort (``finish_reason`` "abort" on any route, with or without an error chunk) is a failure."""
     if outcome.status != "ok":
         return
-    if state.error is not None:
+    if state.finish_reason == "abort":
+        outcome.fail("stream_error", "server aborted the request", state.error)
+    elif state.error is not None:
         code = f" {state.error_code}" if state.error_code else ""
         outcome.fail("stream_error", f"error{code} inside the stream", state.error)
     elif state.malformed is not None:

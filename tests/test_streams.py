@@ -1,4 +1,4 @@
-"""Stream parsing: SSE framing and the SGLang, vLLM and llama.cpp chunk sequences (written from protocols.md)."""
+"""Stream parsing: SSE framing and the SGLang, vLLM and llama.cpp chunk sequences (facts in docs/protocols.md)."""
 
 from __future__ import annotations
 
@@ -272,3 +272,60 @@ def test_answer_text_per_dialect_cumulative_generate_delta_openai_and_llamacpp()
     completions = [{"id": "k", "choices": [{"index": 0, "text": " a b"}]},
                    {"id": "k", "choices": [{"index": 0, "text": " c", "finish_reason": "length"}]}, b"[DONE]"]
     assert feed_all("completions", completions).answer_text == " a b c"
+
+
+# -- protocol generations: SGLang's three spec-field names, aborts, error events ---------------------------------
+
+
+def _generate_final(spec: dict[str, object]) -> list[object]:
+    meta = {"id": "g", "finish_reason": {"type": "length", "length": 8}, "completion_tokens": 8, **spec}
+    return [{"text": "x", "output_ids": list(range(8)), "meta_info": meta}, b"[DONE]"]
+
+
+def test_sglang_spec_fields_of_every_generation_give_the_same_figures():
+    oldest = feed_all("generate", _generate_final({"spec_verify_ct": 4})).spec
+    assert oldest is not None and (oldest["verify_ct"], oldest["accept_length"]) == (4, 2.0)
+    assert oldest["accepted_drafts"] is None and oldest["proposed_drafts"] is None  # not reported, never 0
+    middle = feed_all("generate", _generate_final({"spec_verify_ct": 4, "spec_accept_token_num": 4,
+                                                   "spec_draft_token_num": 12, "spec_accept_histogram": [0, 4]}))
+    newest = feed_all("generate", _generate_final({"spec_verify_ct": 4, "spec_num_correct_drafts": 4,
+                                                   "spec_num_proposed_drafts": 12, "spec_accept_length": 2.0}))
+    for st in (middle, newest):
+        assert st.spec is not None
+        assert (st.spec["accepted_drafts"], st.spec["proposed_drafts"], st.spec["accept_length"]) == (4, 12, 2.0)
+        assert st.spec["accept_rate"] == 4 / 12
+    # Newest names beside their aliases: the newest wins, nothing is added twice.
+    both = feed_all("generate", _generate_final({"spec_verify_ct": 4, "spec_num_correct_drafts": 5,
+                                                 "spec_accept_token_num": 99, "spec_num_proposed_drafts": 12,
+                                                 "spec_draft_token_num": 99})).spec
+    assert both is not None and (both["accepted_drafts"], both["proposed_drafts"]) == (5, 12)
+
+
+def test_sglext_with_middle_generation_names_is_read():
+    details = {"spec_verify_ct": 2, "spec_accept_token_num": 3, "spec_draft_token_num": 6}
+    st = feed_all("chat", [{"id": "c", "choices": [], "usage": {"completion_tokens": 5}},
+                           {"id": "c", "choices": [], "sglext": {"spec_tokens_details": details}}, b"[DONE]"])
+    assert st.spec is not None and (st.spec["accepted_drafts"], st.spec["accept_length"]) == (3, 2.5)
+
+
+def test_openai_finish_reason_abort_is_an_error_not_a_short_answer():
+    chunk = {"id": "a", "choices": [{"index": 0, "delta": {"content": " w"}, "finish_reason": None}],
+             "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+    end = {"id": "a", "choices": [{"index": 0, "delta": {}, "finish_reason": "abort"}]}
+    st = feed_all("chat", [chunk, end, b"[DONE]"])
+    assert st.done and st.finish_reason == "abort" and st.error == "finish_reason abort"
+
+
+def test_flat_error_object_chunk_is_a_stream_error_with_its_message():
+    st = feed_all("completions", [{"object": "error", "message": "engine dead", "type": "InternalServerError",
+                                   "param": None, "code": 500}, b"[DONE]"])
+    assert (st.error, st.error_code) == ("engine dead", 500)
+
+
+def test_sse_error_field_becomes_an_error_payload():
+    s = SSESplitter()
+    got = s.feed(b'data: {"a": 1}\n\nerror: {"code":500,"message":"slot died"}\n\ndata: [DONE]\n\n')
+    assert got[1] == b'{"error": {"code":500,"message":"slot died"}}'
+    st = feed_all("chat", got)
+    assert (st.error, st.error_code, st.done) == ("slot died", 500, True)
+    assert SSESplitter().feed(b"error: not json\n\n") == [b'{"error": "not json"}']

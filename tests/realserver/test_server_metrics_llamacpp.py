@@ -29,7 +29,7 @@ def test_llamacpp_series_are_sampled_and_acceptance_length_is_filled(spec_server
     assert torn == 0 and len(samples) >= 5
     assert {s["server"] for s in samples} == {"llamacpp"}
     first, last = samples[0]["values"], samples[-1]["values"]
-    for term in ("running", "queued", "prompt_tokens_total", "generation_tokens_total", "spec_verify_total",
+    for term in ("running", "queued", "prefill_tokens_total", "generation_tokens_total", "spec_verify_total",
                  "spec_draft_tokens_total", "spec_accepted_tokens_total"):
         assert term in last, term
     assert any(k.startswith("llamacpp:n_decode_total") for k in samples[-1]["raw"])  # unmapped: kept raw
@@ -37,6 +37,10 @@ def test_llamacpp_series_are_sampled_and_acceptance_length_is_filled(spec_server
     # The counters' rise over the run is the records' sum (the last sample is taken after the ladder drained).
     tokens = sum(r["output_tokens"] for r in run.records)
     assert last["generation_tokens_total"] - first["generation_tokens_total"] == tokens
+    # llama.cpp's prompt counter leaves out the tokens it served from its cache: prompt minus cached, per request.
+    computed = sum(r["prompt_tokens"] - (r["cached_tokens"] or 0) for r in run.records)
+    assert last["prefill_tokens_total"] - first["prefill_tokens_total"] == computed
+    assert "prompt_tokens_total" not in last  # not the figure SGLang and vLLM count
     accepted = sum(r["spec"]["accepted_drafts"] for r in run.records)
     assert last["spec_accepted_tokens_total"] - first["spec_accepted_tokens_total"] == accepted
     # Acceptance length from the records (SGLang's definition: tokens / verify passes, the prompt pass

@@ -1,0 +1,177 @@
+"""The text of ``/metrics`` per server: SGLang's, vLLM's and llama.cpp's names and label sets.
+
+SGLang's scheduler series carry ``tp_rank``/``pp_rank``/``moe_ep_rank`` (plus ``dp_rank`` with several
+data-parallel ranks and ``priority`` with priority scheduling); its tokenizer series only ``model_name`` and
+``engine_type``. vLLM labels every series ``model_name`` and ``engine``; llama.cpp uses no labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .metrics import Histogram, Metrics
+
+__all__ = ["RENDERERS"]
+
+Samples = list[tuple[dict[str, str], float]]
+
+
+class _Text:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def emit(self, name: str, kind: str, helptext: str, samples: Samples) -> None:
+        self.lines += [f"# HELP {name} {helptext}", f"# TYPE {name} {kind}"]
+        self.lines += [f"{name}{_labels(labels)} {float(value)}" for labels, value in samples]
+
+    def histogram(self, name: str, helptext: str, hist: Histogram, labels: dict[str, str]) -> None:
+        self.lines += [f"# HELP {name} {helptext}", f"# TYPE {name} histogram"]
+        running = 0
+        for bound, count in zip((*hist.buckets, float("inf")), hist.counts, strict=True):
+            running += count
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            self.lines.append(f"{name}_bucket{_labels({**labels, 'le': le})} {float(running)}")
+        self.lines += [f"{name}_sum{_labels(labels)} {hist.total}",
+                       f"{name}_count{_labels(labels)} {float(hist.count)}"]
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _labels(pairs: dict[str, str]) -> str:
+    if not pairs:
+        return ""
+    return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(pairs.items())) + "}"
+
+
+def split(value: float, parts: int) -> list[float]:
+    """``value`` dealt to ``parts``: whole numbers stay whole (the first parts take the remainder)."""
+    if float(value).is_integer():
+        whole, rest = divmod(int(value), parts)
+        return [float(whole + (1 if i < rest else 0)) for i in range(parts)]
+    return [value / parts] * parts
+
+
+# ---------------------------------------------------------------- SGLang
+
+
+def _sglang_sched(m: Metrics) -> Callable[[float, bool], Samples]:
+    wire = m.profile.wire
+    base = {"model_name": m.profile.served_model_name, "engine_type": "unified", "pp_rank": "0", "moe_ep_rank": "0"}
+
+    def series(value: float, additive: bool) -> Samples:
+        out: Samples = []
+        shares = split(value, wire.parts) if additive else [value] * wire.parts
+        for dp, share in enumerate(shares):
+            for tp in range(wire.tp_ranks):
+                labels = {**base, "tp_rank": str(tp)} | ({"dp_rank": str(dp)} if wire.parts > 1 else {})
+                if not wire.priority_series:
+                    out.append((labels, share))
+                    continue
+                high, low = split(share, 2) if additive else (share, share)
+                out += [({**labels, "priority": ""}, share), ({**labels, "priority": "0"}, high),
+                        ({**labels, "priority": "1"}, low)]
+        return out
+    return series
+
+
+def render_sglang(m: Metrics) -> str:
+    p, wire, window, stats = m.profile, m.profile.wire, m.scheduler.window, m.scheduler.stats
+    spec, t, sched = p.speculative, _Text(), _sglang_sched(m)
+    t.emit("sglang:num_running_reqs", "gauge", "The number of running requests.", sched(window.running, True))
+    t.emit("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.",
+           sched(window.waiting, True))
+    t.emit("sglang:gen_throughput", "gauge", "The generation throughput (token/s).",
+           sched(window.gen_throughput, True))
+    if wire.max_running_metric:
+        t.emit("sglang:max_running_requests", "gauge", "The max running requests.",
+               sched(p.max_running_requests, True))
+    capacity = p.max_total_num_tokens
+    t.emit("sglang:num_used_tokens", "gauge", "The number of used tokens.", sched(window.kv_used_tokens, True))
+    t.emit("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache.",
+           sched(capacity, True))
+    t.emit("sglang:token_usage", "gauge", "The token usage (0..1).",
+           sched(min(1.0, window.kv_used_tokens / capacity), False))
+    if spec is not None or wire.spec_gauges_always:
+        t.emit("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
+               sched(window.spec_accept_length if spec else 0.0, False))
+        t.emit("sglang:spec_accept_rate", "gauge", "The average acceptance rate of speculative decoding.",
+               sched(window.spec_accept_rate if spec else 0.0, False))
+        t.emit("sglang:spec_num_steps", "gauge", "Speculative num steps in force.",
+               sched(spec.num_steps if spec else 0, False))
+        t.emit("sglang:spec_num_draft_tokens", "gauge", "Speculative draft tokens in force.",
+               sched(spec.num_draft_tokens if spec else 0, False))
+        t.emit("sglang:spec_verify_calls_total", "counter", "Verify passes.", sched(stats.verify_passes, True))
+    tok = {"model_name": p.served_model_name, "engine_type": "unified"}
+    for name, attr, helptext in (
+        ("sglang:prompt_tokens_total", "prompt_tokens", "Number of prefill tokens processed."),
+        ("sglang:generation_tokens_total", "generation_tokens", "Number of generation tokens processed."),
+        ("sglang:cached_tokens_total", "cached_tokens", "Number of cached prompt tokens."),
+    ):
+        t.emit(name, "counter", helptext, [({**tok, "is_streaming": k}, sum(getattr(part, attr)[k] for part in m.parts))
+                                           for k in ("true", "false")])
+    t.emit("sglang:num_requests_total", "counter", "Number of requests processed.", [(tok, m.total("requests"))])
+    t.emit("sglang:num_aborted_requests_total", "counter", "Number of requests aborted.", [(tok, m.total("aborted"))])
+    t.histogram("sglang:time_to_first_token_seconds", "Time to first token in seconds.", m.ttft, tok)
+    t.histogram("sglang:e2e_request_latency_seconds", "End-to-end request latency.", m.e2e, tok)
+    return t.text()
+
+
+# ---------------------------------------------------------------- vLLM
+
+
+def render_vllm(m: Metrics) -> str:
+    p, wire, window, t = m.profile, m.profile.wire, m.scheduler.window, _Text()
+    labels = [{"model_name": p.served_model_name, "engine": str(i)} for i in range(wire.parts)]
+
+    def per_engine(values: list[float]) -> Samples:
+        return list(zip(labels, values, strict=True))
+
+    t.emit("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+           per_engine(split(window.running, wire.parts)))
+    t.emit("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+           per_engine(split(window.waiting, wire.parts)))
+    if wire.kv_metric:
+        usage = min(1.0, window.kv_used_tokens / p.max_total_num_tokens)
+        t.emit(wire.kv_metric, "gauge", "KV-cache usage. 1 means 100 percent usage.", per_engine([usage] * wire.parts))
+    counters = [("vllm:prompt_tokens_total", "Number of prefill tokens processed.", "prompt_tokens"),
+                ("vllm:generation_tokens_total", "Number of generation tokens processed.", "generation_tokens"),
+                ("vllm:request_success_total", "Count of successfully processed requests.", "succeeded")]
+    if p.speculative is not None:
+        if wire.num_drafts_counter:
+            counters.append(("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", "verify"))
+        counters += [("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", "drafts_proposed"),
+                     ("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", "drafts_accepted")]
+    for name, helptext, attr in counters:
+        values = [getattr(part, attr) for part in m.parts]
+        t.emit(name, "counter", helptext, per_engine([sum(v.values()) if isinstance(v, dict) else v for v in values]))
+    t.histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency.", m.e2e, labels[0])
+    return t.text()
+
+
+# ---------------------------------------------------------------- llama.cpp
+
+
+def render_llamacpp(m: Metrics) -> str:
+    p, wire, window, t = m.profile, m.profile.wire, m.scheduler.window, _Text()
+    computed = m.total("prompt_tokens") - m.total("cached_tokens")  # llama.cpp leaves out cache hits
+    t.emit("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.", [({}, computed)])
+    t.emit("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.",
+           [({}, m.total("generation_tokens"))])
+    t.emit("llamacpp:requests_processing", "gauge", "Number of requests processing.", [({}, window.running)])
+    t.emit("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", [({}, window.waiting)])
+    if wire.kv_metric:
+        t.emit(wire.kv_metric, "gauge", "KV-cache usage. 1 means 100 percent usage.",
+               [({}, min(1.0, window.kv_used_tokens / p.max_total_num_tokens))])
+    if wire.spec_counters:  # 0 when the server does not speculate
+        for name, attr in (("llamacpp:spec_decode_num_drafts_total", "verify"),
+                           ("llamacpp:spec_decode_num_draft_tokens_total", "drafts_proposed"),
+                           ("llamacpp:spec_decode_num_accepted_tokens_total", "drafts_accepted")):
+            t.emit(name, "counter", "Speculative decoding.", [({}, m.total(attr))])
+    return t.text()
+
+
+RENDERERS: dict[str, Callable[[Metrics], str]] = {"sglang": render_sglang, "vllm": render_vllm,
+                                                  "llamacpp": render_llamacpp}

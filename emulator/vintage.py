@@ -1,0 +1,74 @@
+"""Wire-format vintages: which server, and which release of it, the emulator imitates on the wire.
+
+The cost model is the same for every vintage; what changes is what a client sees: field names, chunk shapes,
+which chunks carry usage, how an abort and an error look inside a stream, which endpoints answer, and the
+metric names and label sets of ``/metrics``. The facts behind each entry are in docs/protocols.md; the table
+in config/emulator/README.md says which release each name stands for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_VINTAGE", "VINTAGES", "Vintage"]
+
+
+@dataclass(frozen=True)
+class Vintage:
+    """One server release's wire format. Flags not used by a server's wires are left at their defaults."""
+
+    name: str
+    server: str  # "sglang", "vllm" or "llamacpp"
+    release: str  # the release it stands for, in words
+    # SGLang
+    spec_names: int = 3  # per-request spec keys: 1 verify count only, 2 accept_token_num, 3 num_correct_drafts
+    spec_aliases: bool = False  # generation 3 also writes the generation-2 names
+    sglext: bool = True  # OpenAI routes answer return_spec_tokens_details (only when speculating)
+    spec_gauges_always: bool = True  # speculation gauges exported (0) by a server that does not speculate
+    max_running_metric: bool = False  # sglang:max_running_requests (old releases only)
+    priority_series: bool = False  # --enable-priority-scheduling: a total under priority="" and one per priority
+    tp_ranks: int = 1  # --enable-metrics-for-all-schedulers: every TP rank reports the same batch
+    parts: int = 1  # SGLang data-parallel ranks, or vLLM engines: each reports its share
+    # every server
+    openai_error: str = "nested"  # in-stream error chunk: "nested" {"error": {...}}, "flat" {"object": "error"},
+    #                               "event" (an SSE ``error:`` field)
+    # vLLM
+    request_spec_metrics: bool = False  # --per-request-spec-decode-metrics: metrics.speculative_decoding
+    num_drafts_counter: bool = True  # vllm:spec_decode_num_drafts_total
+    kv_metric: str | None = None  # the KV-use gauge's name (vLLM, llama.cpp); None: not exported
+    # llama.cpp
+    spec_counters: bool = True  # llamacpp:spec_decode_* counters
+    props_types_key: str = "speculative.types"  # or "speculative.type" (older builds)
+
+    @property
+    def routes(self) -> tuple[str, ...]:
+        """The generation routes this server serves."""
+        openai = ("/v1/chat/completions", "/v1/completions")
+        return ("/generate", *openai) if self.server == "sglang" else openai
+
+    @property
+    def apis(self) -> tuple[str, ...]:
+        """The suite's API names this server serves."""
+        return ("generate", "chat", "completions") if self.server == "sglang" else ("chat", "completions")
+
+
+VINTAGES: dict[str, Vintage] = {v.name: v for v in (
+    Vintage("sglang-0.4", "sglang", "SGLang 0.4.x", spec_names=1, sglext=False, spec_gauges_always=False,
+            max_running_metric=True),
+    Vintage("sglang-0.5.9", "sglang", "SGLang 0.5.9, --enable-priority-scheduling", spec_names=2,
+            priority_series=True),
+    Vintage("sglang-0.5.23", "sglang", "SGLang 0.5.23", spec_aliases=True),
+    Vintage("sglang-0.5.23-tp2dp2", "sglang", "SGLang 0.5.23, --dp-size 2 --tp-size 2 "
+            "--enable-metrics-for-all-schedulers", spec_aliases=True, tp_ranks=2, parts=2),
+    Vintage("vllm-0.8", "vllm", "vLLM early V1 engine (0.8.x)", openai_error="flat", num_drafts_counter=False,
+            kv_metric="vllm:gpu_cache_usage_perc"),
+    Vintage("vllm-0.33", "vllm", "vLLM 0.33, two engines, --per-request-spec-decode-metrics summary", parts=2,
+            request_spec_metrics=True, kv_metric="vllm:kv_cache_usage_perc"),
+    Vintage("vllm-0.33-nometrics", "vllm", "vLLM 0.33 without per-request spec metrics",
+            kv_metric="vllm:kv_cache_usage_perc"),
+    Vintage("llamacpp-old", "llamacpp", "llama.cpp builds before the speculative counters (2025)",
+            openai_error="event", spec_counters=False, kv_metric="llamacpp:kv_cache_usage_ratio",
+            props_types_key="speculative.type"),
+    Vintage("llamacpp-new", "llamacpp", "llama.cpp late-2026 builds (b9xxx)"),
+)}
+DEFAULT_VINTAGE = "sglang-0.5.23"
