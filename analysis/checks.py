@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from analysis.server_side import MAX_TOKEN_GAP
-from contract.policy import CLIENT_BOUND_CPU, MIN_ACHIEVED_FRACTION, rate_held
+from contract.policy import CLIENT_BOUND_CPU, MIN_ACHIEVED_FRACTION, client_lag_limit_ms, client_lagged, rate_held
 from contract.schema import RunData
 
 if TYPE_CHECKING:
@@ -36,13 +36,14 @@ NO_INTERVAL = "no_interval"
 PROMPT_CACHE_MISMATCH = "prompt_cache_mismatch"
 SERVER_TOKEN_GAP = "server_token_gap"
 CLIENT_BOUND = "client_bound"
+CLIENT_LAG = "client_lag"
 DROPPED_REQUESTS = "dropped_requests"
 LOW_RATE = "low_rate"
 WARNING_CODES: tuple[str, ...] = (
     LOW_CONCURRENCY, FEW_REQUESTS, SINGLE_PROMPT, CHUNK_COUNTED_TOKENS, ERROR_RATE, PARTIAL_RUN, NO_WINDOW,
     MISSING_META, SETTINGS_MISMATCH, SPEC_NOT_SPECULATIVE, BASELINE_SPECULATIVE, SPEC_MAX_RUNNING_LOWER,
     UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH, SERVER_TOKEN_GAP, CLIENT_BOUND,
-    DROPPED_REQUESTS, LOW_RATE,
+    DROPPED_REQUESTS, LOW_RATE, CLIENT_LAG,
 )
 
 
@@ -84,11 +85,30 @@ def step_warnings(run_name: str, row: StepRow) -> list[ValidityWarning]:
         warn(SERVER_TOKEN_GAP, f"the server's generation-token counter ({row.server_gen_tok_s:.1f} tok/s) and the "
              f"client's output tokens differ by {row.server_token_gap:+.1%} over the same seconds (over "
              f"{MAX_TOKEN_GAP:.0%}): one of the two counts is wrong")
-    if row.client_cpu_max is not None and row.client_cpu_max > CLIENT_BOUND_CPU:
-        warn(CLIENT_BOUND, f"a load process used {row.client_cpu_max:.0%} of a core (over "
-             f"{CLIENT_BOUND_CPU:.0%}): the client may have limited this step (late reads inflate TTFT and ITL, "
-             "late sends lower throughput); run more load processes (--processes)")
+    for code, text in client_problems(row):
+        warn(code, text)
     return found
+
+
+def client_problems(row: StepRow) -> list[tuple[str, str]]:
+    """The load side limited the step: a process ran hot over it, or requests went on the wire late."""
+    found = []
+    if row.client_cpu_max is not None and row.client_cpu_max > CLIENT_BOUND_CPU:
+        found.append((CLIENT_BOUND, f"a load process used {row.client_cpu_max:.0%} of a core (over "
+                      f"{CLIENT_BOUND_CPU:.0%}): the client may have limited this step (late reads inflate TTFT and "
+                      "ITL, late sends lower throughput); run more load processes (--processes)"))
+    if client_lagged(row.send_lag_p90_ms, row.ttft_p50_s):
+        found.append((CLIENT_LAG, client_lag_text(row)))
+    return found
+
+
+def client_lag_text(row: StepRow) -> str:
+    """Why a step's send lag matters, with its figure and the fix."""
+    assert row.send_lag_p90_ms is not None
+    return (f"send lag p90 {row.send_lag_p90_ms:.0f} ms (median {row.send_lag_p50_ms or 0:.0f} ms; limit "
+            f"{client_lag_limit_ms(row.ttft_p50_s):.0f} ms): users' requests went on the wire late after they were "
+            "ready, so the server saw less than the offered load (and ends that come in bursts pushed later sends "
+            "further); run more load processes (--processes)")
 
 
 def open_loop_problems(row: StepRow) -> list[tuple[str, str]]:

@@ -85,6 +85,7 @@ SERVER_COLUMNS: list[Column[StepRow]] = [
     Column("client tok/s", lambda r: fmt_num(r.throughput_tok_s)),
     Column("token gap", lambda r: _gap(r.server_token_gap)),
     Column("client CPU", lambda r: _pct(r.client_cpu_max)),
+    Column("send lag p50/p90 ms", lambda r: joined(fmt_num(r.send_lag_p50_ms, 1), fmt_num(r.send_lag_p90_ms, 1))),
 ]
 
 
@@ -98,7 +99,7 @@ def server_columns(summary: RunSummary) -> list[Column[StepRow]]:
 
 def has_server_side(rows: list[StepRow]) -> bool:
     """Whether the server-side table has anything to show (samples, or the client's CPU)."""
-    return any(r.server_samples or r.client_cpu_max is not None for r in rows)
+    return any(r.server_samples or r.client_cpu_max is not None or r.send_lag_p90_ms is not None for r in rows)
 
 
 LEVEL_COLUMNS: list[Column[LevelComparison]] = [

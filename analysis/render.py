@@ -67,7 +67,8 @@ def render_summary_table(summary: RunSummary) -> str:
 
 
 SERVER_NOTE = ("means of the server's /metrics samples inside each window; server tok/s is its generation-token "
-               "counter, client tok/s the window throughput; client CPU: the busiest load process, 100% = one core")
+               "counter, client tok/s the window throughput; client CPU: the busiest load process, 100% = one core; "
+               "send lag: from a user being ready to its request on the wire")
 
 
 def server_section(summary: RunSummary) -> list[str]:

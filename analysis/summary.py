@@ -32,7 +32,7 @@ from contract.policy import MIN_PERCENTILE_REQUESTS, default_min_requests, defau
 from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta
 from contract.server_metrics import ServerMetricsSample
 from contract.slo import Slo, SloError, parse_slo
-from contract.window import achieved_concurrency, measured_in_window, window_throughput
+from contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,8 @@ class StepRow:
     server_gen_tok_s: float | None = None  # the server's generation-token counter as a rate
     server_token_gap: float | None = None  # server_gen_tok_s / client tok/s over the same span - 1
     client_cpu_max: float | None = None  # the busiest load process's CPU over the step, 1.0 = one core
+    send_lag_p50_ms: float | None = None  # from a user being ready to its request on the wire (send_lag_ms)
+    send_lag_p90_ms: float | None = None
     target_rate: float | None = None  # open loop: requests/s asked for (target_c is then 0)
     achieved_rate: float | None = None  # open loop: requests sent in the window / window length
     dropped: int = 0  # open loop: requests due while every user was busy, never sent
@@ -205,6 +207,7 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
     median_e2e = percentile_or_none(e2es, 50)
     estimate = estimate_throughput(nearby, t0, t1, median_e2e)
     ci = estimate.relative_halfwidth()
+    lag_p50, lag_p90 = send_lag_percentiles(inside)
     row = StepRow(
         step=window.index,
         target_c=window.target_c,
@@ -236,6 +239,8 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
         dropped=window.dropped,
         throughput_ci_rel=ci if math.isfinite(ci) else None,
         throughput_ci_method=estimate.method,
+        send_lag_p50_ms=lag_p50,
+        send_lag_p90_ms=lag_p90,
     )
     if slo is None:
         return row

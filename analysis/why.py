@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from analysis.decompose import Decomposition
 from analysis.summary import StepRow
-from contract.policy import CLIENT_BOUND_CPU
+from contract.policy import CLIENT_BOUND_CPU, client_lagged
 
 MIN_QUEUED = 1.0  # mean requests waiting for a slot before queueing counts as a cause
 KV_FULL = 0.90
@@ -33,6 +33,9 @@ def _side(name: str, row: StepRow, other: StepRow) -> list[str]:
         found.append(f"{name} KV cache {row.server_kv_usage:.0%} full")
     if row.client_cpu_max is not None and row.client_cpu_max > CLIENT_BOUND_CPU:
         found.append(f"{name}'s load process used {row.client_cpu_max:.0%} of a core: the client may set the pace")
+    if client_lagged(row.send_lag_p90_ms, row.ttft_p50_s):
+        found.append(f"{name}'s requests went on the wire late (send lag p90 {row.send_lag_p90_ms:.0f} ms): the client "
+                     "may set the pace")
     return found
 
 

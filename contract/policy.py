@@ -28,6 +28,24 @@ def default_min_requests(target_c: int) -> int:
 #: limited the step (late reads inflate TTFT and ITL, fewer requests lower throughput); flag ``client_bound``.
 CLIENT_BOUND_CPU = 0.90
 
+#: Send lag (``send_lag_ms``: from a user being ready to its request on the wire) whose p90 in a step's window
+#: exceeds this share of the step's median TTFT, and this floor, means the client sent late: the offered load
+#: was below C and a burst of ends (continuous batching ends many streams in one step) delayed the next sends.
+#: Flag ``client_lag``; unlike ``client_bound`` (CPU over a whole step) it sees bursts.
+CLIENT_LAG_TTFT_SHARE = 0.10
+CLIENT_LAG_FLOOR_MS = 20.0
+
+
+def client_lag_limit_ms(ttft_p50_s: float | None) -> float:
+    """The send-lag p90 above which a step is flagged ``client_lag``."""
+    share = CLIENT_LAG_TTFT_SHARE * ttft_p50_s * 1000.0 if ttft_p50_s is not None else 0.0
+    return max(CLIENT_LAG_FLOOR_MS, share)
+
+
+def client_lagged(send_lag_p90_ms: float | None, ttft_p50_s: float | None) -> bool:
+    return send_lag_p90_ms is not None and send_lag_p90_ms > client_lag_limit_ms(ttft_p50_s)
+
+
 def default_min_requests_at_rate(rate: float) -> int:
     """Open loop: at least 30 requests, and three seconds' worth at the step's rate."""
     return max(30, math.ceil(3 * rate))

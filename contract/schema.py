@@ -92,6 +92,9 @@ class RequestRecord(TypedDict):
     max_tokens: int
     target_rate: NotRequired[float | None]  # open loop: the step's request rate (requests/s); absent/None: closed
     scheduled_s: NotRequired[float | None]  # open loop: wall clock the arrival schedule set for sending it
+    # ms from the user being ready (its previous stream's end, or its first task; open loop: scheduled_s) to the
+    # send (start_s); null when the request never went on the wire; absent in records made before it existed
+    send_lag_ms: NotRequired[float | None]
     # --multi-turn (absent otherwise: every request on its own): the conversation (unique in the run, "s<step>-
     # <prompt_seq of turn 1>") and the turn, 1..N; later turns share turn 1's prompt_seq, prompt_id "<id>/t<turn>"
     conversation_id: NotRequired[str]
@@ -113,7 +116,7 @@ class StepRecord(TypedDict, total=False):
     throughput_tok_s: float | None  # output tokens that arrived in the window / window length
     ended_by: str  # "target", "max_time", "ci", "stopped"
     flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window", "worker_lost", "client_bound",
-    # "server_unreachable", "concurrency_above_target", "dropped_requests", "low_rate"
+    # "client_lag", "server_unreachable", "concurrency_above_target", "dropped_requests", "low_rate"
     requests_total: int  # requests sent in this step that ended, "cancelled" ones excluded
     requests_failed: int  # of those, the ones whose status is not "ok" (the step's error rate)
     users_lost: int  # only when a worker was lost: users it ran (re-spawned on the others)

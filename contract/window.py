@@ -83,6 +83,15 @@ def measured_in_window(records: Iterable[RequestRecord], t0: float, t1: float) -
     return [r for r in records if r["start_s"] >= t0 and r["start_s"] + r["e2e_s"] <= t1]
 
 
+def send_lag_percentiles(records: Iterable[RequestRecord]) -> tuple[float | None, float | None]:
+    """Median and p90 of ``send_lag_ms`` over the records that carry one (None, None without any)."""
+    lags = [lag for r in records if (lag := r.get("send_lag_ms")) is not None]
+    if not lags:
+        return None, None
+    p50, p90 = np.percentile(lags, [50, 90])
+    return float(p50), float(p90)
+
+
 def batch_throughputs(records: Sequence[RequestRecord], t0: float, t1: float, n_batches: int) -> np.ndarray:
     """Throughput in each of n_batches equal time slices of [t0, t1) (batch means over time)."""
     if t1 <= t0 or n_batches < 1:

@@ -29,6 +29,8 @@ from locustfiles.prompts import Prompt
 from locustfiles.run import RunContext
 from locustfiles.sse import iter_events
 from locustfiles.streams import StreamState
+from locustfiles.wire import install as install_wire_timing
+from locustfiles.wire import on_wire
 from shapes.live import RECORD_MESSAGE, START_MESSAGE
 
 READ_SIZE = 65536
@@ -119,7 +121,7 @@ class InFlight:
     prompt: Prompt
     step: int | None
     target_c: int | None
-    start_s: float  # wall clock when sent
+    start_s: float  # wall clock when sent (set again by ``sent`` when its bytes go on the wire)
     scheduled_s: float | None  # open loop: when the schedule said to send it
     t0: float  # perf_counter when sent: every offset of the record is measured from here
     state: StreamState
@@ -128,6 +130,8 @@ class InFlight:
     target_rate: float | None = None  # open loop: the step's request rate when it was sent
     max_tokens: int = 0  # what this request asked for
     conversation: Conversation | None = None  # --multi-turn: the conversation and turn this request is
+    send_lag_ms: float | None = None  # from the user being ready to the send; None: it never went on the wire
+    sent: bool = False  # its bytes went on the wire (``LLMUser._sent``)
 
 
 def _conversation_fields(conv: Conversation | None) -> dict[str, Any]:
@@ -156,6 +160,8 @@ class LLMUser(HttpUser):
         self.user_id = ctx.next_user_id() if ctx is not None else "0:0"
         for adapter in self.client.adapters.values():
             adapter.max_retries = StaleConnectionRetry(0, read=False)  # requests' default, plus the stale retry
+            install_wire_timing(adapter)  # start_s/t0 are taken just before the request's bytes are written
+        self._ready: float | None = None  # perf_counter when this user became ready to send (send_lag_ms)
 
     def _ctx(self) -> RunContext | None:
         return getattr(self.environment, self.run_context_attr, None)
@@ -164,14 +170,44 @@ class LLMUser(HttpUser):
     def stream_completion(self) -> None:
         ctx = self._ctx()
         if ctx is None or ctx.live.draining:  # no run context (error already reported), or ladder over
+            self._ready = None
             gevent.sleep(0.2)
             return
+        if self._ready is None:  # its first task: ready now
+            self._ready = time.perf_counter()
         scheduled_s = None
         if ctx.arrivals is not None:  # open loop: send at the schedule's next due time, not at once
             scheduled_s = wait_for_due(ctx, self.environment.runner)
             if scheduled_s is None:
                 return
             scheduled_s += ctx.clock.offset_s  # recorded in the master's clock, as start_s is
+        name, body, headers, req = self._prepare(ctx, scheduled_s)
+        on_wire(lambda: self._sent(ctx, req))
+        try:
+            self._stream(ctx, name, body, headers, req)
+        except (gevent.GreenletExit, KeyboardInterrupt):  # stopped mid-stream by us: never a server failure
+            req.outcome.fail("cancelled", "stopped by the load generator before the end (step down or stop)")
+            if not req.sent:
+                req.start_s = ctx.now()  # stopped before it was sent: it starts (unannounced) and ends here
+                req.t0 = time.perf_counter()
+            req.end = time.perf_counter()
+            raise
+        except Exception as exc:  # a fault of ours: recorded, then left to Locust's exception report
+            req.outcome.fail("truncated", "load generator error", f"{type(exc).__name__}: {exc}")
+            req.end = time.perf_counter()
+            raise
+        finally:
+            record = self._finish(ctx, req)
+        if self._back_off(req.outcome.status):
+            self._ready = time.perf_counter()  # a deliberate wait is not lag
+        if record["ttft_s"] is not None:
+            # Logged on the entry directly: its own row, without inflating the Aggregated row.
+            self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)
+
+    def _prepare(self, ctx: RunContext, scheduled_s: float | None
+                 ) -> tuple[str, dict[str, Any], dict[str, str], InFlight]:
+        """The next request: its prompt (the conversation's next turn, or the next of the shared order), body,
+        headers and Locust entry name, and its in-flight state."""
         step, target_c, target_rate = ctx.live.index, ctx.live.target_c, ctx.live.target_rate
         conv = self._turn(ctx, step)
         seq, prompt = conv.seq, conv.prompt
@@ -183,39 +219,27 @@ class LLMUser(HttpUser):
         headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
                    **auth_headers(ctx.settings.api_key())}
         name = entry_name(ctx.dialect.path, target_c, target_rate)
-        # One moment for both clocks: the record's start_s (wall, as announced to the in-flight books, whose
-        # window edges are these very start_s) and t0 (every offset of the record). The announcement may yield
-        # to other users; that wait is inside the request's times, never between start_s and t0.
         conversing = ctx.settings.multi_turn > 1  # only then is the answer's text kept (to resend it)
-        start_s = ctx.now()  # in the master's clock
-        req = InFlight(request_id, seq, prompt, step, target_c, start_s, scheduled_s, time.perf_counter(),
+        # Until the request goes on the wire (``sent``), its times are those of a request never sent.
+        req = InFlight(request_id, seq, prompt, step, target_c, ctx.now(), scheduled_s, time.perf_counter(),
                        StreamState(ctx.api, keep_text=conversing))
         req.target_rate = target_rate if scheduled_s is not None else None
         req.max_tokens = sampling.max_tokens
         req.conversation = conv if conversing else None
         req.end = req.t0
-        self._send(START_MESSAGE, {"request_id": request_id, "start_s": start_s, "step": step})
-        try:
-            self._stream(ctx, name, body, headers, req)
-        except (gevent.GreenletExit, KeyboardInterrupt):  # stopped mid-stream by us: never a server failure
-            req.outcome.fail("cancelled", "stopped by the load generator before the end (step down or stop)")
-            req.end = time.perf_counter()
-            raise
-        except Exception as exc:  # a fault of ours: recorded, then left to Locust's exception report
-            req.outcome.fail("truncated", "load generator error", f"{type(exc).__name__}: {exc}")
-            req.end = time.perf_counter()
-            raise
-        finally:
-            self._conversation = self._continued(ctx, req)
-            record = self._record(ctx, req)
-            if self.environment.runner is None:
-                ctx.write_record(record)
-            else:  # the master (or the local runner) writes it
-                self.environment.runner.send_message(RECORD_MESSAGE, ctx.envelope(record))
-        self._back_off(req.outcome.status)
-        if record["ttft_s"] is not None:
-            # Logged on the entry directly: its own row, without inflating the Aggregated row.
-            self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)
+        return name, body, headers, req
+
+    def _finish(self, ctx: RunContext, req: InFlight) -> RequestRecord:
+        """End-of-request work: the conversation's next turn, the record, and its way to records.jsonl."""
+        on_wire(None)
+        self._ready = req.end  # the end of this stream: all that follows until the next send is lag
+        self._conversation = self._continued(ctx, req)
+        record = self._record(ctx, req)
+        if self.environment.runner is None:
+            ctx.write_record(record)
+        else:  # the master (or the local runner) writes it
+            self.environment.runner.send_message(RECORD_MESSAGE, ctx.envelope(record))
+        return record
 
     def _turn(self, ctx: RunContext, step: int | None) -> Conversation:
         """This request: the next turn of the user's conversation, or a new one (every request without
@@ -239,13 +263,33 @@ class LLMUser(HttpUser):
             return None
         return conv.next_turn(req.state.answer_text, ctx.settings.seed)
 
-    def _back_off(self, status: str) -> None:
-        """After a connection error wait 0.1 s, doubling to 2 s while they last: a down server is not hammered."""
+    def _sent(self, ctx: RunContext, req: InFlight) -> None:
+        """The request's bytes are about to be written: its start, on both clocks, announced to the books.
+
+        One moment for both clocks: the record's start_s (wall, in the master's clock, as announced to the
+        in-flight books, whose window edges are these very start_s) and t0 (every offset of the record). Nothing
+        between here and the write yields, so no other user's work lands inside the request's times; what came
+        before (preparing the body, a connect, other users' end-of-request work) is the send lag, from the
+        moment the user was ready (its previous stream's end, or its first task; open loop: the schedule's time).
+        """
+        req.t0 = req.end = time.perf_counter()
+        req.start_s = ctx.now()
+        req.sent = True
+        if req.scheduled_s is not None:
+            req.send_lag_ms = round(max(0.0, req.start_s - req.scheduled_s) * 1000.0, 3)
+        elif self._ready is not None:
+            req.send_lag_ms = round(max(0.0, req.t0 - self._ready) * 1000.0, 3)
+        self._send(START_MESSAGE, {"request_id": req.request_id, "start_s": req.start_s, "step": req.step})
+
+    def _back_off(self, status: str) -> bool:
+        """After a connection error wait 0.1 s, doubling to 2 s while they last: a down server is not hammered.
+        True when it waited."""
         if status != "connect_error":
             self._backoff_s = 0.0
-            return
+            return False
         self._backoff_s = min(BACKOFF_MAX_S, max(BACKOFF_FIRST_S, getattr(self, "_backoff_s", 0.0) * 2))
         gevent.sleep(self._backoff_s)
+        return True
 
     def _send(self, kind: str, data: dict[str, Any]) -> None:
         runner = self.environment.runner
@@ -255,9 +299,10 @@ class LLMUser(HttpUser):
     def _stream(self, ctx: RunContext, name: str, body: dict[str, Any], headers: dict[str, str],
                 req: InFlight) -> None:
         """Send, read the stream to its end, report to Locust; sets ``req.end`` to when it ended."""
-        s, state, outcome, t0 = ctx.settings, req.state, req.outcome, req.t0
+        s, state, outcome = ctx.settings, req.state, req.outcome
         with self.client.post(ctx.dialect.path, json=body, headers=headers, stream=True, catch_response=True,
                               name=name, timeout=(s.connect_timeout, s.read_timeout)) as resp:
+            t0 = req.t0  # set by ``_sent`` when the request went on the wire
             outcome.http_status = resp.status_code or None
             if resp.status_code == 0 or resp.status_code >= 400:
                 self._fail_before_stream(resp, outcome)
@@ -339,5 +384,6 @@ class LLMUser(HttpUser):
             error=outcome.error, finish_reason=state.finish_reason, max_tokens=req.max_tokens,
             target_rate=req.target_rate,
             scheduled_s=req.scheduled_s,
+            send_lag_ms=req.send_lag_ms,
             **_conversation_fields(req.conversation),
         )

@@ -8,9 +8,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contract.policy import MIN_ACHIEVED_FRACTION, MIN_PERCENTILE_REQUESTS, default_min_requests, rate_held
+import numpy as np
+
+from contract.policy import (
+    MIN_ACHIEVED_FRACTION,
+    MIN_PERCENTILE_REQUESTS,
+    client_lagged,
+    default_min_requests,
+    rate_held,
+)
 from contract.schema import NOT_SERVER_FAILURES, SCHEMA_VERSION, RequestRecord, StepRecord
-from contract.window import achieved_concurrency, measured_in_window, window_throughput
+from contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
 from shapes.loadcpu import client_bound
 
 # Users left over from a higher step still in flight: the step ran above its target C.
@@ -86,6 +94,26 @@ def sent_in_window(records: Sequence[RequestRecord], t0: float, t1: float) -> in
     return sum(1 for r in records if t0 <= r["start_s"] < t1)
 
 
+def window_flags(book: StepBook, records: Sequence[RequestRecord], end: float, achieved: float,
+                 flags: list[str]) -> int:
+    """Flags ``client_lag`` and ``low_concurrency`` for a closed window; returns the requests measured in it."""
+    assert book.steady_start_s is not None
+    inside = measured_in_window(records, book.steady_start_s, end)
+    if sent_late(inside):
+        flags.append("client_lag")
+    if achieved < MIN_ACHIEVED_FRACTION * book.target_c:
+        flags.append("low_concurrency")
+    return len(inside)
+
+
+def sent_late(inside: Sequence[RequestRecord]) -> bool:
+    """``client_lag``: the window's send-lag p90 above its limit (a share of the median TTFT, and a floor)."""
+    ok = [r for r in inside if r["status"] not in NOT_SERVER_FAILURES]
+    ttfts = sorted(t for r in ok if r["status"] == "ok" and (t := r.get("ttft_s")) is not None)
+    median = float(np.median(ttfts)) if ttfts else None
+    return client_lagged(send_lag_percentiles(ok)[1], median)
+
+
 def open_loop_window(book: StepBook, records: Sequence[RequestRecord], end: float, arrivals: str,
                      flags: list[str]) -> tuple[float, int]:
     """A rate step's achieved rate and its window's requests (those sent in it); flags ``low_rate``."""
@@ -112,9 +140,7 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str =
     else:
         achieved = achieved_concurrency(records, book.steady_start_s, end)
         throughput = window_throughput(records, book.steady_start_s, end)
-        measured = len(measured_in_window(records, book.steady_start_s, end))
-        if achieved < MIN_ACHIEVED_FRACTION * book.target_c:
-            flags.append("low_concurrency")
+        measured = window_flags(book, records, end, achieved, flags)
         if book.target_rate:
             achieved_rate, measured = open_loop_window(book, records, end, arrivals, flags)
     if measured < book.min_requests:

@@ -69,6 +69,7 @@ class RunSpec:
     torn_tail: bool = False
     cached_tokens: int = 0  # per request, of 100 prompt tokens
     client_busy: float | None = None  # every step line's load_cpu, as a share of one core
+    send_lag_ms: float | None = None  # every record's send_lag_ms (absent when None, as in older records)
     server_counter_factor: float | None = None  # write server_metrics.jsonl: the token counter = this x truth
 
 
@@ -194,6 +195,7 @@ def _record(spec: RunSpec, index: int, level: Level, user: int, n: int, prompt: 
         "status": "http_error" if failed else "ok", "http_status": 500 if failed else 200,
         "error": "HTTP 500" if failed else None, "finish_reason": None if failed else "length",
         "max_tokens": spec.max_tokens,
+        **({"send_lag_ms": spec.send_lag_ms} if spec.send_lag_ms is not None else {}),
     }
 
 

@@ -85,14 +85,15 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "prompt_cache_mismatch": (_set(cached_tokens=90), "served from cache: 0% on baseline, 90% on"),
     "server_token_gap": (_set(server_counter_factor=1.05), "differ by +5.0% over the same seconds"),
     "client_bound": (_set(client_busy=0.97), "used 97% of a core"),
+    "client_lag": (_set(send_lag_ms=500.0), "send lag p90 500 ms"),
     "dropped_requests": (_level(1, step_extra={"dropped": 7}), "C=2: 7 request(s) fell due while all"),
     "low_rate": (_level(0, step_extra={"target_rate": 1000.0}), "rate=1000/s: requests were sent at"),
 }
 
 
 def test_a_server_counter_that_agrees_raises_no_gap(tmp_path: Path) -> None:
-    comparison = _compare(tmp_path, _set(server_counter_factor=1.0, client_busy=0.5))
-    assert not [w for w in comparison.warnings if w.code in ("server_token_gap", "client_bound")]
+    comparison = _compare(tmp_path, _set(server_counter_factor=1.0, client_busy=0.5, send_lag_ms=2.0))
+    assert not [w for w in comparison.warnings if w.code in ("server_token_gap", "client_bound", "client_lag")]
     rows = [r for r in comparison.spec.rows if r.window_s]
     assert rows and all(r.server_token_gap == 0 and r.server_samples > 0 for r in rows)
 
