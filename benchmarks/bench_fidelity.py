@@ -31,7 +31,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
@@ -171,8 +170,8 @@ def capacity_part(users: int, seconds: float, rounds: int, tmp: Path) -> None:
     ratios, cpu_ratios = [], []
     try:
         print(f"\nflood C={users}, baseline x100, 256-token requests, {seconds:g} s windows")
-        print(f"{'round':>5} {'suite ev/s':>11} {'suite us/ev':>12} {'raw ev/s':>9} {'raw us/ev':>10} {'ev/s ratio':>11} "
-              f"{'CPU/ev ratio':>13}")
+        print(f"{'round':>5} {'suite ev/s':>11} {'suite us/ev':>12} {'raw ev/s':>9} {'raw us/ev':>10} "
+              f"{'ev/s ratio':>11} {'CPU/ev ratio':>13}")
         for k in range(rounds):
             s_ev, s_cpu = suite_flood(emu.url, users, seconds, tmp / f"flood{k}")
             r_ev, r_cpu = raw_flood(emu.url, users, seconds)
