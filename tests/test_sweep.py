@@ -116,13 +116,13 @@ def _ledger_tok_s(root: Path, out: Path) -> dict[str, dict[int, float]]:
 # The measured ratio against the ledger's, per configuration and level. Measured over 2 sweeps on this 2-core
 # machine with other test processes beside them: within 1% where one other process ran; with three, up to 3.7%
 # at steps the suite did not flag, and 13% at a C=100 step it flagged `client_bound` (the client itself was
-# starved there, and said so). So steps flagged client_bound on either side are not held to the truth, the rest
-# within RATIO_TO_TRUTH; C=1 is never client-bound on these machines and is always checked.
+# starved there, and said so). So steps flagged client_bound or client_lag on either side are not held to the
+# truth, the rest within RATIO_TO_TRUTH; C=1 is never client-bound on these machines and is always checked.
 RATIO_TO_TRUTH = 1.05
 # C=100 (100 streams ending in lock-step every emulated step at speed 20) is where the client falls behind first:
 # one CI-style run with this machine loaded by other tests measured 7.4% under the ledger there without a
-# client_bound flag (the CPU-based flag misses bursts). Held to TOP_LEVEL_TO_TRUTH until the client measures
-# its own lag.
+# client_bound flag (the CPU-based flag misses bursts; that run predates the client_lag flag). Held to
+# TOP_LEVEL_TO_TRUTH until the client keeps up with lock-step endings there.
 TOP_LEVEL_TO_TRUTH = 1.15
 # Against the cost model the same sweeps' ratios were off by -75% to +25% (the emulators at speed 20 lose time to
 # a starved CPU, each profile differently), so the model's curves are the truth only where the emulators ran
@@ -159,7 +159,8 @@ def test_sweep_picks_the_best_and_switch_points(sweep_report: tuple[Path, str]) 
     assert sorted(levels) == list(LADDER)
     truth = _ledger_tok_s(out.parent, out)
     client_bound = {step["target_c"] for name in PROFILES for step in map(json.loads, (
-        out / name / "steps.jsonl").read_text().splitlines()) if "client_bound" in step.get("flags", [])}
+        out / name / "steps.jsonl").read_text().splitlines())
+        if {"client_bound", "client_lag"} & set(step.get("flags", []))}
     assert 1 not in client_bound
     for c, lv in levels.items():
         if c not in client_bound:  # where flagged, the suite said its own figures may be distorted
