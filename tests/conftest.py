@@ -74,6 +74,18 @@ def ledger(url: str) -> list[dict[str, Any]]:
     return requests.get(url + "/_emulator/requests", timeout=10).json()
 
 
+def ledger_window_tok_s(entries: list[dict[str, Any]], t0: float, t1: float) -> float:
+    """Output tokens per second the emulator wrote in [t0, t1): the truth of a step's throughput, on the server's side.
+
+    Needs ledger entries with ``chunk_ms`` (``--ledger-chunk-times``); a failed or cut request counts none, as in
+    the suite's own window figure.
+    """
+    tokens = sum(n for e in entries if e["status"] == 200 and e["finish_reason"] in ("length", "stop")
+                 for n, ms in zip(e["tokens_per_chunk"], e["chunk_ms"], strict=True)
+                 if t0 <= e["arrival_s"] + ms / 1000.0 < t1)
+    return tokens / (t1 - t0)
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 

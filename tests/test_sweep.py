@@ -25,6 +25,7 @@ from emulator.profile import load_profile
 from specbench.cli import main as specbench_main
 from specbench.launch import ServerCommand, _group_alive
 from specbench_config import data_path
+from tests.conftest import ledger_window_tok_s
 
 pytestmark = pytest.mark.slow
 
@@ -103,13 +104,8 @@ def _ledger_tok_s(root: Path, out: Path) -> dict[str, dict[int, float]]:
     for name in PROFILES:
         entries = [json.loads(line) for line in (root / f"ledger-{name}.jsonl").read_text().splitlines()]
         steps = [json.loads(line) for line in (out / name / "steps.jsonl").read_text().splitlines()]
-        truth[name] = {}
-        for step in steps:
-            t0, t1 = step["steady_start_s"], step["end_s"]
-            tokens = sum(n for e in entries if e["status"] == 200 and e["finish_reason"] in ("length", "stop")
-                         for n, ms in zip(e["tokens_per_chunk"], e["chunk_ms"], strict=True)
-                         if t0 <= e["arrival_s"] + ms / 1000.0 < t1)
-            truth[name][step["target_c"]] = tokens / (t1 - t0)
+        truth[name] = {step["target_c"]: ledger_window_tok_s(entries, step["steady_start_s"], step["end_s"])
+                       for step in steps}
     return truth
 
 
