@@ -74,6 +74,16 @@ def ledger(url: str) -> list[dict[str, Any]]:
     return requests.get(url + "/_emulator/requests", timeout=10).json()
 
 
+# Flags that say this machine starved the client (a busy neighbour, other tests), not that the run under test went
+# wrong: tests that expect a clean step ignore these and check the rest.
+MACHINE_FLAGS = frozenset({"client_bound", "client_lag"})
+
+
+def run_flags(step: dict[str, Any]) -> set[str]:
+    """A step's flags less the ones about this machine's load."""
+    return set(step["flags"]) - MACHINE_FLAGS
+
+
 def ledger_window_tok_s(entries: list[dict[str, Any]], t0: float, t1: float) -> float:
     """Output tokens per second the emulator wrote in [t0, t1): the truth of a step's throughput, on the server's side.
 

@@ -20,7 +20,7 @@ import requests
 from contract.schema import read_run
 from locustfiles.link import ClockOffset
 from specbench.loadrun import free_port
-from tests.conftest import LOCUSTFILE, run_locust
+from tests.conftest import LOCUSTFILE, run_flags, run_locust
 
 # On the minimums (--step-ci 0): the three topologies must measure the same number of requests per step.
 LADDER = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "40", "--min-step-time", "3",
@@ -90,7 +90,7 @@ def test_local_processes_and_remote_workers_send_the_same_requests_and_lose_none
         assert set(served) == set(ids), f"{name}: {len(set(served) - set(ids))} served requests not in records.jsonl"
         assert all(r["output_tokens"] == served[r["request_id"]]["completion_tokens"] for r in run.records)
         assert all(r["status"] == "ok" for r in run.records)
-        assert [s["flags"] for s in run.steps] == [[], []], f"{name}: {run.steps}"
+        assert [run_flags(s) for s in run.steps] == [set(), set()], f"{name}: {run.steps}"
         for step, s in enumerate(run.steps):
             ref = base.steps[step]
             # Same load from one or three processes or two machines: the same figure. Measured within 2.5% on an

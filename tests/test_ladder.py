@@ -17,7 +17,15 @@ import requests
 
 from analysis import compare_runs, load_run
 from contract.schema import read_run
-from tests.conftest import LOCUSTFILE, ledger, ledger_window_tok_s, locust_cmd, read_jsonl, run_locust
+from tests.conftest import (
+    LOCUSTFILE,
+    ledger,
+    ledger_window_tok_s,
+    locust_cmd,
+    read_jsonl,
+    run_flags,
+    run_locust,
+)
 
 LADDER = [1, 2, 4, 8, 16, 32, 64]
 SPEED = 4.0
@@ -28,12 +36,12 @@ def test_ladder_1_to_64_steps_in_order_concurrency_and_throughput_match_what_the
     emu = emulator("baseline", speed=SPEED, extra=["--ledger-chunk-times"])
     out = tmp_path / "run"
     proc = run_locust(emu.url, out, "--ladder", ",".join(map(str, LADDER)), "--max-tokens", str(MAX_TOKENS),
-                      "--min-step-time", "5", "--max-step-time", "60", "--step-ci", "0", timeout=400)
+                      "--min-step-time", "2", "--max-step-time", "60", "--step-ci", "0", timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = read_run(out)
     steps = run.steps
     assert [s["target_c"] for s in steps] == LADDER
-    assert all(not s["flags"] for s in steps), [(s["target_c"], s["flags"]) for s in steps]
+    assert all(not run_flags(s) for s in steps), [(s["target_c"], s["flags"]) for s in steps]
     # progress: one line when each step starts and one when its books close
     assert proc.stderr.count(": started (measures") == len(LADDER)
     closed = re.findall(r"step \d+/\d+ C=\d+: ended \(\w+\) after [\d.]+ s window, \d+ requests, [\d.]+ tok/s"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from contract.schema import read_run
-from tests.conftest import ledger, locust_cmd, run_locust, wait_until
+from tests.conftest import ledger, locust_cmd, run_flags, run_locust, wait_until
 
 
 def _summarize(run_dir) -> str:
@@ -23,7 +23,7 @@ def test_users_for_a_run_time_is_one_step_that_summarize_reads(tmp_path, emulato
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = read_run(out)
     (step,) = run.steps
-    assert step["target_c"] == 3 and step["ended_by"] == "run_time" and not step["flags"], step
+    assert step["target_c"] == 3 and step["ended_by"] == "run_time" and not run_flags(step), step
     assert 3.9 <= step["end_s"] - step["start_s"] <= 6.0
     assert abs(step["achieved_c"] - 3) <= 0.15
     assert run.meta.partial is False and run.meta.ladder == [3]

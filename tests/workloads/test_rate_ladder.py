@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from contract.schema import read_run
-from tests.conftest import LOCUSTFILE, run_locust
+from tests.conftest import LOCUSTFILE, run_flags, run_locust
 from tests.workloads.kstest import ks_exponential, passes_at_1pct
 
 FAST = ("--min-step-time", "2", "--max-step-time", "60", "--max-tokens", "16", "--step-ci", "0")
@@ -26,7 +26,7 @@ def test_constant_rates_are_held_within_2_percent_and_sent_on_schedule(tmp_path,
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = read_run(out)
     assert [s["target_rate"] for s in run.steps] == [20.0, 40.0]
-    assert all(s["target_c"] == 0 and s["dropped"] == 0 and not s["flags"] for s in run.steps), run.steps
+    assert all(s["target_c"] == 0 and s["dropped"] == 0 and not run_flags(s) for s in run.steps), run.steps
     assert "rate=40/s: ended" in proc.stderr
     for step in run.steps:
         rate = step["target_rate"]
