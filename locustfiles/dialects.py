@@ -34,6 +34,7 @@ class Sampling:
     max_tokens: int
     temperature: float
     ignore_eos: bool
+    token_ids: bool = False  # --check-output: ask for the output token ids where a server needs asking (vLLM)
 
 
 class Dialect:
@@ -101,6 +102,8 @@ def _take_generate_text(state: StreamState, obj: dict[str, Any], meta: dict[str,
     """SGLang's ``text`` is cumulative unless the server runs ``--incremental-streaming-output`` (then a delta,
     and ``output_ids`` a delta shorter than the cumulative count); llama.cpp's ``content`` is a delta.
     Skipped unless the text is kept: the read loop of an ordinary run does no text work."""
+    if state.keep_ids:
+        _take_generate_ids(state, obj, meta)
     if not state.keep_text:
         return
     text = obj.get("text")
@@ -116,6 +119,20 @@ def _take_generate_text(state: StreamState, obj: dict[str, Any], meta: dict[str,
             state.add_text(text)
     elif isinstance(obj.get("content"), str):
         state.add_text(obj["content"])
+
+
+def _take_generate_ids(state: StreamState, obj: dict[str, Any], meta: dict[str, Any]) -> None:
+    """``output_ids``: cumulative when as long as the cumulative count (kept by reference), else a delta;
+    llama.cpp's native ``tokens`` (with ``return_tokens``) is a delta."""
+    ids = obj.get("output_ids")
+    if isinstance(ids, list):
+        cum = meta.get("completion_tokens")
+        if not isinstance(cum, int) or len(ids) == cum:
+            state.set_ids(ids)
+        else:
+            state.add_ids(ids)
+    elif isinstance(obj.get("tokens"), list):
+        state.add_ids(obj["tokens"])
 
 
 def _generate_count(obj: dict[str, Any], meta: dict[str, Any]) -> tuple[int | None, str]:
@@ -148,6 +165,8 @@ class OpenAIDialect(Dialect):
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             "ignore_eos": sampling.ignore_eos,
         }
+        if sampling.token_ids and server_kind == "vllm":
+            body["return_token_ids"] = True  # vLLM >= 0.10.2: choices[].token_ids in every chunk
         if server_kind == "sglang":
             body["return_spec_tokens_details"] = True
             if rid is not None:
@@ -180,6 +199,8 @@ def _take_choice(state: StreamState, t: float, choice: dict[str, Any], cum: int 
     ids = choice.get("token_ids")
     text = _choice_text(choice)
     state.add_text(_answer_delta(choice))
+    if state.keep_ids and isinstance(ids, list):
+        state.add_ids(ids)
     if text or ids:
         if cum is None and isinstance(ids, list):
             cum = state.last_cum + len(ids)

@@ -47,8 +47,10 @@ class StreamState:
     spec: SpecFields | None = None
     server_request_id: str | None = None
     last_cum: int = 0  # the last cumulative output count the server reported
-    keep_text: bool = False  # keep the answer's text: only a multi-turn conversation resends it
+    keep_text: bool = False  # keep the answer's text: a multi-turn conversation resends it, --check-output
     text_parts: list[str] = field(default_factory=list)  # the answer's text as it arrived (with keep_text)
+    keep_ids: bool = False  # keep the output token ids where the API gives them (--check-output)
+    ids: list[int] = field(default_factory=list)  # the answer's token ids as they arrived (with keep_ids)
     dialect: Dialect = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -106,6 +108,14 @@ class StreamState:
         """The whole answer so far (SGLang ``/generate`` by default repeats it cumulatively in every chunk)."""
         if self.keep_text:
             self.text_parts = [whole]
+
+    def set_ids(self, whole: list[int]) -> None:
+        """Every output id so far (SGLang ``/generate`` ``output_ids``): kept by reference, no copy."""
+        self.ids = whole
+
+    def add_ids(self, delta: list[int]) -> None:
+        """New output ids (vLLM ``token_ids``, SGLang incremental streaming, llama.cpp ``tokens``)."""
+        self.ids.extend(delta)
 
     @property
     def answer_text(self) -> str:
