@@ -36,12 +36,13 @@ def plot_equivalence(named: Named, path: Path, baseline_name: str = "baseline") 
             ax.plot([c for c, _ in base], [100 * s for _, s in base], "--", marker="s", color="black",
                     label=f"{baseline_name} vs its lowest C (noise floor)")
             noise_drawn = True
-        hist = histogram(eq.total.positions)
+        hist = histogram(eq.total.positions)  # bins start alike, so a shorter list is a prefix of a longer one
         width = 0.8 / max(1, len(checked))
         ax_h.bar([j + i * width for j in range(len(hist))], [n for _, _, n in hist], width=width, color=colour,
                  label=name)
-        ax_h.set_xticks(range(len(hist)), [f"{lo}" if hi - lo == 1 else f"{lo}-{hi - 1}" for lo, hi, _ in hist],
-                        fontsize="small")
+    bins = histogram([p for _, eq in checked for p in eq.total.positions])
+    ax_h.set_xticks(range(len(bins)), [f"{lo}" if hi - lo == 1 else f"{lo}-{hi - 1}" for lo, hi, _ in bins],
+                    fontsize="small")
     level_axis(ax, levels)
     ax.set_ylabel("answers changed (%)")
     ax.set_ylim(bottom=0)
