@@ -101,10 +101,11 @@ class GenerateDialect(Dialect):
 def _take_generate_text(state: StreamState, obj: dict[str, Any], meta: dict[str, Any]) -> None:
     """SGLang's ``text`` is cumulative unless the server runs ``--incremental-streaming-output`` (then a delta,
     and ``output_ids`` a delta shorter than the cumulative count); llama.cpp's ``content`` is a delta.
-    Skipped unless the text is kept: the read loop of an ordinary run does no text work."""
-    if state.keep_ids:
-        _take_generate_ids(state, obj, meta)
-    if not state.keep_text:
+    Skipped unless the text is kept: the read loop of an ordinary run does no text work, and one that checks
+    answers none where the chunk carries ids (they are the answer's identity)."""
+    if state.keep_ids and _take_generate_ids(state, obj, meta) and not state.keep_text:
+        return
+    if not (state.keep_text or state.keep_ids):
         return
     text = obj.get("text")
     if isinstance(text, str):
@@ -121,9 +122,9 @@ def _take_generate_text(state: StreamState, obj: dict[str, Any], meta: dict[str,
         state.add_text(obj["content"])
 
 
-def _take_generate_ids(state: StreamState, obj: dict[str, Any], meta: dict[str, Any]) -> None:
+def _take_generate_ids(state: StreamState, obj: dict[str, Any], meta: dict[str, Any]) -> bool:
     """``output_ids``: cumulative when as long as the cumulative count (kept by reference), else a delta;
-    llama.cpp's native ``tokens`` (with ``return_tokens``) is a delta."""
+    llama.cpp's native ``tokens`` (with ``return_tokens``) is a delta. True when the chunk carried ids."""
     ids = obj.get("output_ids")
     if isinstance(ids, list):
         cum = meta.get("completion_tokens")
@@ -131,8 +132,11 @@ def _take_generate_ids(state: StreamState, obj: dict[str, Any], meta: dict[str, 
             state.set_ids(ids)
         else:
             state.add_ids(ids)
-    elif isinstance(obj.get("tokens"), list):
+        return True
+    if isinstance(obj.get("tokens"), list):
         state.add_ids(obj["tokens"])
+        return True
+    return False
 
 
 def _generate_count(obj: dict[str, Any], meta: dict[str, Any]) -> tuple[int | None, str]:

@@ -206,11 +206,11 @@ class LLMUser(HttpUser):
         # One moment for both clocks: the record's start_s (wall, as announced to the in-flight books, whose
         # window edges are these very start_s) and t0 (every offset of the record). The announcement may yield
         # to other users; that wait is inside the request's times, never between start_s and t0.
-        conversing = ctx.settings.multi_turn > 1  # the answer's text is kept to resend it, or to check it
-        checking = ctx.settings.checks_output
+        conversing = ctx.settings.multi_turn > 1  # only then is the answer's text kept (to resend it)
+        checking = ctx.settings.checks_output  # the answer's identity is kept: its ids, else its text
         start_s = ctx.now()  # in the master's clock
         req = InFlight(request_id, seq, prompt, step, target_c, start_s, scheduled_s, time.perf_counter(),
-                       StreamState(ctx.api, keep_text=conversing or checking, keep_ids=checking))
+                       StreamState(ctx.api, keep_text=conversing, keep_ids=checking))
         req.target_rate = target_rate if scheduled_s is not None else None
         req.max_tokens = sampling.max_tokens
         req.conversation = conv if conversing else None

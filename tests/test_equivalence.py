@@ -144,3 +144,20 @@ def test_first_difference_and_verdict_rules():
         "speculation changed 0 of 240 answers at C=1..16 (the baseline itself changed 3 of 200 under load)"
     assert verdict(Changes(100, 37, (9,) * 37), Changes(100, 2, (4, 4)), [1, 8])[0] == "not_lossless"
     assert verdict(Changes(100, 3, (9,) * 3), Changes(100, 2, (4, 4)), [1, 8])[0] == "within_noise"
+
+
+def test_chat_route_keeps_the_text_as_the_identity(tmp_path, emulator):
+    """No token ids on SGLang's OpenAI routes: the answer's text, exactly as the server wrote it, is kept."""
+    emu = emulator("baseline", extra=["--ledger-text"])
+    proc = run_locust(emu.url, tmp_path / "chat", "--api", "chat", "--ladder", "2", "--max-tokens", "12",
+                      "--min-requests", "6", *FAST_LADDER, "--check-output")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    truth = {e["rid"]: e["output_text"] for e in ledger(emu.url)}
+    run = load_run(tmp_path / "chat")
+    answers = {a["request_id"]: a for a in run.answers}
+    ok = [r for r in run.records if r["status"] == "ok"]
+    assert len(ok) >= 6 and all(r["answer_digest"].startswith("text:") for r in ok)
+    for rec in ok:
+        line = answers[rec["request_id"]]
+        assert line["kind"] == "text" and line["digest"] == rec["answer_digest"]
+        assert line["text"] == truth[rec["server_request_id"]], "the answer as the emulator wrote it"
