@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from analysis import compare_runs, load_run
+from analysis import compare_many, compare_runs, load_run, write_outputs
 from analysis.equivalence import Answer, Changes, first_difference, run_answers, verdict
+from analysis.multi_render import render_multi
 from contract.schema import ANSWERS_FILE, RunData
 from locustfiles.target import start_emulator_process
 from tests.conftest import FAST_LADDER, ledger, read_jsonl, run_locust
@@ -77,6 +78,17 @@ def test_lossy_profile_divergence_per_level_equals_the_ledger_distributed(tmp_pa
         assert lv.baseline_noise is None or lv.baseline_noise.changed == 0
     assert eq.total.changed > 0 and eq.kind == "not_lossless", eq.text
     assert "this server is not lossless" in eq.text
+    # Several configurations, each against the baseline (the baseline's own run stands in for a lossless one).
+    multi = compare_many(base, [("lossy", spec), ("same", base)])
+    write_outputs(multi, tmp_path / "multi")
+    configs = json.loads((tmp_path / "multi" / "comparison.json").read_text())["configurations"]
+    assert [(c["name"], c["equivalence"]["kind"]) for c in configs] == [("lossy", "not_lossless"),
+                                                                        ("same", "lossless")]
+    rows = list(csv.DictReader((tmp_path / "multi" / "equivalence.csv").open()))
+    assert [(r["config"], r["target_c"], int(r["changed"])) for r in rows] == \
+        [("lossy", str(lv.target_c), lv.spec_vs_baseline.changed) for lv in eq.levels] + \
+        [("same", str(lv.target_c), 0) for lv in eq.levels]
+    assert "lossy: lossy changed" in render_multi(multi) and "same: same changed 0 of" in render_multi(multi)
 
 
 def test_batch_variance_is_the_noise_floor_and_not_blamed_on_speculation(tmp_path):
