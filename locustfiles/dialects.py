@@ -170,7 +170,7 @@ class OpenAIDialect(Dialect):
             "ignore_eos": sampling.ignore_eos,
         }
         if sampling.token_ids and server_kind == "vllm":
-            body["return_token_ids"] = True  # vLLM >= 0.10.2: choices[].token_ids in every chunk
+            body["return_token_ids"] = True  # choices[].token_ids in every chunk where the release knows it
         if server_kind == "sglang":
             body["return_spec_tokens_details"] = True
             if rid is not None:

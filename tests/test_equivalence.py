@@ -173,3 +173,23 @@ def test_chat_route_keeps_the_text_as_the_identity(tmp_path, emulator):
         line = answers[rec["request_id"]]
         assert line["kind"] == "text" and line["digest"] == rec["answer_digest"]
         assert line["text"] == truth[rec["server_request_id"]], "the answer as the emulator wrote it"
+
+
+def test_vllm_token_ids_are_the_identity(tmp_path, emulator):
+    """vLLM gives token ids when asked (``return_token_ids``): the answer's ids are the emulator's own words'."""
+    from emulator.textmodel import WordStream
+
+    emu = emulator("baseline", extra=["--vintage", "vllm-0.33", "--ledger-text"])
+    proc = run_locust(emu.url, tmp_path / "vllm", "--ladder", "2", "--max-tokens", "12", "--min-requests", "6",
+                      *FAST_LADDER, "--check-output")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    truth = {e["rid"]: e["prompt_text"] for e in ledger(emu.url)}
+    run = load_run(tmp_path / "vllm")
+    answers = {a["request_id"]: a for a in run.answers}
+    ok = [r for r in run.records if r["status"] == "ok"]
+    assert len(ok) >= 6 and run.meta.server["kind"] == "vllm"
+    for rec in ok:
+        line = answers[rec["request_id"]]
+        words = WordStream(truth[rec["server_request_id"]])
+        words.extend_to(12)
+        assert line["kind"] == "ids" and line["ids"] == words.ids[:12]
