@@ -16,6 +16,7 @@ from analysis.categories import CategorySpread, LevelRequests, category_spread
 from analysis.checks import NO_INTERVAL, ValidityWarning
 from analysis.crossover import RatioPoint, Verdict, judge
 from analysis.decompose import Decomposition, decompose_level
+from analysis.equivalence import Equivalence, check_equivalence
 from analysis.pair_checks import pair_warnings
 from analysis.recommend import LevelThroughput, Recommendation, recommend
 from analysis.server_side import in_window, server_accept_source
@@ -89,6 +90,7 @@ class Comparison:
     seed: int
     n_boot: int
     slo: SloComparison | None = None  # goodput and capacity under the SLO, when the runs had (or got) one
+    equivalence: Equivalence | None = None  # do the servers give the same answers (``analysis.equivalence``)
 
     @property
     def open_loop(self) -> bool:
@@ -179,7 +181,7 @@ def compare_runs(
     return Comparison(
         baseline=base_sum, spec=spec_sum, levels=tuple(levels), verdict=verdict,
         recommendation=recommendation, categories=category_spread(requests),
-        warnings=warnings, seed=seed, n_boot=n_boot, slo=under_slo,
+        warnings=warnings, seed=seed, n_boot=n_boot, slo=under_slo, equivalence=check_equivalence(base, spec),
     )
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from analysis.bootstrap import ratio_interval
 from analysis.checks import ValidityWarning
 from analysis.compare import DEFAULT_N_BOOT, DEFAULT_SEED, Comparison, compare_runs
+from analysis.equivalence import Equivalence
 from analysis.policy import Candidate, Policy, switching_policy
 from analysis.summary import RunSummary
 from contract.schema import RunData
@@ -105,6 +106,12 @@ def compare_many(
         names=tuple(names), pairs=pairs, levels=levels, policy=policy, warnings=_warnings(pairs, names),
         seed=seed, n_boot=n_boot,
     )
+
+
+def multi_equivalences(m: MultiComparison) -> list[tuple[str, Equivalence]]:
+    """Each configuration's output-equivalence check against the baseline, in order."""
+    return [(name, pair.equivalence) for name, pair in zip(m.names, m.pairs, strict=True)
+            if pair.equivalence is not None]
 
 
 def _summary(base: RunData) -> RunSummary:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from analysis.columns import STEP_COLUMNS
 from analysis.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
-from analysis.multi import MultiComparison, MultiLevel
+from analysis.equivalence_report import multi_equivalence_lines
+from analysis.multi import MultiComparison, MultiLevel, multi_equivalences
 from analysis.policy import PolicyLevel
 from analysis.render import decompositions, describe_run, render_warnings, why_lines
 from analysis.table import Column, fmt_interval, fmt_num, fmt_ratio, markdown_table, text_table
@@ -103,6 +104,7 @@ def render_multi(m: MultiComparison) -> str:
     if m.policy.levels:
         out += ["", text_table(policy_columns(m), m.policy.levels)]
     out += why_section(m, markdown=False)
+    out += ["", *multi_equivalence_lines(multi_equivalences(m), markdown=False)]
     out += ["", render_warnings(m.warnings)]
     return "\n".join(out)
 
@@ -115,6 +117,7 @@ def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
     md += ["", "## Verdict", "", _sentence(best_text(m)), "", "## Policy", "", _sentence(m.policy.text), ""]
     if m.policy.levels:
         md += [markdown_table(policy_columns(m), m.policy.levels), ""]
+    md += multi_equivalence_lines(multi_equivalences(m), markdown=True)
     md += ["## Per level", "",
            "Ratios are configuration / baseline. Intervals: 95% bootstrap over each window's time batches "
            f"(seed {m.seed}, {m.n_boot} resamples); best/runner-up uses the same batches.", "",

@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from analysis.decompose_report import decomposition_json
+from analysis.equivalence_report import equivalence_json
 from analysis.multi import MultiComparison
 from analysis.render import decompositions
 from analysis.serialize import clean, csv_text, method_json, run_json, warning_json
@@ -30,7 +31,8 @@ def multi_json(m: MultiComparison) -> dict[str, Any]:
                                                                    "text": pair.verdict.text},
              "recommendation": {"kind": pair.recommendation.kind, "text": pair.recommendation.text},
              "report": f"pairs/{name}/report.md", "decomposition": decomposition_json(decompositions(pair)),
-             "why": [{"target_c": lv.target_c, "why": lv.why} for lv in pair.levels if lv.why]}
+             "why": [{"target_c": lv.target_c, "why": lv.why} for lv in pair.levels if lv.why],
+             "equivalence": equivalence_json(pair.equivalence) if pair.equivalence is not None else None}
             for name, pair in zip(m.names, m.pairs, strict=True)
         ],
         "levels": [

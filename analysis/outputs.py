@@ -6,12 +6,22 @@ import json
 from pathlib import Path
 
 from analysis.compare import Comparison
+from analysis.equivalence_report import Named, equivalence_csv
 from analysis.html import write_html
-from analysis.multi import MultiComparison
+from analysis.multi import MultiComparison, multi_equivalences
 from analysis.render import render_comparison, render_summary_table
 from analysis.report import render_report
 from analysis.serialize import comparison_csv, comparison_json, decomposition_csv, steps_csv, summary_json
 from analysis.summary import RunSummary
+
+
+def _equivalence_plot(named: Named, out: Path, baseline_name: str) -> list[Path]:
+    """equivalence_vs_c.png when at least one pair's answers were checked."""
+    if not any(eq.checked for _, eq in named):
+        return []
+    from analysis.equivalence_plots import plot_equivalence
+
+    return [plot_equivalence(named, out / "equivalence_vs_c.png", baseline_name)]
 
 
 def _write(path: Path, text: str) -> Path:
@@ -40,6 +50,8 @@ def write_comparison_outputs(comparison: Comparison, out_dir: str | Path) -> lis
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots = comparison_plots(comparison, out)
+    named = [("spec", comparison.equivalence)] if comparison.equivalence is not None else []
+    plots += _equivalence_plot(named, out, "baseline")
     report = render_report(comparison, plots)
     return [
         _write(out / "comparison.txt", render_comparison(comparison) + "\n"),
@@ -47,6 +59,7 @@ def write_comparison_outputs(comparison: Comparison, out_dir: str | Path) -> lis
         write_html(report, out, title="Speculative decoding against baseline"),
         _write(out / "comparison.csv", comparison_csv(comparison)),
         _write(out / "decomposition.csv", decomposition_csv(comparison)),
+        _write(out / "equivalence.csv", equivalence_csv(named)),
         _write(out / "comparison.json", json.dumps(comparison_json(comparison), indent=2) + "\n"),
         *plots,
     ]
@@ -71,13 +84,15 @@ def write_multi_outputs(multi: MultiComparison, out_dir: str | Path) -> list[Pat
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    plots = multi_plots(multi, out)
+    named = multi_equivalences(multi)
+    plots = [*multi_plots(multi, out), *_equivalence_plot(named, out, multi.baseline_name)]
     report = render_multi_report(multi, plots)
     written = [
         _write(out / "comparison.txt", render_multi(multi) + "\n"),
         _write(out / "report.md", report),
         write_html(report, out, title="Speculative configurations against baseline"),
         _write(out / "comparison.csv", multi_csv(multi)),
+        _write(out / "equivalence.csv", equivalence_csv(named)),
         _write(out / "comparison.json", json.dumps(multi_json(multi), indent=2) + "\n"),
         *plots,
     ]

@@ -18,6 +18,7 @@ from analysis.columns import (
 from analysis.compare import Comparison
 from analysis.decompose import Decomposition
 from analysis.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from analysis.equivalence_report import equivalence_lines
 from analysis.server_side import NOT_REPORTED, unreported_figures
 from analysis.summary import RunSummary
 from analysis.table import text_table
@@ -106,6 +107,7 @@ def render_comparison(comparison: Comparison) -> str:
                *(f"  {line}" for line in why_lines(c)), ""] if why_lines(c) else []),
         ]
     out += [*slo_section(c), ""] if c.slo is not None else []
+    out += [*equivalence_lines(c.equivalence), ""] if c.equivalence is not None else []
     out += [
         f"Verdict: {c.verdict.text}",
         f"Recommendation: {c.recommendation.text}",

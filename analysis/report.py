@@ -17,6 +17,7 @@ from analysis.columns import (
 )
 from analysis.compare import Comparison
 from analysis.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from analysis.equivalence_report import equivalence_markdown
 from analysis.render import PERCENTILE_NOTE, SERVER_NOTE, decompositions, describe_run, slo_heading, why_lines
 from analysis.table import fmt_num, markdown_table
 
@@ -26,6 +27,7 @@ PLOT_CAPTIONS = {
     "latency_vs_c.png": "TTFT and end-to-end latency percentiles",
     "categories.png": "Acceptance length and per-request speed-up by category",
     "server_timeline.png": "Requests running and queued, and KV-cache use, as the servers reported them",
+    "equivalence_vs_c.png": "Changed answers at temperature 0 against C, with each server's noise floor",
 }
 
 
@@ -49,6 +51,7 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
     ]
     if c.recommendation.levels:
         md += [markdown_table(SWITCH_COLUMNS, c.recommendation.levels), ""]
+    md += equivalence_markdown(c.equivalence) if c.equivalence is not None else []
     if c.slo is not None:
         s = c.slo
         md += [

@@ -19,6 +19,7 @@ from analysis.checks import ValidityWarning
 from analysis.compare import Comparison, LevelComparison
 from analysis.decompose import Decomposition
 from analysis.decompose_report import DECOMPOSITION_FIELDS, decomposition_json, decomposition_row
+from analysis.equivalence_report import equivalence_json
 from analysis.summary import RunSummary, StepRow
 
 SUMMARY_SCHEMA = 1
@@ -167,6 +168,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
                        for s in rec.levels],
         },
         "slo": _slo_comparison_json(c),
+        "equivalence": equivalence_json(c.equivalence) if c.equivalence is not None else None,
         "decomposition": decomposition_json(_decompositions(c)),
         "categories": {
             "rows": [asdict(r) for r in c.categories.rows],

@@ -6,7 +6,9 @@ A run directory holds three files, all written by the load side as things happen
 * ``steps.jsonl``: one JSON object per ladder step (``StepRecord``), written when the step ends;
 * ``meta.json``: settings, prompt set and server identity (``RunMeta``), written at start, updated at end;
 * ``server_metrics.jsonl`` (optional): the server's ``/metrics`` sampled during the run
-  (``contract.server_metrics``, its own schema version).
+  (``contract.server_metrics``, its own schema version);
+* ``answers.jsonl`` (optional, ``--check-output``): each successful request's whole answer (``AnswerLine``),
+  kept apart so records stay small; the record carries only its digest.
 
 This module is the single definition of those shapes. The load side imports it to build lines; the analysis
 side imports it to read them. It imports nothing from Locust, so a run killed half-way can be read anywhere.
@@ -16,8 +18,9 @@ keep ``read_*`` able to read every older version.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, get_args
@@ -29,6 +32,7 @@ SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"
 STEPS_FILE = "steps.jsonl"
 META_FILE = "meta.json"
+ANSWERS_FILE = "answers.jsonl"
 LOG_FILE = "locust.log"  # Locust's log and tables, written by specbench commands (--logfile); not read back
 
 Status = Literal["ok", "http_error", "stream_error", "timeout", "truncated", "connect_error", "not_streaming",
@@ -99,6 +103,33 @@ class RequestRecord(TypedDict):
     # <prompt_seq of turn 1>") and the turn, 1..N; later turns share turn 1's prompt_seq, prompt_id "<id>/t<turn>"
     conversation_id: NotRequired[str]
     turn: NotRequired[int]
+    # --check-output (temperature 0, ok requests only): "<kind>:<hex>", the blake2b-128 digest of the answer's
+    # token ids ("ids") or, where the API gives none, of its text ("text"); the answer itself is in answers.jsonl
+    answer_digest: NotRequired[str]
+
+
+class AnswerLine(TypedDict):
+    """One line of answers.jsonl: a successful request's whole answer, keyed like its record."""
+
+    schema: int
+    request_id: str
+    target_c: int | None
+    step: int | None
+    prompt_seq: int
+    turn: NotRequired[int]
+    kind: Literal["ids", "text"]
+    ids: NotRequired[list[int]]  # kind "ids": the output token ids as the server streamed them
+    text: NotRequired[str]  # kind "text": the answer text exactly as streamed
+    digest: str  # the record's answer_digest
+
+
+def answer_digest(ids: Sequence[int] | None, text: str) -> str:
+    """An answer's identity: its token ids when the server gave them, else its text (``kind:hex``).
+
+    Computed once per request, at its end: the read loop only keeps what it already parsed."""
+    if ids:
+        return "ids:" + hashlib.blake2b(",".join(map(str, ids)).encode(), digest_size=16).hexdigest()
+    return "text:" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 class StepRecord(TypedDict, total=False):
@@ -170,6 +201,7 @@ class RunData:
     steps: list[StepRecord]
     skipped_lines: int = 0  # a torn last line of a killed run (0 or 1)
     server_samples: list[ServerMetricsSample] = field(default_factory=list)  # server_metrics.jsonl, time order
+    answers: list[AnswerLine] = field(default_factory=list)  # answers.jsonl (--check-output), else empty
 
 
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
@@ -250,6 +282,20 @@ def read_steps(path: Path) -> list[StepRecord]:
     return [by_index[i] for i in sorted(by_index)]
 
 
+def read_answers(path: Path) -> tuple[list[AnswerLine], int]:
+    """Read answers.jsonl: lines without a request id and a digest are skipped and counted (a torn last line)."""
+    answers: list[AnswerLine] = []
+    bad = 0
+    for lineno, obj in _iter_jsonl(path):
+        if obj is None or not isinstance(obj, dict) or not isinstance(obj.get("request_id"), str) \
+                or not isinstance(obj.get("digest"), str):
+            bad += 1
+            continue
+        _check_version(path, lineno, obj)
+        answers.append(obj)  # type: ignore[arg-type]
+    return answers, bad
+
+
 def read_meta(path: Path) -> RunMeta:
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
@@ -278,5 +324,7 @@ def read_run(run_dir: str | Path) -> RunData:
     meta = read_meta(meta_path) if meta_path.exists() else RunMeta()
     samples_path = root / SERVER_METRICS_FILE
     samples, torn_samples = read_server_metrics(samples_path) if samples_path.exists() else ([], 0)
-    return RunData(path=root, meta=meta, records=records, steps=steps, skipped_lines=torn + torn_samples,
-                   server_samples=samples)
+    answers_path = root / ANSWERS_FILE
+    answers, torn_answers = read_answers(answers_path) if answers_path.exists() else ([], 0)
+    return RunData(path=root, meta=meta, records=records, steps=steps,
+                   skipped_lines=torn + torn_samples + torn_answers, server_samples=samples, answers=answers)

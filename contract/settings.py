@@ -76,6 +76,9 @@ OPTIONS: tuple[Option, ...] = (
            "for both runs); steps share it, unused time passes on"),
     Option("server-metrics", True, "sample the server's /metrics during the run into server_metrics.jsonl "
            "(--no-server-metrics: off)"),
+    Option("check-output", False, "at temperature 0 keep each answer's identity (token ids, else text): a digest "
+           "in the record, the answer in answers.jsonl, for the comparison's output-equivalence check (specbench "
+           "compare|sweep|demo: on unless --no-check-output)"),
     Option("server-metrics-interval", 1.0, "seconds between two reads of the server's /metrics"),
     Option("max-error-rate", 0.05, "a step whose failed share of requests is above this fraction fails the run "
            "(exit 3) and gets no verdict in a comparison"),
@@ -333,6 +336,7 @@ class SuiteSettings:
     step_ci: float
     server_metrics: bool
     server_metrics_interval: float
+    check_output: bool
     max_error_rate: float
     overwrite: bool
     rate_ladder: list[float] = dataclasses.field(default_factory=list)  # empty: closed loop
@@ -347,6 +351,11 @@ class SuiteSettings:
     @property
     def open_loop(self) -> bool:
         return bool(self.rate_ladder)
+
+    @property
+    def checks_output(self) -> bool:
+        """Answers are kept only at temperature 0: a sampled answer differs from run to run by design."""
+        return self.check_output and self.temperature == 0
     time_budget: str = ""
 
     @classmethod
@@ -375,7 +384,7 @@ class SuiteSettings:
             load_mode=str(get("load_mode")), ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
             min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
             max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
-            server_metrics=bool(get("server_metrics")),
+            server_metrics=bool(get("server_metrics")), check_output=bool(get("check_output")),
             server_metrics_interval=float(get("server_metrics_interval")),
             max_error_rate=float(get("max_error_rate")), overwrite=bool(get("overwrite")),
             rate_ladder=_rates(get("rate_ladder")), arrivals=str(get("arrivals")),

@@ -12,7 +12,9 @@ first such chunk is its last, the moment just before that write), ``finished_s``
 ``finish_reason`` ("length" | "stop" | "abort" | null), ``tokens_per_chunk`` (output tokens in each
 chunk as written; coalesced when the client reads slowly), ``tokens_per_step`` (tokens the scheduler
 produced in each step, the first being the prefill token), ``spec`` (null without speculation, else
-SGLang's ``spec_*`` figures plus ``alpha``, the prompt's draft acceptance probability), ``fault``
+SGLang's ``spec_*`` figures plus ``alpha``, the prompt's draft acceptance probability), ``output_change``
+(null, or the answer's first changed token under the ``lossy`` / ``batch_variance`` knobs: ``position``,
+``from_id``, ``to_id``, ``cause`` "lossy" | "batch", ``batch``; ``emulator.divergence``), ``fault``
 (null or the fault's name) and ``error`` (null or the error message). With ``ledger_text`` (``--ledger-text``)
 also ``prompt_text`` (the prompt as the emulator keys it: the text, or a chat's message contents joined by
 newlines) and ``output_text`` (the answer text written to the client). With ``ledger_chunk_times``

@@ -37,7 +37,8 @@ class Output:
     finish: str | None = None
 
     def __post_init__(self) -> None:
-        self.words = WordStream(self.req.text)
+        # The scheduler's stream when it has one: a changed answer (emulator.divergence) forks it there.
+        self.words = self.job.words if self.job.words is not None else WordStream(self.req.text)
         self.created = int(time.time())
 
     @property

@@ -38,6 +38,7 @@ class GenRequest:
     continuous_usage: bool = False
     spec_details: bool = False
     return_meta_info: bool = False
+    token_ids: bool = False  # vLLM's return_token_ids: each choice carries its new tokens' ids
 
 
 def parse_json_body(body: bytes) -> dict[str, Any]:
@@ -135,6 +136,7 @@ def _openai_common(data: dict[str, Any], profile: Profile) -> dict[str, Any]:
         "include_usage": bool(_field(options, "include_usage", bool, False)),
         "continuous_usage": bool(_field(options, "continuous_usage_stats", bool, False)),
         "spec_details": bool(_field(data, "return_spec_tokens_details", bool, False)),
+        "token_ids": bool(_field(data, "return_token_ids", bool, False)),
     }
 
 

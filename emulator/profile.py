@@ -17,6 +17,7 @@ import yaml
 
 from specbench_config import data_path
 
+from .divergence import Divergence, parse_divergence
 from .vintage import DEFAULT_VINTAGE, VINTAGES, Vintage
 
 __all__ = [
@@ -127,6 +128,7 @@ class Profile:
     metrics_interval_steps: int = 40
     max_catchup_ms: float = 250.0
     vintage: str = DEFAULT_VINTAGE  # the server release imitated on the wire (emulator.vintage)
+    divergence: Divergence = field(default_factory=Divergence)  # lossy / batch-variant answers (emulator.divergence)
 
     @property
     def scale(self) -> float:
@@ -346,6 +348,7 @@ def _build(raw: dict[str, Any], source: str, name: str) -> Profile:
         metrics_interval_steps=r.integer("metrics_interval_steps", 40, lo=1),
         max_catchup_ms=r.number("max_catchup_ms", 250.0, lo=0.0, lo_open=True),
         vintage=r.text("vintage", DEFAULT_VINTAGE),
+        divergence=parse_divergence(r.sub("lossy"), r.sub("batch_variance")),
     )
     r.finish()
     if profile.vintage not in VINTAGES:

@@ -16,12 +16,14 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import gevent
 import gevent.event
 
+from .divergence import change_answer
 from .profile import Profile
-from .textmodel import acceptance_alpha, text_unit
+from .textmodel import WordStream, acceptance_alpha, text_unit
 
 __all__ = ["Job", "QueueFull", "Scheduler", "StepStats", "WindowGauges"]
 
@@ -38,9 +40,11 @@ class Job:
     __slots__ = (
         "aborted",
         "alpha",
+        "change",
         "correct_drafts",
         "finished",
         "histogram",
+        "key",
         "left_s",
         "prefill_tokens",
         "produced",
@@ -50,6 +54,7 @@ class Job:
         "target_tokens",
         "updated",
         "verify_ct",
+        "words",
     )
 
     def __init__(self, target_tokens: int, prefill_tokens: int, alpha: float | None, rng: random.Random,
@@ -68,6 +73,9 @@ class Job:
         self.finished = False
         self.aborted = False
         self.updated = gevent.event.Event()
+        self.key = ""  # the prompt as the text model keys it
+        self.words: WordStream | None = None  # the answer's tokens (a changed answer forks them)
+        self.change: dict[str, Any] | None = None  # the ledger's output_change: its first changed token
 
     def abort(self) -> None:
         """Called by the HTTP side when the client is gone; the scheduler drops the job at its next step."""
@@ -140,7 +148,9 @@ class Scheduler:
         spec = self.profile.speculative
         alpha = acceptance_alpha(text, spec.alpha_min, spec.alpha_max, spec.pinned_alpha) if spec else None
         rng = random.Random(f"{self.profile.seed}:{text_unit(text, 'rng')}:{seen}")
-        return Job(target_tokens, prefill_tokens, alpha, rng, self._num_steps)
+        job = Job(target_tokens, prefill_tokens, alpha, rng, self._num_steps)
+        job.key, job.words = text, WordStream(text)
+        return job
 
     def submit(self, job: Job) -> None:
         limit = self.profile.max_queued_requests
@@ -243,7 +253,8 @@ class Scheduler:
     def _advance(self) -> None:
         """Give every running job its tokens for the step that just ended, and wake its writer."""
         stats, num_steps, still, wall = self.stats, self._num_steps, [], time.time()
-        decay = self._alpha_decay(len(self._running))
+        batch = len(self._running)
+        decay = self._alpha_decay(batch)
         for job in self._running:
             if job.aborted:
                 job.left_s = wall
@@ -262,6 +273,8 @@ class Scheduler:
                 job.histogram[accepted] += 1
                 stats.verify_passes += 1
                 stats.verify_tokens += tokens
+            if self.profile.divergence.active and job.change is None:
+                self._diverge(job, tokens, batch)
             job.produced += tokens
             job.step_tokens.append(tokens)
             stats.tokens += tokens
@@ -272,6 +285,13 @@ class Scheduler:
                 still.append(job)
             job.updated.set()
         self._running = still
+
+    def _diverge(self, job: Job, tokens: int, batch: int) -> None:
+        """The profile's lossy / batch-variance knobs on this step's new tokens (``emulator.divergence``)."""
+        seed = self.profile.seed
+        found = self.profile.divergence.first_change(seed, job.key, job.produced, tokens, batch)
+        if found is not None and job.words is not None:
+            job.change = change_answer(job.words, job.key, seed, found[0], found[1], batch)
 
     def _alpha_decay(self, batch: int) -> float:
         """Acceptance's share left in a step of ``batch`` requests (profile ``acceptance.halving_batch``)."""

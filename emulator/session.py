@@ -255,6 +255,7 @@ class Session:
             "tokens_per_chunk": list(progress.chunks),
             "tokens_per_step": list(job.step_tokens) if job else [],
             "spec": spec,
+            "output_change": job.change if job else None,
             "fault": self.fault,
             "error": error,
             **extra,

@@ -121,3 +121,15 @@ class WordStream:
     def text(self, start: int, stop: int) -> str:
         self.extend_to(stop)
         return "".join(self.words[start:stop])
+
+    def fork(self, position: int, salt: str) -> tuple[int, int]:
+        """Change the token at ``position`` and continue from there on another stream (the rest of an answer
+        follows its changed token); returns the token id before and after. Tokens before stay as they were."""
+        self.extend_to(position + 1)
+        before = self.ids[position]
+        del self.words[position:], self.ids[position:]
+        self._state = int(text_unit(salt, "fork") * 2.0**64) | 1
+        self.extend_to(position + 1)
+        if self.ids[position] == before:
+            self.ids[position] = before + 1
+        return before, self.ids[position]

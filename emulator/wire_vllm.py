@@ -56,7 +56,10 @@ class _VllmWire:
 
     def content(self, start: int, stop: int, final: bool) -> list[bytes]:
         out = self.out
-        return [self._chunk(self._choice(out.words.text(start, stop), out.finish if final else None), stop)]
+        choice = self._choice(out.words.text(start, stop), out.finish if final else None)
+        if out.req.token_ids:  # vLLM with return_token_ids: the chunk's new token ids
+            choice["token_ids"] = out.words.ids[start:stop]
+        return [self._chunk(choice, stop)]
 
     def closing(self) -> list[bytes]:
         out = self.out

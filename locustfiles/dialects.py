@@ -34,6 +34,7 @@ class Sampling:
     max_tokens: int
     temperature: float
     ignore_eos: bool
+    token_ids: bool = False  # --check-output: ask for the output token ids where a server needs asking (vLLM)
 
 
 class Dialect:
@@ -100,8 +101,11 @@ class GenerateDialect(Dialect):
 def _take_generate_text(state: StreamState, obj: dict[str, Any], meta: dict[str, Any]) -> None:
     """SGLang's ``text`` is cumulative unless the server runs ``--incremental-streaming-output`` (then a delta,
     and ``output_ids`` a delta shorter than the cumulative count); llama.cpp's ``content`` is a delta.
-    Skipped unless the text is kept: the read loop of an ordinary run does no text work."""
-    if not state.keep_text:
+    Skipped unless the text is kept: the read loop of an ordinary run does no text work, and one that checks
+    answers none where the chunk carries ids (they are the answer's identity)."""
+    if state.keep_ids and _take_generate_ids(state, obj, meta) and not state.keep_text:
+        return
+    if not (state.keep_text or state.keep_ids):
         return
     text = obj.get("text")
     if isinstance(text, str):
@@ -116,6 +120,23 @@ def _take_generate_text(state: StreamState, obj: dict[str, Any], meta: dict[str,
             state.add_text(text)
     elif isinstance(obj.get("content"), str):
         state.add_text(obj["content"])
+
+
+def _take_generate_ids(state: StreamState, obj: dict[str, Any], meta: dict[str, Any]) -> bool:
+    """``output_ids``: cumulative when as long as the cumulative count (kept by reference), else a delta;
+    llama.cpp's native ``tokens`` (with ``return_tokens``) is a delta. True when the chunk carried ids."""
+    ids = obj.get("output_ids")
+    if isinstance(ids, list):
+        cum = meta.get("completion_tokens")
+        if not isinstance(cum, int) or len(ids) == cum:
+            state.set_ids(ids)
+        else:
+            state.add_ids(ids)
+        return True
+    if isinstance(obj.get("tokens"), list):
+        state.add_ids(obj["tokens"])
+        return True
+    return False
 
 
 def _generate_count(obj: dict[str, Any], meta: dict[str, Any]) -> tuple[int | None, str]:
@@ -148,6 +169,8 @@ class OpenAIDialect(Dialect):
             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             "ignore_eos": sampling.ignore_eos,
         }
+        if sampling.token_ids and server_kind == "vllm":
+            body["return_token_ids"] = True  # choices[].token_ids in every chunk where the release knows it
         if server_kind == "sglang":
             body["return_spec_tokens_details"] = True
             if rid is not None:
@@ -180,6 +203,8 @@ def _take_choice(state: StreamState, t: float, choice: dict[str, Any], cum: int 
     ids = choice.get("token_ids")
     text = _choice_text(choice)
     state.add_text(_answer_delta(choice))
+    if state.keep_ids and isinstance(ids, list):
+        state.add_ids(ids)
     if text or ids:
         if cum is None and isinstance(ids, list):
             cum = state.last_cum + len(ids)

@@ -266,7 +266,7 @@ class RunHooks:
             self.fleet.count_record(msg.node_id, msg.data.get("n"))
         ctx = getattr(self.env, "specbench_run", None)
         if ctx is not None:
-            ctx.write_record(record)
+            ctx.write_record(record, msg.data.get("answer"))
         if self.shape is not None:
             self.shape.collector.on_record(record)
 
@@ -388,8 +388,8 @@ class RunHooks:
 
     def on_quitting(self) -> None:
         ctx = getattr(self.env, "specbench_run", None)
-        if ctx is not None and ctx.records is not None:
-            ctx.records.close()
+        if ctx is not None:
+            ctx.close_files()
         self._finish_run()
         if self.coordinates:
             self._report_losses()

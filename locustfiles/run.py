@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from contract.redact import redact
-from contract.schema import RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE, RequestRecord, RunMeta, StepRecord
+from contract.schema import (
+    ANSWERS_FILE,
+    RECORDS_FILE,
+    SCHEMA_VERSION,
+    STEPS_FILE,
+    AnswerLine,
+    RequestRecord,
+    RunMeta,
+    StepRecord,
+)
 from contract.settings import SettingsError, SuiteSettings, default_run_dir
 from locustfiles.deadline import DeadlineExceeded
 from locustfiles.dialects import Dialect, Sampling, dialect
@@ -50,6 +59,7 @@ class RunContext:
     prompts: PromptOrder
     worker: int
     records: JsonlAppender | None  # only on the master or local runner: the one writer of records.jsonl
+    answers: JsonlAppender | None = None  # --check-output: answers.jsonl, opened by the first answer
     sequence: LocalSequence | WorkerSequence | None = None  # prompt sequence numbers (locustfiles.sequencer)
     clock: ClockOffset = field(default_factory=ClockOffset)  # this process's clock against the master's
     live: LiveStep = field(default_factory=LiveStep)
@@ -80,13 +90,27 @@ class RunContext:
             return self.prompts.next()[0]
         return self.sequence.next(step)
 
-    def envelope(self, record: RequestRecord) -> dict[str, Any]:
-        """A finished record as sent to the master: numbered, so the master can count what it did not get."""
-        return {"n": next(self._record_numbers), "record": dict(record)}
+    def envelope(self, record: RequestRecord, answer: AnswerLine | None = None) -> dict[str, Any]:
+        """A finished record as sent to the master: numbered, so the master can count what it did not get;
+        with --check-output its answer travels in the same message (the master writes both)."""
+        message: dict[str, Any] = {"n": next(self._record_numbers), "record": dict(record)}
+        if answer is not None:
+            message["answer"] = dict(answer)
+        return message
 
-    def write_record(self, record: RequestRecord) -> None:
-        if self.records is not None:
-            self.records.write(dict(record))
+    def write_record(self, record: RequestRecord, answer: AnswerLine | dict[str, Any] | None = None) -> None:
+        if self.records is None:
+            return
+        if answer is not None:  # first, so a reader that sees a record's digest finds its answer
+            if self.answers is None:
+                self.answers = JsonlAppender(self.run_dir / ANSWERS_FILE)
+            self.answers.write(dict(answer))
+        self.records.write(dict(record))
+
+    def close_files(self) -> None:
+        for appender in (self.records, self.answers):
+            if appender is not None:
+                appender.close()
 
 
 def resolve_api(requested: str, server: ServerIdentity) -> str:
@@ -139,7 +163,8 @@ def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, writes_re
     records = JsonlAppender(run_dir / RECORDS_FILE) if writes_records else None
     return RunContext(
         settings=settings, run_dir=run_dir, api=plan.api, model=plan.model, server=plan.server,
-        sampling=Sampling(settings.max_tokens, settings.temperature, settings.ignore_eos),
+        sampling=Sampling(settings.max_tokens, settings.temperature, settings.ignore_eos,
+                          token_ids=settings.checks_output),
         prompt_set=prompt_set, prompts=order, worker=worker, records=records, sequence=sequence,
         arrivals=ArrivalClock(settings.arrivals, settings.seed, worker, workers) if settings.open_loop else None,
         workload=(Workload.from_settings(settings, prompt_set)

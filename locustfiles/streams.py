@@ -47,8 +47,10 @@ class StreamState:
     spec: SpecFields | None = None
     server_request_id: str | None = None
     last_cum: int = 0  # the last cumulative output count the server reported
-    keep_text: bool = False  # keep the answer's text: only a multi-turn conversation resends it
+    keep_text: bool = False  # keep the answer's text: a multi-turn conversation resends it, --check-output
     text_parts: list[str] = field(default_factory=list)  # the answer's text as it arrived (with keep_text)
+    keep_ids: bool = False  # --check-output: keep the answer's identity, its token ids, else its text
+    ids: list[int] = field(default_factory=list)  # the answer's token ids as they arrived (with keep_ids)
     dialect: Dialect = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -99,13 +101,21 @@ class StreamState:
 
     def add_text(self, delta: str) -> None:
         """New answer text (a delta: OpenAI routes, llama.cpp ``content``, SGLang incremental streaming)."""
-        if delta and self.keep_text:
+        if delta and (self.keep_text or self.keep_ids):
             self.text_parts.append(delta)
 
     def set_text(self, whole: str) -> None:
         """The whole answer so far (SGLang ``/generate`` by default repeats it cumulatively in every chunk)."""
-        if self.keep_text:
+        if self.keep_text or self.keep_ids:
             self.text_parts = [whole]
+
+    def set_ids(self, whole: list[int]) -> None:
+        """Every output id so far (SGLang ``/generate`` ``output_ids``): kept by reference, no copy."""
+        self.ids = whole
+
+    def add_ids(self, delta: list[int]) -> None:
+        """New output ids (vLLM ``token_ids``, SGLang incremental streaming, llama.cpp ``tokens``)."""
+        self.ids.extend(delta)
 
     @property
     def answer_text(self) -> str:

@@ -21,7 +21,7 @@ from urllib3.exceptions import ProtocolError, ReadTimeoutError
 from urllib3.util.retry import RequestHistory, Retry
 
 from contract.redact import redact
-from contract.schema import SCHEMA_VERSION, RequestRecord
+from contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, answer_digest
 from locustfiles.auth import auth_headers
 from locustfiles.conversation import Conversation
 from locustfiles.pacer import wait_for_due
@@ -141,6 +141,26 @@ def _conversation_fields(conv: Conversation | None) -> dict[str, Any]:
     return {"conversation_id": conv.conversation_id, "turn": conv.turn}
 
 
+def _answer(record: RequestRecord, req: InFlight) -> AnswerLine | None:
+    """--check-output: a successful request's answer for answers.jsonl, its digest set in the record; hashed
+    once here, never per chunk. A failed request's answer is not kept (it is never compared)."""
+    if req.outcome.status != "ok":
+        return None
+    state = req.state
+    text = state.answer_text if not state.ids else ""
+    digest = answer_digest(state.ids, text)
+    record["answer_digest"] = digest
+    line = AnswerLine(schema=SCHEMA_VERSION, request_id=req.request_id, target_c=req.target_c, step=req.step,
+                      prompt_seq=req.seq, kind="ids" if state.ids else "text", digest=digest)
+    if state.ids:
+        line["ids"] = list(state.ids)
+    else:
+        line["text"] = text
+    if req.conversation is not None:
+        line["turn"] = req.conversation.turn
+    return line
+
+
 def entry_name(path: str, target_c: int | None, target_rate: float | None = None) -> str:
     """Locust stats entry: per ladder step, space-padded so rows sort by C (or by rate, in open loop)."""
     if target_rate:
@@ -220,9 +240,10 @@ class LLMUser(HttpUser):
                    **auth_headers(ctx.settings.api_key())}
         name = entry_name(ctx.dialect.path, target_c, target_rate)
         conversing = ctx.settings.multi_turn > 1  # only then is the answer's text kept (to resend it)
+        checking = ctx.settings.checks_output  # the answer's identity is kept: its ids, else its text
         # Until the request goes on the wire (``sent``), its times are those of a request never sent.
         req = InFlight(request_id, seq, prompt, step, target_c, ctx.now(), scheduled_s, time.perf_counter(),
-                       StreamState(ctx.api, keep_text=conversing))
+                       StreamState(ctx.api, keep_text=conversing, keep_ids=checking))
         req.target_rate = target_rate if scheduled_s is not None else None
         req.max_tokens = sampling.max_tokens
         req.conversation = conv if conversing else None
@@ -230,15 +251,16 @@ class LLMUser(HttpUser):
         return name, body, headers, req
 
     def _finish(self, ctx: RunContext, req: InFlight) -> RequestRecord:
-        """End-of-request work: the conversation's next turn, the record, and its way to records.jsonl."""
+        """End-of-request work: the conversation's next turn, the record (and answer), and their way to disk."""
         on_wire(None)
         self._ready = req.end  # the end of this stream: all that follows until the next send is lag
         self._conversation = self._continued(ctx, req)
         record = self._record(ctx, req)
+        answer = _answer(record, req) if ctx.settings.checks_output else None
         if self.environment.runner is None:
-            ctx.write_record(record)
+            ctx.write_record(record, answer)
         else:  # the master (or the local runner) writes it
-            self.environment.runner.send_message(RECORD_MESSAGE, ctx.envelope(record))
+            self.environment.runner.send_message(RECORD_MESSAGE, ctx.envelope(record, answer))
         return record
 
     def _turn(self, ctx: RunContext, step: int | None) -> Conversation:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+import yaml
 
 from contract.redact import redact
 from contract.schema import LOG_FILE
@@ -54,6 +55,21 @@ def flush_cache(url: str, api_key: str | None) -> bool:
     return resp.status_code == 200
 
 
+def with_output_check(extra: list[str], suite_config: str | None) -> list[str]:
+    """Comparisons keep answers by default (``--check-output``; the Locust run keeps them only at temperature
+    0), unless the command line or the suite profile says otherwise."""
+    if any(arg.split("=", 1)[0] in ("--check-output", "--no-check-output") for arg in extra):
+        return extra
+    if suite_config:
+        try:
+            profile = yaml.safe_load(Path(suite_config).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            profile = None  # the Locust run reports a bad profile in its own words
+        if isinstance(profile, dict) and any(k in profile for k in ("check-output", "check_output")):
+            return extra
+    return ["--check-output", *extra]
+
+
 @dataclass
 class LadderOutcome:
     returncode: int  # 0 when the ladder ran; 3 when a step failed more than --max-error-rate; else failed
@@ -68,8 +84,8 @@ def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: st
         print(f"{name}: flushed the server cache", flush=True)
     print(redact(f"{name}: ladder against {url} -> {run_dir}"), flush=True)
     # "--overwrite": the caller has claimed the output directory (refused a non-empty one without it).
-    result = execute(LoadRun(url, name, run_dir, suite_config, processes, ["--api", api, "--overwrite", *extra],
-                             verbose=verbose))
+    options = ["--api", api, "--overwrite", *with_output_check(extra, suite_config)]
+    result = execute(LoadRun(url, name, run_dir, suite_config, processes, options, verbose=verbose))
     if result.interrupted:
         print(f"{name}: interrupted; writing a partial report from what was recorded", flush=True)
         return LadderOutcome(130, True)

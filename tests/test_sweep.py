@@ -225,7 +225,9 @@ def test_report_html_shows_the_plots_and_the_verdict_in_chromium(sweep_report: t
     assert dom.returncode == 0, dom.stderr[-2000:]
     report = json.loads((out / "comparison.json").read_text())
     assert '<h2 id="verdict">' in dom.stdout and '<h2 id="policy">' in dom.stdout
-    assert dom.stdout.count('src="data:image/png;base64,') == 2
+    # the curves, the heat map and the output-equivalence figure (sweeps keep answers at temperature 0)
+    assert dom.stdout.count('src="data:image/png;base64,') == 3
+    assert "Output equivalence" in dom.stdout and "changed 0 of" in dom.stdout
     for lv in report["levels"]:
         assert f"C={lv['target_c']}: {lv['best']}" in dom.stdout
     shot = tmp_path / "report.png"

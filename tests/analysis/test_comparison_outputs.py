@@ -28,7 +28,8 @@ def out_dir(seed_comparison: Comparison, tmp_path_factory: pytest.TempPathFactor
     out = tmp_path_factory.mktemp("out")
     written = write_comparison_outputs(seed_comparison, out)
     assert {p.name for p in written} == {"comparison.txt", "report.md", "report.html", "comparison.csv",
-                                         "decomposition.csv", "comparison.json", *PLOTS, *DECOMPOSITION_PLOTS}
+                                         "decomposition.csv", "equivalence.csv", "comparison.json", *PLOTS,
+                                         *DECOMPOSITION_PLOTS}  # no answers kept: no equivalence plot
     return out
 
 
@@ -44,7 +45,8 @@ def test_comparison_json_has_a_schema_version_and_documented_fields(out_dir: Pat
     data = json.loads((out_dir / "comparison.json").read_text())
     assert data["schema"] == COMPARISON_SCHEMA and data["kind"] == "comparison"
     assert set(data) == {"schema", "kind", "method", "baseline", "spec", "levels", "verdict",
-                         "recommendation", "slo", "decomposition", "categories", "warnings"}
+                         "recommendation", "slo", "equivalence", "decomposition", "categories", "warnings"}
+    assert data["equivalence"]["kind"] == "not_checked"  # the seed runs kept no answers
     assert tuple(data["levels"][0]) == LEVEL_FIELDS
     assert tuple(data["decomposition"]["levels"][0])[:-2] == DECOMPOSITION_FIELDS
     assert data["slo"] is None  # closed-loop runs started without --slo
@@ -104,6 +106,7 @@ def test_a_run_without_steps_still_writes_every_file(tmp_path: Path) -> None:
     comparison = compare_runs(load_run(empty), load_run(empty))
     assert comparison.verdict.kind == "no_levels" and comparison.recommendation.kind == "none"
     written = write_comparison_outputs(comparison, tmp_path / "out")
-    # report.html and decomposition.csv (a header only) included; no decomposition plots without levels
-    assert len(written) == 10 and all(p.stat().st_size > 0 for p in written)
+    # report.html, decomposition.csv and equivalence.csv (headers only) included; no decomposition plots without
+    # levels, no equivalence plot without answers
+    assert len(written) == 11 and all(p.stat().st_size > 0 for p in written)
     assert (tmp_path / "out" / "comparison.csv").read_text().startswith("target_c,")
