@@ -6,11 +6,10 @@ seen the end of a response always finds the record. Fields (all times are ``time
 ``rid`` (the id the client got back), ``route``, ``stream``, ``status`` (HTTP status),
 ``arrival_s`` (request body read), ``scheduled_s`` (start of the step the request joined, or null),
 ``left_batch_s`` (end of its last step, when the scheduler took it out of the running batch, or null),
-``first_token_s`` (the first chunk with output tokens was written to the socket; for a response whose
-first such chunk is its last, the moment just before that write), ``finished_s``, ``prompt_tokens``,
-``cached_tokens``, ``max_new_tokens``, ``completion_tokens`` (output tokens written to the client),
-``finish_reason`` ("length" | "stop" | "abort" | null), ``tokens_per_chunk`` (output tokens in each
-chunk as written; coalesced when the client reads slowly), ``tokens_per_step`` (tokens the scheduler
+``first_token_s`` (the moment just before the first chunk with output tokens was written to the socket),
+``finished_s``, ``prompt_tokens``, ``cached_tokens``, ``max_new_tokens``, ``completion_tokens`` (output tokens
+written to the client), ``finish_reason`` ("length" | "stop" | "abort" | null), ``tokens_per_chunk`` (output
+tokens in each chunk as written; coalesced when the client reads slowly), ``tokens_per_step`` (tokens the scheduler
 produced in each step, the first being the prefill token), ``spec`` (null without speculation, else
 SGLang's ``spec_*`` figures plus ``alpha``, the prompt's draft acceptance probability), ``output_change``
 (null, or the answer's first changed token under the ``lossy`` / ``batch_variance`` knobs: ``position``,

@@ -168,8 +168,11 @@ class Session:
             if final:
                 self._finish([*events, *wire.closing()], produced - sent, progress, out.finish)
                 return
+            # Stamped just before the write, as the last chunk is: a process descheduled between a write and its
+            # stamp (a loaded machine) would otherwise date a token after the client had already read it.
+            written_s = time.time()
             resp.write(b"".join(events))
-            progress.wrote(produced - sent, time.time())
+            progress.wrote(produced - sent, written_s)
             if stall:
                 gevent.sleep(self.ctx.profile.faults.stall_s * self.ctx.profile.scale)
         job.abort()
