@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +27,8 @@ from contract.schema import answer_digest
 from locustfiles.sse import iter_events
 from locustfiles.streams import StreamState
 from locustfiles.target import start_emulator_process
-from specbench.loadrun import LOCUSTFILE
+
+from floodrun import flood
 
 BODIES = {
     "generate": ("/generate", {"text": "Explain speculative decoding.", "stream": True,
@@ -62,18 +61,9 @@ def read_loop(payloads: list[bytes], api: str, check: bool, repeat: int) -> floa
 
 
 def whole_run(url: str, check: bool, users: int, seconds: float, out: Path) -> tuple[float, float]:
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary", "--host", url,
-           "--out", str(out), "--label", "on" if check else "off", "--ladder", str(users), "--max-tokens", "256",
-           "--min-requests", "1", "--min-step-time", str(seconds), "--max-step-time", str(seconds * 3),
-           "--warmup-time", "1", "--step-ci", "0", "--check-output" if check else "--no-check-output"]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=seconds * 6 + 60)
-    step = json.loads((out / "steps.jsonl").read_text().splitlines()[0])
-    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
-    t0, t1 = step["steady_start_s"], step["end_s"]
-    events = sum(1 for r in records for ms in r["chunk_ms"] if t0 <= r["start_s"] + ms / 1000.0 < t1)
-    cpu_s = sum(step.get("load_cpu", {}).values()) / 100.0 * (t1 - step["start_s"])
-    all_events = sum(len(r["chunk_ms"]) for r in records if r["start_s"] >= step["start_s"] - 1)
-    return events / (t1 - t0), 1e6 * cpu_s / max(all_events, 1)
+    got = flood(url, "on" if check else "off", users, seconds, out,
+                ["--step-ci", "0", "--check-output" if check else "--no-check-output"])
+    return got.events_s, got.cpu_us_per_event
 
 
 def main() -> None:

@@ -12,33 +12,22 @@ nothing: the machine is shared.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from locustfiles.target import start_emulator_process
-from specbench.loadrun import LOCUSTFILE, free_port
+from specbench.loadrun import free_port
+
+from floodrun import flood
 
 
 def one_run(url: str, processes: int, users: int, seconds: float, out: Path) -> dict[str, float]:
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary", "--host", url,
-           "--out", str(out), "--label", f"p{processes}", "--ladder", str(users), "--max-tokens", "256",
-           "--min-requests", "1", "--min-step-time", str(seconds), "--max-step-time", str(seconds * 3),
-           "--warmup-time", "1"]
+    extra: list[str] = []
     if processes > 1:
         port = free_port()
-        cmd += ["--processes", str(processes), "--master-bind-port", str(port), "--master-port", str(port)]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=seconds * 6 + 60)
-    step = json.loads((out / "steps.jsonl").read_text().splitlines()[0])
-    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
-    t0, t1 = step["steady_start_s"], step["end_s"]
-    events = sum(1 for r in records for ms in r["chunk_ms"] if t0 <= r["start_s"] + ms / 1000.0 < t1)
-    cpu_s = sum(step.get("load_cpu", {}).values()) / 100.0 * (t1 - step["start_s"])
-    all_events = sum(len(r["chunk_ms"]) for r in records if r["start_s"] >= step["start_s"] - 1)
-    return {"events_s": events / (t1 - t0), "cpu_us_per_event": 1e6 * cpu_s / max(all_events, 1),
-            "tok_s": step["throughput_tok_s"], "cpu": step.get("load_cpu", {})}
+        extra = ["--processes", str(processes), "--master-bind-port", str(port), "--master-port", str(port)]
+    got = flood(url, f"p{processes}", users, seconds, out, extra)
+    return {"events_s": got.events_s, "cpu_us_per_event": got.cpu_us_per_event, "tok_s": got.tok_s, "cpu": got.cpu}
 
 
 def main() -> None:
