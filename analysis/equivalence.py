@@ -3,7 +3,9 @@
 At temperature 0 a lossless speculative server returns the target model's own answer. Both compared runs send
 the same prompts in the same order at every level, and each level restarts the order, so one prompt is
 answered by both servers at several loads. Answers (``answers.jsonl``, identity in ``answer_digest``) are
-paired by (level, prompt position); a failed request's answer is never compared. Per level:
+paired by (level, prompt position); a failed request's answer is never compared, nor one whose request was
+still in flight when its step's window closed (it ran partly under the next level's load, so a C=1 answer
+would no longer be a lone request's). Per level:
 
 * spec against baseline at that level: how many answers changed, and the first token where each pair differs
   (positions in token ids when both runs kept ids, else in characters of the text);
@@ -22,6 +24,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from analysis.steps import step_windows
 from contract.schema import RunData
 
 Z95 = 1.959964
@@ -84,12 +87,17 @@ class Equivalence:
 
 
 def run_answers(run: RunData) -> dict[int, dict[int, Answer]]:
-    """target C -> prompt position -> answer, from the ok records that carry a digest (first turns only)."""
+    """target C -> prompt position -> answer, from the ok records that carry a digest (first turns only) and
+    ended by their step's window end."""
     full = {a["request_id"]: a for a in run.answers}
+    step_end = {w.index: w.t1 for w in step_windows(run)}
     out: dict[int, dict[int, Answer]] = {}
     for rec in run.records:
         digest, c = rec.get("answer_digest"), rec.get("target_c")
         if rec["status"] != "ok" or not isinstance(digest, str) or c is None or rec.get("turn", 1) != 1:
+            continue
+        end = step_end.get(rec.get("step"))  # type: ignore[arg-type]
+        if end is not None and rec["start_s"] + rec["e2e_s"] > end:
             continue
         line = full.get(rec["request_id"], {})
         ids = line.get("ids")
