@@ -38,7 +38,7 @@ from locustfiles.link import (
     run_token,
 )
 from locustfiles.prompts import PromptError
-from locustfiles.recorder import write_meta
+from locustfiles.recorder import WRITE_FAILURES, on_write_failure, write_meta
 from locustfiles.sequencer import (
     SEQ_ASK_MESSAGE,
     SEQ_GRANT_MESSAGE,
@@ -98,6 +98,7 @@ class RunHooks:
         runner = self.env.runner
         assert runner is not None
         install_log_filter()
+        on_write_failure(self._on_write_failure)
         if self.env.parsed_options is not None:
             register_key_env(str(getattr(self.env.parsed_options, "api_key_env", "") or ""))
         install_console(str(getattr(self.env.parsed_options, "console", None) or "locust"),
@@ -221,6 +222,16 @@ class RunHooks:
 
     def _on_stop_signal(self, signum: int) -> None:
         log.info("Got %s: stopping the ladder; every finished request is kept", signal.Signals(signum).name)
+        self._stop_run()
+
+    def _on_write_failure(self, reason: str) -> None:
+        """The disk refused a line: nothing more can be kept, so the run stops now and exits 3 (lost data)."""
+        log.error("Stopping the run: %s (every line written before it is kept)", reason)
+        self.env.process_exit_code = 3
+        gevent.spawn(self._stop_run)  # not in the greenlet that was writing: stopping may kill it
+
+    def _stop_run(self) -> None:
+        """End the ladder as at a signal: the open step closes, users stop, the run is marked partial."""
         runner = self.env.runner
         if runner is not None and runner.shape_greenlet is not None:
             runner.shape_greenlet.kill(block=False)
@@ -391,6 +402,11 @@ class RunHooks:
         if ctx is not None:
             ctx.close_files()
         self._finish_run()
+        if WRITE_FAILURES.first is not None:
+            sys.stderr.write(f"specbench: error: {WRITE_FAILURES.first}; {WRITE_FAILURES.lines_lost} line(s) were "
+                             "not written\n")
+            sys.stderr.flush()
+            self.env.process_exit_code = 3
         if self.coordinates:
             self._report_losses()
             self._report_failures()
