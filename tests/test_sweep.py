@@ -344,3 +344,29 @@ def test_several_specs_need_names(capsys: pytest.CaptureFixture[str]) -> None:
     code = specbench_main(["compare", "--baseline", "http://127.0.0.1:9", "--spec", "a=http://127.0.0.1:10",
                            "--spec", "a=http://127.0.0.1:11"])
     assert code == 2 and "given twice" in capsys.readouterr().err
+
+
+def test_a_killed_specbench_leaves_no_server_behind(tmp_path: Path) -> None:
+    """SIGKILL to the sweep while its server command starts: the guardian stops the server's whole group."""
+    pids = tmp_path / "pids"
+    script = f"sleep 300 & echo $! >> {pids}; (trap '' TERM; sleep 300) & echo $! >> {pids}; echo $$ >> {pids}; wait"
+    path = tmp_path / "sweep.yaml"
+    path.write_text("ready_timeout_s: 120\nstop_timeout_s: 1\nconfigurations:\n"
+                    f"  - {{name: 'off', baseline: true, command: [bash, -c, \"{script}\"], "
+                    "ready: {url: 'http://127.0.0.1:{port}/ready'}}\n"
+                    "  - {name: b, url: 'http://127.0.0.1:9'}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "specbench.cli", "sweep", str(path), "--out", str(tmp_path / "o")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while (not pids.exists() or len(pids.read_text().split()) < 3) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        started = [int(p) for p in pids.read_text().split()]
+        assert all(_alive(p) for p in started)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10  # SIGTERM, then SIGKILL after the 1 s stop timeout to the one ignoring it
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in started), [p for p in started if _alive(p)]
