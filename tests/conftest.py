@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -100,11 +101,22 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def free_port() -> int:
+    """A port nothing listens on now (never Locust's 5557 or 8089: other runs on this machine may hold them)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def locust_cmd(host: str | None, out: Path, *args: str) -> list[str]:
+    """The locustfile's command line; with ``--processes`` and no master port, a free one (not Locust's 5557)."""
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
            "--out", str(out), "--label", "test"]
     if host:
         cmd += ["--host", host]
+    if "--processes" in args and "--master-bind-port" not in args:
+        port = str(free_port())
+        cmd += ["--master-bind-port", port, "--master-port", port]
     return cmd + list(args)
 
 

@@ -76,8 +76,14 @@ def test_ttft_and_latency_agree_with_the_emulators_timestamps(tmp_path, emulator
     ttft_diffs.sort()
     e2e_diffs.sort()
     median = len(ttft_diffs) // 2
-    assert abs(ttft_diffs[median]) < 0.005, ttft_diffs
-    assert abs(e2e_diffs[median]) < 0.005, e2e_diffs
+    # Loopback hops plus the client's own scheduling: a few ms, more on a busy machine at C=50. A figure taken at the
+    # wrong point (a chunk late, from before the connection) is off by a token interval or more: the bound is half
+    # of one (the server's median at this level), and at least 5 ms.
+    itls = sorted((e["finished_s"] - e["first_token_s"]) / (e["completion_tokens"] - 1) for e in truth.values()
+                  if e["completion_tokens"] > 1)
+    bound = max(0.005, 0.5 * itls[len(itls) // 2])
+    assert abs(ttft_diffs[median]) < bound, (bound, ttft_diffs)
+    assert abs(e2e_diffs[median]) < bound, (bound, e2e_diffs)
     assert all(d > -0.002 for d in ttft_diffs), "the client cannot see a token before the server sent it"
 
 
