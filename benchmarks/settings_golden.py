@@ -82,15 +82,15 @@ def compare(old_path: Path, new_path: Path) -> None:
             print(f"  {key}: {'identical' if a[key] == b[key] else f'DIFFER {a[key]} -> {b[key]}'}")
         for sa, sb in zip(a["steps"], b["steps"], strict=False):
             print(f"  step {sa['index']}: " + ", ".join(f"{k} {sa[k]} -> {sb[k]}" for k in sa if k != "index"))
-        ma, mb = a["meta"], b["meta"]
-        for key in sorted(set(ma) | set(mb)):
-            if key == "settings":
-                sa, sb = ma.get(key, {}), mb.get(key, {})
-                for sk in sorted(set(sa) | set(sb)):
-                    if sa.get(sk, "<absent>") != sb.get(sk, "<absent>"):
-                        print(f"  meta.settings.{sk}: {sa.get(sk, '<absent>')!r} -> {sb.get(sk, '<absent>')!r}")
-            elif ma.get(key, "<absent>") != mb.get(key, "<absent>"):
-                print(f"  meta.{key}: {ma.get(key, '<absent>')!r} -> {mb.get(key, '<absent>')!r}")
+        _diff("meta", {k: v for k, v in a["meta"].items() if k != "settings"},
+              {k: v for k, v in b["meta"].items() if k != "settings"})
+        _diff("meta.settings", a["meta"].get("settings", {}), b["meta"].get("settings", {}))
+
+
+def _diff(where: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+    for key in sorted(set(old) | set(new)):
+        if old.get(key, "<absent>") != new.get(key, "<absent>"):
+            print(f"  {where}.{key}: {old.get(key, '<absent>')!r} -> {new.get(key, '<absent>')!r}")
 
 
 if __name__ == "__main__":

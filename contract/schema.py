@@ -23,8 +23,9 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict, get_args
+from typing import Any, Literal, NotRequired, TypedDict
 
+from contract.apis import APIS, Api  # noqa: F401 - re-exported: the contract names its routes
 from contract.server_metrics import SERVER_METRICS_FILE, ServerMetricsSample, read_server_metrics
 
 SCHEMA_VERSION = 1
@@ -42,9 +43,6 @@ STATUSES: tuple[str, ...] = ("ok", "http_error", "stream_error", "timeout", "tru
 # Ended by the suite itself (a user leaving a step of a descending ladder): never a server failure.
 NOT_SERVER_FAILURES: tuple[str, ...] = ("cancelled",)
 Phase = Literal["warmup", "measured", "transition"]
-# The request routes the suite speaks (one dialect object each, in locustfiles/dialects.py).
-Api = Literal["generate", "chat", "completions"]
-APIS: tuple[str, ...] = get_args(Api)
 # Where output_tokens came from: a server-reported count, or (last resort) counted chunks.
 TokenSource = Literal["meta_info", "usage", "timings", "tokens_predicted", "chunks"]
 # How the per-chunk cumulative counts were obtained.
