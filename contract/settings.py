@@ -41,7 +41,7 @@ from contract.apis import APIS
 from contract.lengths import LengthError, parse_length, parse_shared_prefix
 from contract.limits import LIMITS, LimitError, check_limit, check_processes, check_scale, load_processes
 from contract.policy import DEFAULT_LADDER
-from contract.redact import register_key_env
+from contract.redact import looks_like_env_name, register_key_env
 from contract.slo import SloError, parse_rates, parse_slo
 
 LOAD_MODES: tuple[str, ...] = ("ladder", "users")
@@ -255,20 +255,20 @@ def check_machine(options: Any, settings: SuiteSettings) -> None:
         raise SettingsError(str(exc)) from None
 
 
-def check_api_key_env(name: str) -> None:
-    """The variable must be set and non-empty; a name that may be the key itself is never echoed."""
+def check_api_key_env(name: str, _flag: str = "--api-key-env") -> None:
+    """The variable must be set and non-empty; a name that may be the key itself is never echoed.
+
+    Runs once in each process that validates the settings, and registers the key there, so its logs never
+    show it."""
     if not name:
         return
-    from contract.redact import looks_like_env_name
-
+    register_key_env(name)
     shown = name if looks_like_env_name(name) else "(name not shown: it does not look like a variable name)"
     if name not in os.environ:
         raise SettingsError(f"--api-key-env: environment variable {shown} is not set; "
                             "give the NAME of a variable that holds the key, never the key itself")
     if not os.environ[name].strip():
         raise SettingsError(f"--api-key-env: environment variable {shown} is empty")
-def _ladder(text: Any, where: str) -> list[int]:
-    return parse_ladder(text, where)
 
 
 def _rates(text: Any, where: str) -> list[float]:
@@ -276,12 +276,6 @@ def _rates(text: Any, where: str) -> list[float]:
         return parse_rates(str(text or ""))
     except SloError as exc:
         raise SettingsError(str(exc)) from None
-
-
-def _check_key_env(name: str, _flag: str) -> None:
-    """Checked once per process that reads the settings, and registered there so logs never show the key."""
-    register_key_env(name)
-    check_api_key_env(name)
 
 
 def _check_budget(text: str, flag: str) -> None:
@@ -312,7 +306,7 @@ class SuiteSettings:
     out: str = option("", "run directory (default runs/LABEL-YYYYmmdd-HHMMSS)", web_ui=False)
     model: str = option("", "model name for the OpenAI routes (default: the first of the server's /v1/models)")
     api_key_env: str = option("", "name of the environment variable holding the API key (never the key itself)",
-                              check=_check_key_env)
+                              check=check_api_key_env)
     connect_timeout: float = option(10.0, "seconds to connect")
     read_timeout: float = option(120.0, "seconds a stream may stay silent before it counts as a timeout")
     request_timeout: float = option(900.0, "seconds a whole request may take before it counts as a timeout")
@@ -320,7 +314,7 @@ class SuiteSettings:
                             "Locust's number of users as one measured step, for Run time if set, else until Stop",
                             choices=LOAD_MODES)
     ladder: list[int] = option(",".join(map(str, DEFAULT_LADDER)), "concurrency levels of the ladder, "
-                               "comma-separated", parse=_ladder)
+                               "comma-separated", parse=parse_ladder)
     warmup_time: float = option(0.0, "warm-up seconds per step; 0: until every user has finished one request or "
                                 "the requests in flight have stayed at C for a while (see README)")
     min_requests: int = option(0, "requests each step must measure; 0: 30 with --step-ci, else max(30, 3*C)")
@@ -440,11 +434,6 @@ OPTIONS: tuple[Option, ...] = tuple(
     dataclasses.replace(f.metadata[_OPTION], name=f.name.replace("_", "-")) for f in dataclasses.fields(SuiteSettings)
 )
 _BY_DEST = {opt.dest: opt for opt in OPTIONS}
-
-
-def option_default(dest: str) -> Any:
-    """The default of an option as given on the command line, by attribute name."""
-    return _BY_DEST[dest].default
 
 
 def add_arguments(parser: Any) -> None:

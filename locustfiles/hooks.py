@@ -341,9 +341,8 @@ class RunHooks:
         return None if isinstance(runner, MasterRunner) else LocalSequence(self.counters)
 
     def _open_run(self, ctx: runmod.RunContext, runner: Any) -> None:
-        self.meta = runmod.initial_meta(ctx, self.env.host or "")
-        if self.shape is not None:
-            self.meta.ladder = list(self.shape.levels)  # users mode: the one level it holds
+        levels = self.shape.levels if self.shape is not None else ctx.settings.ladder  # users mode: its one level
+        self.meta = runmod.initial_meta(ctx, self.env.host or "", list(levels))
         write_meta(ctx.run_dir, self.meta)
         self.steps.open(ctx.run_dir)
         if self.tokens_tab is not None:

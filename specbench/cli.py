@@ -57,9 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common_load(p: argparse.ArgumentParser) -> None:
-        for dest in ("suite_config", "api_key_env", "overwrite", "time_budget"):
-            add_option(p, dest)
+        add_option(p, "suite_config")
+        add_option(p, "api_key_env")
         p.add_argument("--processes", type=int, default=0, help="Locust worker processes (0: one process)")
+        add_option(p, "overwrite")
+        add_option(p, "time_budget")
         verbose_flag(p)
 
     def verbose_flag(p: argparse.ArgumentParser) -> None:
