@@ -53,8 +53,12 @@ DEMO_SWEEP = (("off", "baseline"), ("steps5", "eagle3-steps5"), ("steps3", "eagl
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specbench", description=__doc__.split("\n\n")[0] if __doc__ else None,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        # No abbreviated flags: `run --api chat` (a flag for the Locust child) was taken as --api-key-env chat.
+        return sub.add_parser(name, help=help, allow_abbrev=False)
 
     def common_load(p: argparse.ArgumentParser) -> None:
         add_option(p, "suite_config")
@@ -68,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--verbose", action="store_true", help="also show Locust's own log and statistics tables "
                        "(always kept in each run directory's locust.log)")
 
-    p = sub.add_parser("compare", help="ladder on a baseline and speculative servers, then the comparison")
+    p = command("compare", help="ladder on a baseline and speculative servers, then the comparison")
     p.add_argument("--baseline", required=True, help="URL of the baseline server")
     p.add_argument("--spec", required=True, action="append", metavar="[NAME=]URL",
                    help="URL of a speculative server; repeat as --spec NAME=URL to compare several")
@@ -77,31 +81,31 @@ def _parser() -> argparse.ArgumentParser:
     add_option(p, "api")
     common_load(p)
 
-    p = sub.add_parser("run", help="one ladder against one server")
+    p = command("run", help="one ladder against one server")
     p.add_argument("--host", required=True, help="URL of the server")
     add_option(p, "label", required=True, default=None)
     add_option(p, "out")
     common_load(p)
 
-    p = sub.add_parser("report", help="tables of one run directory")
+    p = command("report", help="tables of one run directory")
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("compare-runs", help="comparison report of a baseline run and one or more runs")
+    p = command("compare-runs", help="comparison report of a baseline run and one or more runs")
     p.add_argument("base_run")
     p.add_argument("spec_runs", nargs="+", metavar="[NAME=]RUN")
     p.add_argument("--out")
     p.add_argument("--baseline-name", default="baseline", help="the baseline's name in a many-run report")
     p.add_argument("--overwrite", action="store_true", help="replace a report already in --out")
 
-    p = sub.add_parser("sweep", help="start, measure and stop each server configuration of a sweep file")
+    p = command("sweep", help="start, measure and stop each server configuration of a sweep file")
     p.add_argument("sweep_file", help="YAML sweep file (config/sweep/example.yaml)")
     p.add_argument("--out", help="report directory (default reports/sweep-YYYYmmdd-HHMMSS)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
     add_option(p, "api")
     common_load(p)
 
-    p = sub.add_parser("demo", help="the whole comparison against two built-in emulators")
+    p = command("demo", help="the whole comparison against two built-in emulators")
     p.add_argument("--out", help="report directory (default reports/demo, reports/demo-sweep with --sweep, "
                    "reports/demo-rate with --rate)")
     p.add_argument("--speed", type=float, default=None, help="emulator time scale (default 10; 4 with --rate)")

@@ -133,3 +133,37 @@ def test_a_version_1_meta_reads_typed_and_a_new_one_holds_each_fact_once(tmp_pat
 def test_a_hand_edited_setting_of_the_wrong_type_reads_as_its_default(bad: dict) -> None:
     settings = SuiteSettings.from_public(bad)
     assert settings == SuiteSettings()
+
+
+def test_a_key_named_only_in_the_profile_goes_with_preflight_as_with_the_run(tmp_path: Path) -> None:
+    """specbench reads the key from the settings it validated once, so a profile's api_key_env counts everywhere
+    (it used to reach only the Locust child: the preflight's requests went without it)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.tinyservers import tiny_server
+
+    profile = tmp_path / "p.yaml"
+    profile.write_text("api_key_env: SPECBENCH_PROFILE_KEY\n", encoding="utf-8")
+    with tiny_server("ok") as server:
+        proc = subprocess.run(
+            [sys.executable, "-m", "specbench.cli", "run", "--host", server.url, "--label", "k", "--out",
+             str(tmp_path / "run"), "--suite-config", str(profile), "--api", "chat", "--ladder", "1",
+             "--max-tokens", "1", "--min-requests", "2", "--min-step-time", "0.5", "--step-ci", "0",
+             "--no-server-metrics"],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+            env={**os.environ, "SPECBENCH_PROFILE_KEY": "sk-profile-key-123"})
+        seen = list(server.seen)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    gets = [s for s in seen if s[0] == "GET"]
+    posts = [s for s in seen if s[0] == "POST"]
+    assert gets and posts
+    assert all(auth == "Bearer sk-profile-key-123" for _, _, auth in seen), seen
+
+
+def test_a_flag_for_the_locust_child_is_never_taken_as_a_prefix_of_a_command_flag() -> None:
+    from specbench.cli import _parser
+
+    args, extra = _parser().parse_known_args(["run", "--host", "http://h", "--label", "k", "--api", "chat"])
+    assert args.api_key_env == "" and extra == ["--api", "chat"]
