@@ -2,10 +2,12 @@
 
 Everything else is derived from that one declaration: the settings object (the field's type and default),
 Locust's parser and the web UI's form (``add_arguments``), the YAML profile's keys and types (``load_profile``),
-the ``specbench`` commands' pass-through flags (``add_passthrough``, ``passthrough_argv``), validation (the
+the ``specbench`` commands' pass-through flags (``add_option``, ``passthrough_argv``), validation (the
 choices, the field's row in ``contract.limits.LIMITS``, its ``check``) and meta.json's ``settings`` (``public``).
 
-To add an option, add one field to ``SuiteSettings`` (in the block it belongs to), and nothing elsewhere::
+To add an option, add one field to ``SuiteSettings``, and nothing elsewhere; a feature's options go together in
+one commented block (``# -- trace replay (#28) --``) above the block of options about this process. The fields'
+order is the order of ``--help``::
 
     trace_speed: float = option(1.0, "replay speed of --trace (2: twice as fast)")
 
@@ -14,8 +16,10 @@ gives ``--x``/``--no-x``). ``choices=`` lists the allowed values; ``parse=`` tur
 field's value (``--ladder 1,2,5`` -> ``[1, 2, 5]``; the default is then given as text too); ``check=`` raises
 ``SettingsError`` on a bad value; a number's range is its row in ``contract.limits.LIMITS`` (same name);
 ``web_ui=False`` keeps it off the web UI's form; ``meta=False`` keeps it out of meta.json (options about this
-process, such as the console, rather than about the run). tests/test_settings.py fails when an option's name
-is declared anywhere else.
+process, such as the console, rather than about the run). A ``specbench`` command that takes an option itself
+registers it with ``add_option`` (and names it in ``specbench.cli.PASSED_ON`` when the Locust child gets it as
+given); options it does not know go to the child untouched. tests/test_one_declaration.py fails when an
+option's flag is registered by hand anywhere else.
 
 Precedence: a value given on the command line wins; else the YAML profile (``--suite-config``); else the
 default here. In the web UI, values edited in the form win over both. Bad values raise ``SettingsError``
