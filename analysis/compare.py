@@ -22,7 +22,7 @@ from analysis.recommend import LevelThroughput, Recommendation, recommend
 from analysis.server_side import in_window, server_accept_source
 from analysis.slo_compare import SloComparison, compare_slo
 from analysis.steps import StepWindow, measured_ok, overlapping, step_windows
-from analysis.summary import RunSummary, StepRow, summarize_run
+from analysis.summary import RunSummary, StepRow, run_label, summarize_run
 from analysis.why import level_why, load_why
 from contract.schema import RunData
 from contract.slo import Slo
@@ -209,13 +209,12 @@ def _with_load_why(levels: list[LevelComparison], spec_rows: list[StepRow]) -> l
 
 def _error_limit(*runs: RunData) -> float:
     """The strictest --max-error-rate either run was made with (the default for older runs)."""
-    limits = [r.meta.settings.get("max_error_rate") for r in runs]
-    given = [float(x) for x in limits if isinstance(x, int | float)]
+    given = [r.meta.settings.max_error_rate for r in runs if r.meta.settings is not None]
     return min(given) if given else DEFAULT_MAX_ERROR_RATE
 
 
 def _role_name(role: str, run: RunData) -> str:
-    label = run.meta.label or run.path.name
+    label = run_label(run) or run.path.name
     return role if label == role else f"{role} ({label})"
 
 

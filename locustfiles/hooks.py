@@ -20,7 +20,7 @@ from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from contract.limits import LimitError, check_processes
-from contract.redact import install_log_filter, redact, register_key_env
+from contract.redact import install_log_filter, redact
 from contract.schema import RunMeta
 from contract.settings import SettingsError, add_arguments, apply_profile, settings_of
 from contract.urls import UrlError, check_url, has_credentials
@@ -99,8 +99,6 @@ class RunHooks:
         assert runner is not None
         install_log_filter()
         on_write_failure(self._on_write_failure)
-        if self.env.parsed_options is not None:
-            register_key_env(str(getattr(self.env.parsed_options, "api_key_env", "") or ""))
         install_console(str(getattr(self.env.parsed_options, "console", None) or "locust"),
                         getattr(self.env.parsed_options, "logfile", None))
         if self.runs_users:
@@ -128,10 +126,9 @@ class RunHooks:
         """Fail fast, before any load, on a bad flag, profile value or host; fix the host a key may go to."""
         try:
             apply_profile(options, argv)
-            register_key_env(str(getattr(options, "api_key_env", "") or ""))
-            settings_of(options)
+            settings = settings_of(options)  # validated once; registers the key's variable for redaction
             self.env.host = check_url(self.env.host) if self.env.host else self.env.host
-            if self.env.host and has_credentials(self.env.host) and settings_of(options).api_key():
+            if self.env.host and has_credentials(self.env.host) and settings.api_key():
                 raise UrlError("--host: the URL carries credentials (user:pass@) and an API key is set (--api-key-env)"
                                "; requests would send the URL's Basic auth instead of the key: give one of the two")
         except (SettingsError, UrlError) as exc:
@@ -344,9 +341,8 @@ class RunHooks:
         return None if isinstance(runner, MasterRunner) else LocalSequence(self.counters)
 
     def _open_run(self, ctx: runmod.RunContext, runner: Any) -> None:
-        self.meta = runmod.initial_meta(ctx, self.env.host or "")
-        if self.shape is not None:
-            self.meta.ladder = list(self.shape.levels)  # users mode: the one level it holds
+        levels = self.shape.levels if self.shape is not None else ctx.settings.ladder  # users mode: its one level
+        self.meta = runmod.initial_meta(ctx, self.env.host or "", list(levels))
         write_meta(ctx.run_dir, self.meta)
         self.steps.open(ctx.run_dir)
         if self.tokens_tab is not None:

@@ -197,12 +197,12 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def initial_meta(ctx: RunContext, host: str) -> RunMeta:
+def initial_meta(ctx: RunContext, host: str, levels: list[int]) -> RunMeta:
+    """meta.json at start; ``levels``: the concurrencies the shape walks (none in open loop, which walks rates)."""
     s = ctx.settings
     return RunMeta(
-        schema=SCHEMA_VERSION, suite_version=SUITE_VERSION, label=s.label, command_line=redact_argv(sys.argv),
-        settings=s.public(), api=ctx.api, max_tokens=s.max_tokens, ignore_eos=s.ignore_eos,
-        temperature=s.temperature, ladder=list(s.ladder) if not s.open_loop else [],
+        schema=SCHEMA_VERSION, suite_version=SUITE_VERSION, command_line=redact_argv(sys.argv),
+        settings=s, api=ctx.api, ladder=[] if s.open_loop else list(levels),
         prompts={"name": ctx.prompt_set.name, "sha256": ctx.prompt_set.sha256,
                  "count": len(ctx.prompt_set.prompts), "mode": s.prompt_mode, "seed": s.seed,
                  "fixed_id": s.prompt_id or None},
