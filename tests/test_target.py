@@ -16,6 +16,7 @@ import pytest
 
 from locustfiles.target import start_emulator_process
 from tests.conftest import FAST_LADDER, run_locust, wait_until
+from tests.procs import running
 
 
 def _serves(url: str) -> bool:
@@ -24,15 +25,6 @@ def _serves(url: str) -> bool:
             return resp.status == 200
     except (urllib.error.URLError, OSError):
         return False
-
-
-def _gone(pid: int) -> bool:
-    """Whether ``pid`` has exited (a zombie counts: it no longer runs)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def test_the_emulator_runs_in_its_own_process_until_stopped() -> None:
@@ -61,7 +53,7 @@ def test_the_emulator_exits_by_itself_when_its_launcher_is_killed() -> None:
     parent = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert parent.returncode == -signal.SIGKILL, parent.stderr
     pid, url = parent.stdout.split()
-    wait_until(lambda: _gone(int(pid)), timeout_s=10, what="the orphaned emulator to exit (it kept running)")
+    wait_until(lambda: not running(int(pid)), timeout_s=10, what="the orphaned emulator to exit (it kept running)")
     assert not _serves(url)
 
 
