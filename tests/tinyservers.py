@@ -71,7 +71,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, "text/plain; version=0.0.4", VLLM_METRICS)
         elif mode == "vllm_metrics" and self.path == "/slow/metrics":  # never answers
             self._hold_open(b"", 0.05)
-        elif self.server.mode == "echo_creds" and self.path == "/metrics":  # labels echo the credentials
+        elif mode == "echo_creds" and self.path == "/metrics":  # labels echo the credentials
             auth, decoded = _auth_forms(self.headers.get("Authorization"))
             self._send(200, "text/plain; version=0.0.4", (
                 "# TYPE sglang:num_running_reqs gauge\n"
@@ -145,7 +145,11 @@ def serving(server: socketserver.TCPServer) -> Iterator[str]:
 
 @contextmanager
 def tiny_server(mode: str) -> Iterator[Any]:
-    """A server on a free loopback port; yields it (``.url``, ``.seen``)."""
+    """A server on a free loopback port; yields it (``.url``, ``.seen``).
+
+    Modes: ok (any other name: plain answers, a short stream), ok_then_500, echo_creds, echo401_html, endless_sse,
+    silent_sse, trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics.
+    """
     server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
     server.mode, server.seen, server.lock, server.stopping = mode, [], threading.Lock(), False
