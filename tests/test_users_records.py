@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from contract.schema import read_run
-from tests.conftest import FAST_LADDER, ledger, locust_cmd, read_jsonl, run_locust
+from tests.conftest import FAST_LADDER, ledger, locust_cmd, read_jsonl, run_locust, wait_until
 
 
 def by_rid(entries: list[dict]) -> dict[str, dict]:
@@ -131,9 +131,8 @@ def test_sigkill_leaves_every_finished_request_on_disk(tmp_path, emulator):
                                        "100000", *FAST_LADDER),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
     records = out / "records.jsonl"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not records.exists() or records.read_text().count("\n") < 40):
-        time.sleep(0.2)
+    wait_until(lambda: records.exists() and records.read_text().count("\n") >= 40, timeout_s=60, poll_s=0.2,
+               what="40 records on disk")
     time.sleep(0.5)
     proc.send_signal(signal.SIGKILL)
     killed_at = time.time()
