@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import pytest
 import requests
 
 from locustfiles.target import EmulatorProcess, start_emulator_process
+from specbench.loadrun import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 # The benchmark scripts (benchmarks/, not installed) import their siblings by bare name, as when run as scripts;
@@ -127,13 +127,6 @@ def ledger_window_tok_s(entries: list[dict[str, Any]], t0: float, t1: float) -> 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def free_port() -> int:
-    """A port nothing listens on now (never Locust's 5557 or 8089: other runs on this machine may hold them)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def locust_cmd(host: str | None, out: Path, *args: str) -> list[str]:
