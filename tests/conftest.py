@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from locustfiles.target import EmulatorProcess, start_emulator_process
-from specbench.loadrun import free_port
+from specbench.launch import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 # The benchmark scripts (benchmarks/, not installed) import their siblings by bare name, as when run as scripts;

@@ -19,7 +19,7 @@ import requests
 
 from contract.schema import read_run
 from locustfiles.link import ClockOffset
-from specbench.loadrun import free_port
+from specbench.launch import free_port
 from tests.conftest import LOCUSTFILE, run_flags, run_locust, wait_until
 
 # On the minimums (--step-ci 0): the three topologies must measure the same number of requests per step.

@@ -16,7 +16,7 @@ import requests
 
 from analysis import compare_runs, load_run
 from contract.schema import read_run
-from specbench.loadrun import free_port
+from specbench.launch import free_port
 from tests.conftest import (
     LOCUSTFILE,
     ledger,

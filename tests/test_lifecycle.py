@@ -16,7 +16,7 @@ import psutil
 import pytest
 import requests
 
-from specbench.loadrun import free_port
+from specbench.launch import free_port
 from tests.conftest import LOCUSTFILE, REPO, wait_until
 from tests.procs import descendants, running
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import requests
 
-from specbench.loadrun import free_port
+from specbench.launch import free_port
 from tests.conftest import LOCUSTFILE, ledger, wait_answering, wait_until
 
 CHROMIUM = shutil.which("chromium")
