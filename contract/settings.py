@@ -24,6 +24,8 @@ from contract.limits import LIMITS, LimitError, check_limit, check_processes, ch
 from contract.policy import DEFAULT_LADDER
 from contract.schema import APIS
 from contract.slo import SloError, parse_rates, parse_slo
+from contract.traces import FORMATS as TRACE_FORMATS
+from contract.traces import TraceError, load_trace, parse_windows, replay_steps
 
 LOAD_MODES: tuple[str, ...] = ("ladder", "users")
 
@@ -102,6 +104,16 @@ OPTIONS: tuple[Option, ...] = (
            "drawn to one (exercises the server's prefix cache)"),
     Option("multi-turn", 1, "turns per conversation: each user holds one conversation at a time and resends the "
            "server's actual answers with a follow-up question (1: single requests)"),
+    # trace replay (#28)
+    Option("trace", "", "replay a request trace file (Mooncake JSONL, BurstGPT CSV or Azure CSV): its arrival "
+           "times, input and output lengths (and Mooncake hash_ids as shared prefix blocks), one open-loop step "
+           "per --trace-window"),
+    Option("trace-format", "", "format of --trace: mooncake, burstgpt or azure (default: detected from the content)",
+           choices=("", *TRACE_FORMATS)),
+    Option("trace-speed", 1.0, "replay speed of --trace: 2 sends it twice as fast (times divided by this)"),
+    Option("trace-window", "", "slices of --trace to replay, START:LEN in trace seconds, comma-separated, one "
+           "step each (default: the whole trace)"),
+    # end of trace replay (#28)
     Option("emulator-profile", "baseline", "with no --host: built-in emulator profile to start", in_web_ui=False),
     Option("emulator-speed", 1.0, "with no --host: time scale of the built-in emulator", in_web_ui=False),
     Option("suite-config", "", "YAML profile setting any of these options (command line wins)",
@@ -347,10 +359,15 @@ class SuiteSettings:
     output_len: str = ""
     shared_prefix: str = ""
     multi_turn: int = 1  # turns per conversation (1: each request on its own)
+    # trace replay (#28)
+    trace: str = ""  # a trace file: replayed instead of a ladder (open loop)
+    trace_format: str = ""
+    trace_speed: float = 1.0
+    trace_window: str = ""
 
     @property
     def open_loop(self) -> bool:
-        return bool(self.rate_ladder)
+        return bool(self.rate_ladder) or bool(self.trace)
 
     @property
     def checks_output(self) -> bool:
@@ -392,6 +409,9 @@ class SuiteSettings:
             input_len=str(get("input_len") or ""), output_len=str(get("output_len") or ""),
             shared_prefix=str(get("shared_prefix") or ""), multi_turn=int(get("multi_turn")),
             time_budget=str(get("time_budget") or ""),
+            # trace replay (#28)
+            trace=str(get("trace") or ""), trace_format=str(get("trace_format") or ""),
+            trace_speed=float(get("trace_speed")), trace_window=str(get("trace_window") or ""),
         )
         settings.validate()
         return settings
@@ -404,6 +424,7 @@ class SuiteSettings:
         self._validate_ranges()
         self._validate_workload()
         check_api_key_env(self.api_key_env)
+        self._validate_trace()
         if self.time_budget:
             parse_duration(self.time_budget, "--time-budget")
 
@@ -434,6 +455,28 @@ class SuiteSettings:
             parse_length(self.output_len, "--output-len", allow_dataset=False)
             parse_shared_prefix(self.shared_prefix)
         except (SloError, LengthError) as exc:
+            raise SettingsError(str(exc)) from None
+
+    def _validate_trace(self) -> None:
+        """Trace replay (#28): the file is read and every window checked now, so a bad trace is one line."""
+        if not self.trace:
+            if self.trace_window or self.trace_format:
+                raise SettingsError("--trace-window and --trace-format apply to a replay: give --trace FILE")
+            return
+        if self.rate_ladder:
+            raise SettingsError("--trace: a replay sends the trace's own arrivals; it cannot be combined with "
+                                "--rate-ladder")
+        if self.load_mode == "users":
+            raise SettingsError("--trace: a replay is open loop; it cannot be combined with --load-mode users")
+        if self.multi_turn > 1:
+            raise SettingsError("--trace: each trace row is one request; it cannot be combined with --multi-turn")
+        if self.input_len or self.output_len or self.shared_prefix:
+            raise SettingsError("--trace: the trace sets each request's lengths and shared blocks; leave out "
+                                "--input-len, --output-len and --shared-prefix")
+        try:
+            replay_steps(load_trace(self.trace, self.trace_format), parse_windows(self.trace_window),
+                         self.trace_speed)
+        except TraceError as exc:
             raise SettingsError(str(exc)) from None
 
     def api_key(self) -> str | None:

@@ -263,6 +263,10 @@ class ConcurrencyLadder(LoadTestShape):
         self.live.end_s = now
         self._broadcast()
 
+    def _arrivals_kind(self) -> str:
+        """How a step's arrivals are judged when it closes (``contract.policy.rate_held``)."""
+        return self.settings.arrivals
+
     def _close_ready_books(self, force: bool) -> None:
         for book in self.books:
             if book.closed or book.end_s is None:
@@ -271,7 +275,7 @@ class ConcurrencyLadder(LoadTestShape):
                 continue
             records = self.collector.records([book.index - 1, book.index])
             book.dropped = self.collector.dropped.get(book.index, 0)
-            step = close_step(book, records, arrivals=self.settings.arrivals)
+            step = close_step(book, records, arrivals=self._arrivals_kind())
             book.closed = True
             if step.get("steady_start_s") is not None and step["end_s"] > step["steady_start_s"]:
                 half = window_precision(records, step["steady_start_s"], step["end_s"])

@@ -8,19 +8,40 @@ least ``--min-requests`` (default max(30, 3 x rate)) and ``--min-step-time``, ca
 In open loop a window's requests are those *sent* in it (finished in it or after it: the step's books close
 only once all are recorded), so an overloaded step is not held open waiting for requests that finish in time.
 Without ``--rate-ladder`` it is exactly the ``ConcurrencyLadder`` it extends, so one locustfile serves both.
+
+With ``--trace`` (#28) each trace window is one step (``locustfiles.replay``): no warm-up (the window opens
+``LEAD_S`` after the step starts, when its first row may fall due, so every row is measured), its level is the
+window's mean rate, and it ends once every row has been sent or dropped and the window's time has passed.
 """
 
 from __future__ import annotations
 
 from contract.policy import default_min_requests_at_rate
+from contract.traces import ReplayStep, load_trace, parse_windows, replay_steps
 from shapes.books import StepBook
 from shapes.ladder import ConcurrencyLadder
+
+LEAD_S = 0.5  # as locustfiles.replay.LEAD_S: the first row is due this long after its step starts
 
 
 class RateLadder(ConcurrencyLadder):
     """Open loop when ``--rate-ladder`` is set; the closed-loop ladder otherwise."""
 
+    def _replay(self) -> list[ReplayStep]:
+        """--trace: the windows to replay (read once per run)."""
+        cfg = self.settings
+        key = (cfg.trace, cfg.trace_format, cfg.trace_window, cfg.trace_speed)
+        if getattr(self, "_replay_key", None) != key:
+            self._replay_key = key
+            self._replay_steps = replay_steps(load_trace(cfg.trace, cfg.trace_format),
+                                              parse_windows(cfg.trace_window), cfg.trace_speed)
+        return self._replay_steps
+
     def _new_book(self, index: int, now: float) -> StepBook:
+        if self.settings.trace:
+            step = self._replay()[index]
+            return StepBook(index=index, target_c=0, min_requests=len(step.rows), start_s=now,
+                            target_rate=step.mean_rate)
         if not self.settings.open_loop:
             return super()._new_book(index, now)
         rate = self.settings.rate_ladder[index]
@@ -28,7 +49,35 @@ class RateLadder(ConcurrencyLadder):
         return StepBook(index=index, target_c=0, min_requests=min_requests, start_s=now, target_rate=rate)
 
     def _n_steps(self) -> int:
+        if self.settings.trace:
+            return len(self._replay())
         return len(self.settings.rate_ladder) if self.settings.open_loop else super()._n_steps()
+
+    def _begin_step(self, index: int, now: float) -> None:
+        super()._begin_step(index, now)
+        if self.settings.trace and self._book is not None:  # the window opens when its first row may be due
+            self._book.steady_start_s = self.live.steady_start_s = self._book.start_s + LEAD_S
+            self._broadcast()
+
+    def _check_warmup(self, book: StepBook, now: float) -> None:
+        if not self.settings.trace:
+            super()._check_warmup(book, now)
+
+    def _end_reason(self, book: StepBook, now: float) -> str | None:
+        if not self.settings.trace:
+            return super()._end_reason(book, now)
+        if now - book.start_s >= (book.max_s if book.max_s is not None else self.settings.max_step_time):
+            return "max_time"
+        steady = book.steady_start_s
+        assert steady is not None
+        taken = self._measured_so_far(book, steady) + self.collector.dropped.get(book.index, 0)
+        if taken >= book.min_requests and now >= steady + self._replay()[book.index].span_s:
+            return "target"
+        return None
+
+    def _arrivals_kind(self) -> str:
+        # a trace's own arrivals: held when (almost) all of its rows were sent, as a constant rate is judged
+        return "constant" if self.settings.trace else super()._arrivals_kind()
 
     def _users(self, book: StepBook) -> tuple[int, float]:
         if book.target_rate is None:
@@ -46,4 +95,8 @@ class RateLadder(ConcurrencyLadder):
         return finished + sum(1 for start in self.collector.in_flight.values() if start >= steady)
 
     def _level_text(self, book: StepBook) -> str:
+        if self.settings.trace:
+            step = self._replay()[book.index]
+            return (f"trace window {step.window.text()} ({len(step.rows)} requests over {step.span_s:.3g} s, "
+                    f"rate={book.target_rate:g}/s)")
         return f"rate={book.target_rate:g}/s" if book.target_rate is not None else super()._level_text(book)
