@@ -38,7 +38,7 @@ from shapes.live import DROP_MESSAGE
 LEAD_S = 0.5
 
 
-@dataclass
+@dataclass(eq=False)  # one per process, hashed by identity (its lock is kept beside it)
 class Replay:
     """One process's view of the replay: the steps (windows) and the text the prompts are cut from."""
 

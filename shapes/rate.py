@@ -75,6 +75,15 @@ class RateLadder(ConcurrencyLadder):
             return "target"
         return None
 
+    def _end_step(self, book: StepBook, now: float, ended_by: str) -> None:
+        if self.settings.trace and ended_by == "target" and book.steady_start_s is not None:
+            # the window is the trace's own: its span, stretched only to take in a last row sent a little late
+            starts = [r["start_s"] for r in self.collector.records([book.index])]
+            starts += list(self.collector.in_flight.values())
+            end = book.steady_start_s + self._replay()[book.index].span_s
+            now = max(end, max(starts, default=end) + 1e-3)
+        super()._end_step(book, now, ended_by)
+
     def _arrivals_kind(self) -> str:
         # a trace's own arrivals: held when (almost) all of its rows were sent, as a constant rate is judged
         return "constant" if self.settings.trace else super()._arrivals_kind()
