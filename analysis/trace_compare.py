@@ -1,13 +1,13 @@
 """Which server serves a replayed trace better (#28): goodput under the SLO per side, with intervals, and a verdict.
 
 Both runs replayed the same trace rows (``--trace``): row k of window w is the same request, sent at the same
-moment of its window, on both servers. So the comparison is paired by row. Per side: SLO attainment (rows that
-met every target / rows of the trace; a row never sent or failed counts as a miss), goodput (rows that met the
-SLO per second of replayed window), latency percentiles and output throughput. Intervals: a paired moving-block
-bootstrap over the rows in trace order (blocks of about sqrt(n) consecutive rows, resampled with replacement,
-the same blocks on both sides), because rows of one burst queue together and are not independent. The verdict
-names the server with the higher goodput when the 95% interval of the goodput ratio excludes 1, else says the
-trace does not separate them. Pure: run data in, figures out.
+moment of its window, on both servers, so the comparison is paired by row. Per side: SLO attainment (rows that
+met every target / rows of the trace; a row never sent, or failed, counts as a miss), goodput (rows that met the
+SLO per second of replayed window), latency percentiles and output throughput over the replay's makespan (first
+send to last answer). Intervals: a paired moving-block bootstrap over the rows in trace order (blocks of about
+sqrt(n) consecutive rows, resampled with replacement, the same blocks on both sides), because the rows of one
+burst queue together and are not independent. The verdict names the server with more goodput when the 95%
+interval of the goodput difference excludes 0, else says the trace does not separate them. Pure.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class TraceComparison:
     baseline: TraceSide
     spec: TraceSide
     goodput_ratio: float | None  # spec / baseline
-    ratio_ci: tuple[float, float] | None
+    diff_ci: tuple[float, float] | None  # 95% interval of spec - baseline goodput, req/s
     verdict: str
 
     def lines(self) -> list[str]:
@@ -65,9 +65,10 @@ class TraceComparison:
                        f"({side.sent} sent), {side.throughput_tok_s:.0f} tok/s, TTFT p50/p99 "
                        f"{_ms(side.ttft_p50_s)}/{_ms(side.ttft_p99_s)}, TPOT p50/p99 {_ms(side.tpot_p50_s)}/"
                        f"{_ms(side.tpot_p99_s)}, E2E p50/p99 {_ms(side.e2e_p50_s)}/{_ms(side.e2e_p99_s)}")
-        ratio = (f"goodput ratio {self.spec.name}/{self.baseline.name} {self.goodput_ratio:.3g}{_ci(self.ratio_ci)}"
-                 if self.goodput_ratio is not None else "goodput ratio: -")
-        out.append(f"  {ratio}. Verdict: {self.verdict}")
+        ratio = f"{self.goodput_ratio:.3g}" if self.goodput_ratio is not None else "-"
+        diff = self.spec.goodput_req_s - self.baseline.goodput_req_s
+        out.append(f"  goodput {self.spec.name} - {self.baseline.name}: {diff:+.3g} req/s{_ci(self.diff_ci)}, ratio "
+                   f"{ratio}. Verdict: {self.verdict}")
         return out
 
     def to_json(self) -> dict[str, object]:
@@ -110,10 +111,12 @@ def _side(name: str, recs: dict[tuple[int, int], RequestRecord], keys: list[tupl
     tpots = [t for r in ok if (t := tpot_s(r)) is not None]
     e2es = [r["e2e_s"] for r in ok]
     tokens = sum(r.get("output_tokens") or 0 for r in ok)
+    first = min((r["start_s"] for r in done), default=0.0)
+    makespan = max((r["start_s"] + r["e2e_s"] for r in done), default=first) - first
     n_good = int(good.sum())
     return TraceSide(name, len(keys), len(done), n_good, window_s, n_good / window_s if window_s else 0.0,
                      goodput_ci, n_good / len(keys) if keys else 0.0, att_ci,
-                     tokens / window_s if window_s else 0.0,
+                     tokens / makespan if makespan > 0 else 0.0,
                      percentile_or_none(ttfts, 50), percentile_or_none(ttfts, 99),
                      percentile_or_none(tpots, 50), percentile_or_none(tpots, 99),
                      percentile_or_none(e2es, 50), percentile_or_none(e2es, 99))
@@ -144,7 +147,7 @@ def compare_trace(base: RunData, spec: RunData, names: Sequence[str] = ("baselin
     verdict = "" if slo is not None else "no verdict: give an SLO (--slo) to judge goodput"
     good_b = np.array([k in recs_b and meets_slo(recs_b[k], judged) for k in keys], dtype=float)
     good_s = np.array([k in recs_s and meets_slo(recs_s[k], judged) for k in keys], dtype=float)
-    ci_b = ci_s = att_b = att_s = ratio_ci = None
+    ci_b = ci_s = att_b = att_s = diff_ci = None
     ratio = (good_s.sum() / win_s) / (good_b.sum() / win_b) if good_b.sum() and win_b and win_s else None
     if n_b >= 10 and win_b and win_s:
         boot = _block_boot(good_b, good_s)
@@ -153,26 +156,23 @@ def compare_trace(base: RunData, spec: RunData, names: Sequence[str] = ("baselin
         ci_s = tuple(np.percentile(boot[:, 1] / win_s, q))
         att_b = tuple(np.percentile(boot[:, 0] / n_b, q))
         att_s = tuple(np.percentile(boot[:, 1] / n_b, q))
-        valid = boot[:, 0] > 0
-        if valid.mean() > 0.975:
-            r = (boot[valid, 1] / win_s) / (boot[valid, 0] / win_b)
-            ratio_ci = (float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5)))
+        d = boot[:, 1] / win_s - boot[:, 0] / win_b
+        diff_ci = (float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5)))
     side_b = _side(names[0], recs_b, keys, win_b, good_b, ci_b, att_b)  # type: ignore[arg-type]
     side_s = _side(names[1], recs_s, keys, win_s, good_s, ci_s, att_s)  # type: ignore[arg-type]
     if not verdict:
-        verdict = _verdict(side_b, side_s, ratio_ci)
-    return TraceComparison(trace, judged.text(), side_b, side_s, ratio, ratio_ci, verdict)
+        verdict = _verdict(side_b, side_s, diff_ci)
+    return TraceComparison(trace, judged.text(), side_b, side_s, ratio, diff_ci, verdict)
 
 
 def _verdict(b: TraceSide, s: TraceSide, ci: tuple[float, float] | None) -> str:
+    """The server with more goodput when the interval of the difference excludes 0."""
     if b.good == 0 and s.good == 0:
         return "neither server meets the SLO on this trace"
     if ci is None:
-        if b.good == 0:
-            return f"{s.name} serves this traffic better: {b.name} meets the SLO for no request"
-        return "no verdict: too few rows for an interval"
-    if ci[0] > 1:
-        return f"{s.name} serves this traffic better (goodput {s.goodput_req_s / b.goodput_req_s:.3g}x {b.name}'s)"
-    if ci[1] < 1:
-        return f"{b.name} serves this traffic better (goodput {b.goodput_req_s / s.goodput_req_s:.3g}x {s.name}'s)"
-    return "the trace does not separate the two servers: the goodput ratio's interval includes 1"
+        return "no verdict: too few rows for an interval (10 needed)"
+    if ci[0] > 0:
+        return f"{s.name} serves this traffic better (more goodput under the SLO)"
+    if ci[1] < 0:
+        return f"{b.name} serves this traffic better (more goodput under the SLO)"
+    return "the trace does not separate the two servers: the goodput difference's interval includes 0"

@@ -101,9 +101,10 @@ def detect_format(text: str) -> str | None:
     if first.startswith("{"):
         return "mooncake"
     header = [c.strip() for c in next(csv.reader([first]), [])]
-    if all(c in header for c in _BURSTGPT_COLUMNS):
+    # by the time column's name (a missing length column is then reported as such)
+    if _BURSTGPT_COLUMNS[0] in header or {"Request tokens", "Response tokens"} & set(header):
         return "burstgpt"
-    if all(c in header for c in _AZURE_COLUMNS):
+    if _AZURE_COLUMNS[0] in header or {"ContextTokens", "GeneratedTokens"} & set(header):
         return "azure"
     return None
 
