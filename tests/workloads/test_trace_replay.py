@@ -1,5 +1,5 @@
 """Trace replay (#28): the readers and their errors, a replay held to the emulator's ledger at 1 and 3 load
-processes, and a real `specbench compare --trace` on the emulator pair."""
+processes, a real `specbench compare --trace` on the emulator pair, and recorded conversations as prompts."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from contract.traces import (
     parse_windows,
     replay_steps,
 )
+from locustfiles.prompts import PromptError, load_prompts
 from tests.conftest import LOCUSTFILE, ledger, run_locust
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "traces"
@@ -183,3 +184,44 @@ def test_compare_replays_one_trace_on_both_servers_and_names_the_better_one(tmp_
     assert "## Trace replay" in report and f"Verdict: {cmp['verdict']}" in report
     assert f"Verdict: {cmp['verdict']}" in proc.stdout
     print("\n".join(line for line in proc.stdout.splitlines() if "goodput" in line))
+
+
+def test_recorded_conversations_first_user_turn_then_the_recorded_turns_in_order(tmp_path, emulator):
+    share = tmp_path / "share.jsonl"  # ShareGPT JSONL and OpenAI-style chat JSONL ending with the answer
+    convs = [[f"Question {c}.{t}: what is {c * 10 + t} squared?" for t in (1, 2, 3)] for c in range(4)]
+    lines = [{"id": f"c{c}", "conversations": [x for q in qs for x in ({"from": "human", "value": q},
+                                                                        {"from": "gpt", "value": "ok"})]}
+             for c, qs in enumerate(convs[:2])]
+    lines += [{"id": f"c{c}", "messages": [{"role": "system", "content": "Be brief."},
+                                           *[x for q in qs for x in ({"role": "user", "content": q},
+                                                                     {"role": "assistant", "content": "ok"})]]}
+              for c, qs in enumerate(convs[2:], start=2)]
+    lines.append({"conversations": [{"from": "gpt", "value": "no user turn"}]})  # skipped, counted
+    share.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    loaded = load_prompts(str(share))
+    assert loaded.skipped == 1 and [p.id for p in loaded.prompts] == ["c0", "c1", "c2", "c3"]
+    assert loaded.prompts[2].as_messages() == [{"role": "system", "content": "Be brief."},
+                                               {"role": "user", "content": convs[2][0]}]
+    assert [p.recorded_turns for p in loaded.prompts] == [tuple(qs[1:]) for qs in convs]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(lines[0]) + "\n" + '{"conversations": [{"from": "alien", "value": "x"}]}\n')
+    with pytest.raises(PromptError, match=r"bad.jsonl line 2: conversations\[0\]: expected \"from\" to be human"):
+        load_prompts(str(bad))
+    # with --multi-turn the recorded user turns are asked in order, after the server's real answers
+    emu = emulator("baseline", speed=20, extra=["--ledger-text"])
+    out = tmp_path / "run"
+    proc = run_locust(emu.url, out, "--api", "chat", "--prompts", str(share), "--multi-turn", "3", "--ladder", "1",
+                      "--max-tokens", "8", "--min-requests", "6", "--min-step-time", "0.5", "--max-step-time", "30",
+                      "--step-ci", "0", timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    truth = {e["rid"]: e for e in ledger(emu.url)}
+    ids = {p.id: i for i, p in enumerate(loaded.prompts)}
+    checked = 0
+    for rec in read_run(out).records:
+        conv = convs[ids[rec["prompt_id"].split("/")[0]]]
+        text = truth[rec["request_id"]]["prompt_text"]
+        asked = [q for q in conv if q in text]
+        assert asked == conv[: rec["turn"]], (rec["turn"], text[-300:])  # turns 1..k, in order, nothing else
+        assert text.rstrip().endswith(conv[rec["turn"] - 1])
+        checked += rec["turn"] > 1
+    assert checked >= 2
