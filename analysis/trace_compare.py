@@ -44,6 +44,8 @@ class TraceSide:
     tpot_p99_s: float | None
     e2e_p50_s: float | None
     e2e_p99_s: float | None
+    late_p50_s: float | None = None  # sent after the row's due time (start_s - scheduled_s)
+    late_p99_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,9 @@ class TraceComparison:
         for side in (self.baseline, self.spec):
             out.append(f"  {side.name}: goodput {side.goodput_req_s:.3g} req/s{_ci(side.goodput_ci)}, "
                        f"attainment {side.attainment:.1%}{_ci(side.attainment_ci, pct=True)} of {side.rows} rows "
-                       f"({side.sent} sent), {side.throughput_tok_s:.0f} tok/s, TTFT p50/p99 "
+                       f"({side.sent} sent, {side.rows - side.sent} dropped or lost, sent late by p50/p99 "
+                       f"{_ms(side.late_p50_s, 1)}/{_ms(side.late_p99_s, 1)}), {side.throughput_tok_s:.0f} tok/s, "
+                       "TTFT p50/p99 "
                        f"{_ms(side.ttft_p50_s)}/{_ms(side.ttft_p99_s)}, TPOT p50/p99 {_ms(side.tpot_p50_s)}/"
                        f"{_ms(side.tpot_p99_s)}, E2E p50/p99 {_ms(side.e2e_p50_s)}/{_ms(side.e2e_p99_s)}")
         ratio = f"{self.goodput_ratio:.3g}" if self.goodput_ratio is not None else "-"
@@ -83,8 +87,8 @@ def _ci(ci: tuple[float, float] | None, pct: bool = False) -> str:
     return f" (95% CI {ci[0]:.1%} to {ci[1]:.1%})" if pct else f" (95% CI {ci[0]:.3g} to {ci[1]:.3g})"
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value * 1000:.0f} ms"
+def _ms(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value * 1000:.{digits}f} ms"
 
 
 def _trace_rows(run: RunData) -> tuple[dict[tuple[int, int], RequestRecord], int, float, list[tuple[int, int]]]:
@@ -110,6 +114,7 @@ def _side(name: str, recs: dict[tuple[int, int], RequestRecord], keys: list[tupl
     ttfts = [t for r in ok if (t := ttft_s(r)) is not None]
     tpots = [t for r in ok if (t := tpot_s(r)) is not None]
     e2es = [r["e2e_s"] for r in ok]
+    late = [r["start_s"] - r["scheduled_s"] for r in done if r.get("scheduled_s") is not None]
     tokens = sum(r.get("output_tokens") or 0 for r in ok)
     first = min((r["start_s"] for r in done), default=0.0)
     makespan = max((r["start_s"] + r["e2e_s"] for r in done), default=first) - first
@@ -119,7 +124,8 @@ def _side(name: str, recs: dict[tuple[int, int], RequestRecord], keys: list[tupl
                      tokens / makespan if makespan > 0 else 0.0,
                      percentile_or_none(ttfts, 50), percentile_or_none(ttfts, 99),
                      percentile_or_none(tpots, 50), percentile_or_none(tpots, 99),
-                     percentile_or_none(e2es, 50), percentile_or_none(e2es, 99))
+                     percentile_or_none(e2es, 50), percentile_or_none(e2es, 99),
+                     percentile_or_none(late, 50), percentile_or_none(late, 99))
 
 
 def _block_boot(good_b: np.ndarray, good_s: np.ndarray, seed: int = 0) -> np.ndarray:
