@@ -38,6 +38,9 @@ def _settings(meta: RunMeta) -> dict[str, Any]:
         "output lengths": meta.settings.get("output_len") or None,
         "shared prefix": meta.settings.get("shared_prefix") or None,
         "turns per conversation": meta.settings.get("multi_turn"),
+        "trace": meta.settings.get("trace") or None,  # trace replay (#28): the same file, speed and windows
+        "trace speed": meta.settings.get("trace_speed") if meta.settings.get("trace") else None,
+        "trace windows": meta.settings.get("trace_window") if meta.settings.get("trace") else None,
         "seed": meta.prompts.get("seed"),
     }
 

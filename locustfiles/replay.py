@@ -33,10 +33,6 @@ from locustfiles.prompts import Prompt, PromptSet
 from locustfiles.workload import CHARS_PER_TOKEN
 from shapes.live import DROP_MESSAGE
 
-#: The first row of a window is due this long after the master opens the step, so every process has heard
-#: of the step before anything falls due.
-LEAD_S = 0.5
-
 
 @dataclass(eq=False)  # one per process, hashed by identity (its lock is kept beside it)
 class Replay:

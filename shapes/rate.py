@@ -10,8 +10,9 @@ only once all are recorded), so an overloaded step is not held open waiting for 
 Without ``--rate-ladder`` it is exactly the ``ConcurrencyLadder`` it extends, so one locustfile serves both.
 
 With ``--trace`` (#28) each trace window is one step (``locustfiles.replay``): no warm-up (the window opens
-``LEAD_S`` after the step starts, when its first row may fall due, so every row is measured), its level is the
-window's mean rate, and it ends once every row has been sent or dropped and the window's time has passed.
+``LEAD_S`` after the pool's users are running, when its first row may fall due, so every row is measured), its
+level is the window's mean rate, and it ends once every row has been sent or dropped and the window's time has
+passed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from contract.traces import ReplayStep, load_trace, parse_windows, replay_steps
 from shapes.books import StepBook
 from shapes.ladder import ConcurrencyLadder
 
-LEAD_S = 0.5  # as locustfiles.replay.LEAD_S: the first row is due this long after its step starts
+LEAD_S = 0.5  # the first row of a window is due this long after the window is announced
+USERS_WAIT_S = 10.0  # at most this long for the pool's users to be running before a replay window opens
 
 
 class RateLadder(ConcurrencyLadder):
@@ -53,15 +55,17 @@ class RateLadder(ConcurrencyLadder):
             return len(self._replay())
         return len(self.settings.rate_ladder) if self.settings.open_loop else super()._n_steps()
 
-    def _begin_step(self, index: int, now: float) -> None:
-        super()._begin_step(index, now)
-        if self.settings.trace and self._book is not None:  # the window opens when its first row may be due
-            self._book.steady_start_s = self.live.steady_start_s = self._book.start_s + LEAD_S
-            self._broadcast()
-
     def _check_warmup(self, book: StepBook, now: float) -> None:
         if not self.settings.trace:
             super()._check_warmup(book, now)
+            return
+        # A replay has no warm-up: the window opens LEAD_S from now, once the pool's users are running (the first
+        # step of a distributed run spawns them on the workers first; a row due before any user could take it
+        # would be dropped), or after USERS_WAIT_S whatever the count.
+        users = self.runner.user_count if self.runner is not None else self.settings.max_in_flight
+        if users >= self.settings.max_in_flight or now - book.start_s >= USERS_WAIT_S:
+            book.steady_start_s = self.live.steady_start_s = now + LEAD_S
+            self._broadcast()
 
     def _end_reason(self, book: StepBook, now: float) -> str | None:
         if not self.settings.trace:
@@ -69,7 +73,8 @@ class RateLadder(ConcurrencyLadder):
         if now - book.start_s >= (book.max_s if book.max_s is not None else self.settings.max_step_time):
             return "max_time"
         steady = book.steady_start_s
-        assert steady is not None
+        if steady is None:
+            return None
         taken = self._measured_so_far(book, steady) + self.collector.dropped.get(book.index, 0)
         if taken >= book.min_requests and now >= steady + self._replay()[book.index].span_s:
             return "target"
