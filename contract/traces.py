@@ -112,12 +112,14 @@ def detect_format(text: str) -> str | None:
 def load_trace(path: str, fmt: str = "") -> Trace:
     """Read and check a trace file; ``fmt`` '' detects the format from the content."""
     file = Path(path)
-    if not file.is_file():
-        raise TraceError(f"--trace {path}: no such file")
     try:
+        if not file.is_file():
+            raise TraceError(f"--trace {path[:200]}: no such file")
         text = file.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"--trace {path}: cannot read it as UTF-8 text ({exc})") from None
+    except OSError as exc:
+        raise TraceError(f"--trace {path[:200]}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"--trace {path}: not UTF-8 text (bad byte at offset {exc.start})") from None
     return parse_trace(text, path, fmt)
 
 
