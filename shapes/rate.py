@@ -89,6 +89,11 @@ class RateLadder(ConcurrencyLadder):
             now = max(end, max(starts, default=end) + 1e-3)
         super()._end_step(book, now, ended_by)
 
+    def _measures_text(self, book: StepBook) -> str:
+        if not self.settings.trace:
+            return super()._measures_text(book)
+        return f"sends all {book.min_requests} rows of the window, each when due"
+
     def _arrivals_kind(self) -> str:
         # a trace's own arrivals: held when (almost) all of its rows were sent, as a constant rate is judged
         return "constant" if self.settings.trace else super()._arrivals_kind()
