@@ -225,3 +225,29 @@ def test_recorded_conversations_first_user_turn_then_the_recorded_turns_in_order
         assert text.rstrip().endswith(conv[rec["turn"] - 1])
         checked += rec["turn"] > 1
     assert checked >= 2
+
+
+def test_each_trace_window_is_one_step_with_its_own_rows(tmp_path, emulator):
+    trace = tmp_path / "trace.jsonl"
+    rows = bursty_mooncake(trace, 60, seed=3)
+    times = [r["timestamp"] / 1000 for r in rows]
+    emu = emulator("baseline", speed=20)
+    out = tmp_path / "run"
+    proc = run_locust(emu.url, out, "--api", "completions", "--trace", str(trace), "--trace-window", "0:1,2:",
+                      "--trace-speed", "2", timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = read_run(out)
+    first = [r for r, t in zip(rows, times, strict=True) if t < 1]
+    second = [r for r, t in zip(rows, times, strict=True) if t >= 2]
+    assert [s["requests_total"] for s in run.steps] == [len(first), len(second)]
+    assert run.steps[0]["end_s"] - run.steps[0]["steady_start_s"] == pytest.approx(0.5, abs=0.05)  # 1 s at 2x
+    truth = {e["rid"]: e for e in ledger(emu.url)}
+    for step, window_rows, start in ((0, first, 0.0), (1, second, 2.0)):
+        mine = [r for r in run.records if r["step"] == step]
+        anchor = run.steps[step]["steady_start_s"]
+        assert sorted(r["prompt_seq"] for r in mine) == list(range(len(window_rows)))
+        for rec in mine:
+            row = window_rows[rec["prompt_seq"]]
+            assert truth[rec["request_id"]]["prompt_tokens"] == row["input_length"]  # exact on completions too
+            assert rec["scheduled_s"] == pytest.approx(anchor + (row["timestamp"] / 1000 - start) / 2, abs=1e-3)
+    assert "trace window 2: (" in proc.stderr and "sends all" in proc.stderr
