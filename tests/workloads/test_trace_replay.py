@@ -251,3 +251,18 @@ def test_each_trace_window_is_one_step_with_its_own_rows(tmp_path, emulator):
             assert truth[rec["request_id"]]["prompt_tokens"] == row["input_length"]  # exact on completions too
             assert rec["scheduled_s"] == pytest.approx(anchor + (row["timestamp"] / 1000 - start) / 2, abs=1e-3)
     assert "trace window 2: (" in proc.stderr and "sends all" in proc.stderr
+
+
+def test_rows_due_while_every_user_is_busy_are_dropped_counted_never_sent_late(tmp_path, emulator):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": 50 * k, "input_length": 40, "output_length": 8}) + "\n"
+                             for k in range(30)))
+    emu = emulator("baseline", speed=20, extra=["--fault-stall", "1", "--stall-s", "20"])  # every stream: 1 s
+    out = tmp_path / "run"
+    proc = run_locust(emu.url, out, "--api", "generate", "--trace", str(trace), "--max-in-flight", "2", timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = read_run(out)
+    (step,) = run.steps
+    assert step["dropped"] + len(run.records) == 30 and step["dropped"] >= 20, step
+    assert "dropped_requests" in step["flags"] and "low_rate" in step["flags"]
+    assert max(r["start_s"] - r["scheduled_s"] for r in run.records) < 0.2  # dropped, never sent late instead
