@@ -26,6 +26,7 @@ from make_traces import mooncake_rows, write_mooncake
 from contract.schema import read_run
 from contract.traces import block_reuse_share, load_trace
 from locustfiles.target import start_emulator_process
+from specbench.loadrun import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,7 +38,8 @@ def replay(trace: Path, rows: list[dict], processes: int, work: Path) -> dict[st
         cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "sglang.py"), "--headless",
                "--only-summary", "--host", emu.url, "--out", str(out), "--api", "generate", "--trace", str(trace)]
         if processes > 1:
-            cmd += ["--processes", str(processes)]
+            port = free_port()
+            cmd += ["--processes", str(processes), "--master-bind-port", str(port), "--master-port", str(port)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=work)
         if proc.returncode:
             raise SystemExit(proc.stderr[-2000:])
