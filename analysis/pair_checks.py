@@ -39,6 +39,9 @@ def _settings(meta: RunMeta) -> dict[str, Any]:
         "output lengths": (s.output_len if s else "") or None,
         "shared prefix": (s.shared_prefix if s else "") or None,
         "turns per conversation": s.multi_turn if s else None,
+        "trace": (s.trace if s else "") or None,  # trace replay (#28): the same file, speed and windows
+        "trace speed": s.trace_speed if s and s.trace else None,
+        "trace windows": s.trace_window if s and s.trace else None,
         "seed": meta.prompts.get("seed"),
     }
 

@@ -47,6 +47,8 @@ from contract.limits import LIMITS, LimitError, check_limit, check_processes, ch
 from contract.policy import DEFAULT_LADDER
 from contract.redact import looks_like_env_name, register_key_env
 from contract.slo import SloError, parse_rates, parse_slo
+from contract.traces import FORMATS as TRACE_FORMATS
+from contract.traces import TraceError, load_trace, parse_windows, replay_steps
 
 LOAD_MODES: tuple[str, ...] = ("ladder", "users")
 _OPTION = "specbench_option"  # key of an option's declaration in its field's metadata
@@ -361,6 +363,15 @@ class SuiteSettings:
                                 check=lambda v, _f: parse_shared_prefix(v))
     multi_turn: int = option(1, "turns per conversation: each user holds one conversation at a time and resends "
                              "the server's actual answers with a follow-up question (1: single requests)")
+    # -- trace replay (#28) --
+    trace: str = option("", "replay a request trace file (Mooncake JSONL, BurstGPT CSV or Azure CSV): its arrival "
+                        "times, input and output lengths (and Mooncake hash_ids as shared prefix blocks), one "
+                        "open-loop step per --trace-window")
+    trace_format: str = option("", "format of --trace: mooncake, burstgpt or azure (default: detected from the "
+                               "content)", choices=("", *TRACE_FORMATS))
+    trace_speed: float = option(1.0, "replay speed of --trace: 2 sends it twice as fast (times divided by this)")
+    trace_window: str = option("", "slices of --trace to replay, START:LEN in trace seconds, comma-separated, one "
+                               "step each (default: the whole trace)")
     # -- this process, not the run (kept out of meta.json) --
     emulator_profile: str = option("baseline", "with no --host: built-in emulator profile to start", web_ui=False,
                                    meta=False)
@@ -374,7 +385,7 @@ class SuiteSettings:
 
     @property
     def open_loop(self) -> bool:
-        return bool(self.rate_ladder)
+        return bool(self.rate_ladder) or bool(self.trace)
 
     @property
     def checks_output(self) -> bool:
@@ -420,6 +431,29 @@ class SuiteSettings:
         if self.rate_ladder and self.load_mode == "users":
             raise SettingsError("--rate-ladder: open loop walks request rates; it cannot be combined with "
                                 "--load-mode users (which holds a user count)")
+        self._validate_trace()
+
+    def _validate_trace(self) -> None:
+        """Trace replay (#28): the file is read and every window checked now, so a bad trace is one line."""
+        if not self.trace:
+            if self.trace_window or self.trace_format:
+                raise SettingsError("--trace-window and --trace-format apply to a replay: give --trace FILE")
+            return
+        if self.rate_ladder:
+            raise SettingsError("--trace: a replay sends the trace's own arrivals; it cannot be combined with "
+                                "--rate-ladder")
+        if self.load_mode == "users":
+            raise SettingsError("--trace: a replay is open loop; it cannot be combined with --load-mode users")
+        if self.multi_turn > 1:
+            raise SettingsError("--trace: each trace row is one request; it cannot be combined with --multi-turn")
+        if self.input_len or self.output_len or self.shared_prefix:
+            raise SettingsError("--trace: the trace sets each request's lengths and shared blocks; leave out "
+                                "--input-len, --output-len and --shared-prefix")
+        try:
+            replay_steps(load_trace(self.trace, self.trace_format), parse_windows(self.trace_window),
+                         self.trace_speed)
+        except TraceError as exc:
+            raise SettingsError(str(exc)) from None
 
     def api_key(self) -> str | None:
         """The secret itself, read from the environment at the moment it is needed; never stored."""

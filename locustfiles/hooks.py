@@ -294,7 +294,7 @@ class RunHooks:
             # Open loop: the expected workers share the rate (the master ships expect_workers to each).
             workers = int(getattr(self.env.parsed_options, "expect_workers", 1) or 1) if not self.coordinates else 1
             ctx = runmod.build_context(settings, plan, worker, writes_records=self.coordinates,
-                                       sequence=self._sequence(runner), workers=workers)
+                                       sequence=self._sequence(runner, settings), workers=workers)
         except (SettingsError, PromptError) as exc:
             fail(str(exc))
         ctx.live = self.live
@@ -333,9 +333,11 @@ class RunHooks:
         assert self.plan is not None
         return self.plan
 
-    def _sequence(self, runner: Any) -> LocalSequence | WorkerSequence | None:
+    def _sequence(self, runner: Any, settings: Any) -> LocalSequence | WorkerSequence | None:
         if isinstance(runner, WorkerRunner):
-            self.sequence = WorkerSequence(runner.send_message, lambda: int(runner.user_count or 0))
+            # --trace (#28): rows go out in small blocks, so every process takes its share of the trace
+            users = (lambda: 0) if settings.trace else (lambda: int(runner.user_count or 0))
+            self.sequence = WorkerSequence(runner.send_message, users)
             return self.sequence
         self.counters.clear()
         return None if isinstance(runner, MasterRunner) else LocalSequence(self.counters)

@@ -4,6 +4,7 @@
     specbench demo --rate                            # the same in open loop, judged by goodput under an SLO
     specbench compare --baseline URL --spec URL      # preflight, ladder on each, comparison report
     specbench compare --baseline URL --spec A=URL --spec B=URL ...   # many configurations, one report
+    specbench compare --baseline URL --spec URL --trace FILE --slo ...   # trace replay (#28): both replay FILE
     specbench sweep sweep.yaml                       # start, measure and stop each configured server in turn
     specbench run --host URL --label NAME            # one ladder, one run directory
     specbench report RUN_DIR                         # python -m analysis summarize RUN_DIR
