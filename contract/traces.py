@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from contract.jsonlines import json_objects
 
 FORMATS: tuple[str, ...] = ("mooncake", "burstgpt", "azure")
 #: Tokens per Mooncake ``hash_ids`` block.
@@ -163,16 +164,7 @@ def _time(value: float, previous: float | None, where: str, key: str) -> float:
 def _parse_mooncake(text: str, name: str) -> list[TraceRow]:
     rows: list[TraceRow] = []
     previous: float | None = None
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{name} line {lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise TraceError(f"{where}: expected a JSON object with timestamp, input_length, output_length")
+    for lineno, where, obj in json_objects(text, name, TraceError, "timestamp, input_length, output_length"):
         missing = [k for k in ("timestamp", "input_length", "output_length") if k not in obj]
         if missing:
             raise TraceError(f"{where}: missing {', '.join(missing)}; expected a Mooncake row {{\"timestamp\": ms, "

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from contract.jsonlines import json_objects
 from specbench_config import data_path
 
 __all__ = [
@@ -283,16 +284,8 @@ def _parse_jsonl(content: str, display: str, stem: str) -> tuple[list[Prompt], l
     prompts: list[Prompt] = []
     explicit: list[bool] = []
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(content.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{display} line {lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise PromptError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(obj, dict):
-            raise PromptError(f'{where}: expected a JSON object with a "prompt" string or a "messages" list')
+    for lineno, where, obj in json_objects(content, display, PromptError,
+                                           'a "prompt" string or a "messages" list'):
         pid, has_id = _read_id(obj, where, default=f"{stem}-{lineno}")
         if pid in seen:
             raise PromptError(f"{where}: duplicate id {pid!r} (already used on line {seen[pid]})")
