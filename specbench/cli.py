@@ -111,7 +111,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", default=None, help="wall time for both runs (default 4m for the concurrency "
                    "demo, so it ends within 5 minutes; none for --rate; 0 or '' for none)")
     verbose_flag(p)
+
+    # crossover refinement (#27)
+    for name in ("compare", "sweep", "demo"):
+        sub.choices[name].add_argument(
+            "--refine-levels", type=int, default=3, metavar="N",
+            help="after the ladders, measure up to N extra levels around each crossover (switch point) on every "
+            "server until its 95%% interval is within ±15%% (default 3)")
+        sub.choices[name].add_argument("--no-refine", action="store_true", help="no extra levels after the ladders")
     return parser
+
+
+def refine_levels(args: argparse.Namespace) -> int:
+    """--refine-levels as a count (0 with --no-refine); a negative one is a usage error (#27)."""
+    if args.refine_levels < 0:
+        raise UsageError(f"--refine-levels {args.refine_levels}: expected a count of levels, 0 or more")
+    return 0 if args.no_refine else args.refine_levels
 
 
 def _interrupt(signum: int, _frame: Any) -> None:
@@ -246,7 +261,8 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
         print(redact(pre.describe(name)), flush=True)
     job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
-                     extra=_load_options(args) + extra, time_budget_s=budget, verbose=args.verbose)
+                     extra=_load_options(args) + extra, time_budget_s=budget, verbose=args.verbose,
+                     refine_levels=refine_levels(args))
     return run_compare(job)
 
 
@@ -313,7 +329,7 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         job = CompareJob(baseline=base, specs=[("spec", spec)], out=Path(args.out or "reports/demo"),
                          suite_config=args.suite_config, processes=args.processes,
                          flush_cache=True, api_key=None, extra=extra,
-                         time_budget_s=budget, verbose=args.verbose)
+                         time_budget_s=budget, verbose=args.verbose, refine_levels=refine_levels(args))
         return run_compare(job)
     finally:
         for server in servers:
