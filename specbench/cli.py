@@ -246,6 +246,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
     budget = _budget(args)
+    refine = refine_levels(args)
     targets = [(name, check_host(url, f"--spec {name}")) for name, url in spec_targets(args.spec)]
     baseline = check_host(args.baseline, "--baseline")
     for flag, url in [("--baseline", baseline), *((f"--spec {name}", url) for name, url in targets)]:
@@ -262,7 +263,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
                      extra=_load_options(args) + extra, time_budget_s=budget, verbose=args.verbose,
-                     refine_levels=refine_levels(args))
+                     refine_levels=refine)
     return run_compare(job)
 
 
