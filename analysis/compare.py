@@ -20,7 +20,7 @@ from analysis.equivalence import Equivalence, check_equivalence
 from analysis.pair_checks import pair_warnings
 from analysis.recommend import LevelThroughput, Recommendation, recommend
 from analysis.refine import added_near, crossing_statement
-from analysis.saturation import Saturation, saturation_of
+from analysis.saturation import Saturation, saturation_of, skipped_statement, stop_after_option
 from analysis.server_side import in_window, server_accept_source
 from analysis.slo_compare import SloComparison, compare_slo
 from analysis.steps import StepWindow, measured_ok, overlapping, step_windows
@@ -100,6 +100,7 @@ class Comparison:
     equivalence: Equivalence | None = None  # do the servers give the same answers (``analysis.equivalence``)
     saturation: tuple[Saturation, ...] = ()  # baseline's, then spec's (``analysis.saturation``)
     crossover_lines: tuple[str, ...] = ()  # each crossover with its interval and how it was found
+    skipped: str | None = None  # ladder levels --stop-after-saturation skipped, and why
 
     @property
     def open_loop(self) -> bool:
@@ -191,8 +192,10 @@ def compare_runs(
         baseline=base_sum, spec=spec_sum, levels=tuple(levels), verdict=verdict,
         recommendation=recommendation, categories=category_spread(requests),
         warnings=warnings, seed=seed, n_boot=n_boot, slo=under_slo, equivalence=check_equivalence(base, spec),
-        saturation=(saturation_of(base_sum), saturation_of(spec_sum)),
+        saturation=(saturated := (saturation_of(base_sum), saturation_of(spec_sum))),
         crossover_lines=_crossover_lines(verdict, levels),
+        skipped=skipped_statement(sorted({*base.meta.ladder, *spec.meta.ladder}), common,
+                                  stop_after_option(base.meta.command_line), saturated),
     )
 
 

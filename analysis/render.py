@@ -116,6 +116,7 @@ def render_comparison(comparison: Comparison) -> str:
         *(f"Crossover: {line}" for line in c.crossover_lines),
         f"Recommendation: {c.recommendation.text}",
         *saturation_lines(c.saturation),
+        *([f"Skipped: {c.skipped}"] if c.skipped else []),
     ]
     if c.recommendation.levels:
         out += ["", text_table(SWITCH_COLUMNS, c.recommendation.levels)]

@@ -47,6 +47,7 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
         "",
         *(f"- **Crossover**: {line}" for line in c.crossover_lines),
         *(f"- **Saturation**: {s.text}" for s in c.saturation),
+        *([f"- **Skipped**: {c.skipped}"] if c.skipped else []),
         *([""] if c.crossover_lines or c.saturation else []),
         "## Recommendation",
         "",

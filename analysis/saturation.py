@@ -104,3 +104,28 @@ def saturation_of(summary: RunSummary) -> Saturation:
     # A level measured twice (a re-run step) counts once: its last window, as ``row_at`` takes it.
     last = {p.target_c: p for p in points}
     return find_saturation(summary.name, list(last.values()))
+
+
+def stop_after_option(args: Sequence[str]) -> int | None:
+    """The ``--stop-after-saturation N`` in a command line, None when absent or off (negative)."""
+    for i, arg in enumerate(args):
+        value = arg.split("=", 1)[1] if arg.startswith("--stop-after-saturation=") else (
+            args[i + 1] if arg == "--stop-after-saturation" and i + 1 < len(args) else None)
+        if value is not None:
+            try:
+                return int(value) if int(value) >= 0 else None
+            except ValueError:
+                return None
+    return None
+
+
+def skipped_statement(ladder: Sequence[int], measured: Sequence[int], after: int | None,
+                      saturations: Sequence[Saturation]) -> str | None:
+    """Which ladder levels no server ran, and why, when ``--stop-after-saturation`` skipped them."""
+    skipped = sorted(set(ladder) - set(measured))
+    if after is None or not skipped:
+        return None
+    at = ", ".join(f"{s.name} near C={s.target_c}" for s in saturations if s.target_c is not None)
+    return (f"skipped {', '.join(f'C={c}' for c in skipped)}: more than {after} level{'s' if after != 1 else ''} "
+            f"beyond the saturation every server showed ({at or 'as the ladders judged it live'}; "
+            f"--stop-after-saturation {after})")

@@ -163,6 +163,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
             "crossover_lines": list(c.crossover_lines),
         },
         "saturation": [asdict(s) for s in c.saturation],
+        "skipped": c.skipped,
         "recommendation": {
             "kind": rec.kind,
             "threshold_c": rec.threshold_c,

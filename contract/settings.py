@@ -109,6 +109,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("console", "locust", "terminal output: locust (Locust's own), progress (the suite's lines only; "
            "Locust's log and tables go to --logfile), all (everything, and --logfile too)",
            choices=("locust", "progress", "all"), in_web_ui=False),
+    # crossover refinement (#27)
+    Option("stop-after-saturation", -1, "skip the ladder's levels more than N levels beyond the level where "
+           "throughput stopped rising while TTFT grew (specbench compare: beyond a saturation every server "
+           "shows; levels stay paired); negative: off"),
 )
 _BY_DEST = {opt.dest: opt for opt in OPTIONS}
 

@@ -279,7 +279,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     names = ", ".join(e.name + (" (baseline)" if e.baseline else "") for e in sweep.entries)
     print(f"Sweep {sweep.source}: {names}", flush=True)
     return run_sweep(SweepJob(sweep, out, args.suite_config, args.processes, args.api, key, args.flush_cache,
-                              _load_options(args) + extra, verbose=args.verbose))
+                              _load_options(args) + extra, verbose=args.verbose, refine_levels=refine_levels(args)))
 
 
 def demo_sweep(speed: float):  # -> Sweep (typed lazily: the sweep module is only needed here)
@@ -314,7 +314,8 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         names = ", ".join(f"{name} ({profile})" for name, profile in DEMO_SWEEP)
         print(f"Sweep over built-in emulators at speed {args.speed:g}, one after another: {names}", flush=True)
         return run_sweep(SweepJob(demo_sweep(args.speed), out, args.suite_config,
-                                  args.processes, "auto", None, True, extra, verbose=args.verbose))
+                                  args.processes, "auto", None, True, extra, verbose=args.verbose,
+                                  refine_levels=refine_levels(args)))
     if args.rate:
         args.out = args.out or "reports/demo-rate"
     print(f"Starting two built-in emulators (baseline and eagle3, speed {args.speed:g}) on 127.0.0.1 ...",

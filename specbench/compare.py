@@ -15,6 +15,7 @@ import requests
 import yaml
 
 from analysis.refine import DEFAULT_REFINE_LEVELS
+from analysis.saturation import stop_after_option
 from contract.redact import redact
 from contract.schema import LOG_FILE
 from locustfiles.auth import auth_headers
@@ -22,7 +23,13 @@ from locustfiles.guards import EXIT_TOO_MANY_ERRORS
 from shapes.budget import fmt_duration
 from specbench.loadrun import LoadRun, execute
 from specbench.preflight import Preflight
-from specbench.refine import REFINE_SHARE, budget_clock, refine
+from specbench.refine import (
+    REFINE_SHARE,
+    LevelRunner,
+    budget_clock,
+    pair_levels,
+    refine,
+)
 
 
 @dataclass
@@ -145,27 +152,42 @@ def run_compare(job: CompareJob) -> int:
             too_many_errors = True  # the comparison still runs; that level gets no verdict
         elif outcome.returncode:
             return outcome.returncode
-    if not interrupted and job.refine_levels:
-        refined = refine_compare(job, api, dirs, began)
-        interrupted = refined == 130
-        if refined not in (0, 3, 130):
-            return refined
+    if not interrupted:
+        after = after_ladders(job, api, dirs, began)
+        interrupted = after == 130
+        if after not in (0, 3, 130):
+            return after
     code = write_report(job.out, (job.baseline_name, dirs[job.baseline_name]),
                         [(name, dirs[name]) for name, _ in job.specs], interrupted)
     return EXIT_TOO_MANY_ERRORS if code == 0 and too_many_errors else code
 
 
-def refine_compare(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
-    """Extra levels around each crossover on every server, same settings and prompt order (#27)."""
+def after_ladders(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
+    """Levels skipped on one server but run on another (``--stop-after-saturation``), then the refinement."""
+    if stop_after_option(job.extra) is not None:
+        code = pair_levels(list(dirs), dirs, level_runner(job, api))
+        if code:
+            return code
+    return refine_compare(job, api, dirs, began) if job.refine_levels else 0
+
+
+def level_runner(job: CompareJob, api: str) -> LevelRunner:
+    """Runs just some levels on one server with the job's settings (its prompt order, API, options) (#27)."""
     urls = {job.baseline_name: job.baseline.identity.url, **{name: pre.identity.url for name, pre in job.specs}}
 
     def run_levels(name: str, levels: list[int], sub: Path, share: float | None) -> int:
         budget = ["--time-budget", f"{share:.0f}s"] if share else []
         return run_ladder(name, urls[name], sub, api=api, suite_config=job.suite_config, processes=job.processes,
-                          extra=[*budget, *job.extra, "--ladder", ",".join(map(str, levels))],
+                          extra=[*budget, *job.extra, "--ladder", ",".join(map(str, levels)),
+                                 "--stop-after-saturation", "-1"],
                           flush=job.flush_cache, api_key=job.api_key, verbose=job.verbose).returncode
 
-    result = refine(job.out, list(urls), dirs, run_levels, max_levels=job.refine_levels,
+    return run_levels
+
+
+def refine_compare(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
+    """Extra levels around each crossover on every server, same settings and prompt order (#27)."""
+    result = refine(job.out, list(dirs), dirs, level_runner(job, api), max_levels=job.refine_levels,
                     time_left=budget_clock(job.time_budget_s, began))
     print(refine_summary(result.levels, result.reason), flush=True)
     return result.returncode

@@ -126,16 +126,17 @@ def _append(path: Path, objs: list[dict[str, Any]]) -> None:
             fh.write("".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objs))
 
 
-def merge_refined(run_dir: Path, sub: Path, tag: str) -> int:
+def merge_refined(run_dir: Path, sub: Path, tag: str, *, refined: bool = True) -> int:
     """Append a refinement run's files to the server's run directory; returns the steps added.
 
-    Steps are renumbered after the run's last step and marked ``refined``; records and answers follow their
-    step, and their request ids get ``tag`` so they stay unique in the run.
+    Steps are renumbered after the run's last step and marked ``refined`` (a level topped up to keep the
+    comparison paired is not); records and answers follow their step, and their request ids get ``tag`` so
+    they stay unique in the run.
     """
     steps = read_steps(run_dir / STEPS_FILE) if (run_dir / STEPS_FILE).exists() else []
     offset = 1 + max((s["index"] for s in steps), default=-1)
-    new_steps = [{**s, "index": s["index"] + offset, "refined": True} for s in _lines(sub / STEPS_FILE)
-                 if isinstance(s.get("index"), int)]
+    new_steps = [{**s, "index": s["index"] + offset, **({"refined": True} if refined else {})}
+                 for s in _lines(sub / STEPS_FILE) if isinstance(s.get("index"), int)]
 
     def moved(obj: dict[str, Any]) -> dict[str, Any]:
         obj = {**obj, "request_id": f"{tag}-{obj.get('request_id')}"}
@@ -150,6 +151,32 @@ def merge_refined(run_dir: Path, sub: Path, tag: str) -> int:
     _append(run_dir / SERVER_METRICS_FILE, _lines(sub / SERVER_METRICS_FILE))
     _append(run_dir / STEPS_FILE, new_steps)
     return len(new_steps)
+
+
+def measured_levels(run_dir: Path) -> list[int]:
+    """Closed-loop levels this run measured (a step that reached its window)."""
+    steps = read_steps(run_dir / STEPS_FILE) if (run_dir / STEPS_FILE).exists() else []
+    return sorted({s["target_c"] for s in steps if s.get("target_rate") is None and s.get("steady_start_s")
+                   is not None})
+
+
+def pair_levels(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner) -> int:
+    """After ``--stop-after-saturation`` ended ladders at different levels: measure on each server the levels
+    another server ran and it skipped, so every level stays paired. Returns a failed run's exit code, else 0."""
+    have = {name: set(measured_levels(dirs[name])) for name in order}
+    every = set().union(*have.values())
+    for name in order:
+        missing = sorted(every - have[name])
+        if not missing:
+            continue
+        print(f"{name}: measuring {', '.join(f'C={c}' for c in missing)}, which another server ran, so the "
+              "levels stay paired", flush=True)
+        sub = dirs[name] / "paired"
+        code = run_levels(name, missing, sub, None)
+        if code not in (0, 3):
+            return code
+        merge_refined(dirs[name], sub, "p", refined=False)
+    return 0
 
 
 def budget_clock(total_s: float, began: float) -> Callable[[], float | None]:

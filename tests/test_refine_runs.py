@@ -18,7 +18,7 @@ import pytest
 from locustfiles.target import EmulatorProcess, start_emulator_process
 from specbench.cli import main as specbench_main
 
-LOAD = ["--ladder", "1,10,30", "--max-tokens", "48", "--min-requests", "20", "--min-step-time", "1.5",
+LOAD = ["--ladder", "10,30", "--max-tokens", "48", "--min-requests", "20", "--min-step-time", "1",
         "--max-step-time", "20", "--step-ci", "0"]
 
 
@@ -52,17 +52,16 @@ def test_refinement_adds_the_midpoint_on_every_server_and_marks_it(
     assert "crossover refinement: added C=17; stopped: " in stdout
     for name in ("baseline", "spec"):
         steps = _steps(out / name)
-        assert [(s["target_c"], s.get("refined", False)) for s in steps] == [(1, False), (10, False), (30, False),
-                                                                              (17, True)]
-        assert [s["index"] for s in steps] == [0, 1, 2, 3]
+        assert [(s["target_c"], s.get("refined", False)) for s in steps] == [(10, False), (30, False), (17, True)]
+        assert [s["index"] for s in steps] == [0, 1, 2]
         records = [json.loads(line) for line in (out / name / "records.jsonl").read_text().splitlines()]
         assert len({r["request_id"] for r in records}) == len(records)  # ids stay unique after the merge
-        added = [r for r in records if r["step"] == 3]
+        added = [r for r in records if r["step"] == 2]
         assert added and all(r["target_c"] == 17 and r["request_id"].startswith("r1-") for r in added)
         assert (out / name / "refined" / "round-1" / "records.jsonl").exists()  # the raw run is kept
     # Same prompt order on both servers at the added level: request N of the level has prompt N.
     first = {name: sorted((r["prompt_seq"], r["prompt_id"]) for r in map(json.loads, (
-        out / name / "records.jsonl").read_text().splitlines()) if r["step"] == 3)[:17]
+        out / name / "records.jsonl").read_text().splitlines()) if r["step"] == 2)[:17]
         for name in ("baseline", "spec")}
     assert first["baseline"] == first["spec"]
     levels = {lv["target_c"]: lv for lv in report["levels"]}
@@ -74,21 +73,44 @@ def test_refinement_adds_the_midpoint_on_every_server_and_marks_it(
     assert [s["name"] for s in report["saturation"]] == ["baseline", "spec"]
 
 
-def test_no_refine_adds_no_level(servers: tuple[EmulatorProcess, EmulatorProcess], tmp_path: Path,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
-    base, spec = servers
-    out = tmp_path / "cmp"
-    code = specbench_main(["compare", "--baseline", base.url, "--spec", spec.url, "--out", str(out), "--no-refine",
-                           "--ladder", "1,30", *LOAD[2:]])
-    stdout = capsys.readouterr().out
-    assert code == 0, stdout[-3000:]
-    assert "refining" not in stdout and not (out / "baseline" / "refined").exists()
-    assert [s["target_c"] for s in _steps(out / "spec")] == [1, 30]
-    assert "interpolated between C=1 and C=30" in json.loads((out / "comparison.json").read_text())[
-        "verdict"]["crossover_lines"][0]
-
-
 def test_negative_refine_levels_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code = specbench_main(["compare", "--baseline", "http://127.0.0.1:9", "--spec", "http://127.0.0.1:9",
                            "--refine-levels", "-1"])
     assert code == 2 and "--refine-levels -1: expected a count of levels" in capsys.readouterr().err
+
+
+def test_stop_after_saturation_skips_beyond_every_servers_saturation_and_keeps_levels_paired(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Baseline capped at 8 running requests, spec at 2: each saturates at or one level above its cap (at the
+    cap itself every request still waits one refill step; above it a queued request takes the slot at once).
+    With --stop-after-saturation 1 each ladder stops one level after its own saturation; the spec server then
+    measures the baseline's extra levels too, and the levels beyond the later saturation are skipped by both."""
+    base = start_emulator_process("baseline", speed=10, extra=["--max-running-requests", "8"])
+    spec = start_emulator_process("eagle3", speed=10, extra=["--max-running-requests", "2"])
+    out = tmp_path / "sat"
+    ladder = [2, 4, 8, 16, 32, 64]
+    try:
+        code = specbench_main(["compare", "--baseline", base.url, "--spec", spec.url, "--out", str(out),
+                               "--no-refine", "--stop-after-saturation", "1", "--ladder", ",".join(map(str, ladder)),
+                               *LOAD[2:]])
+    finally:
+        base.stop()
+        spec.stop()
+    stdout = capsys.readouterr().out
+    assert code == 0, stdout[-3000:]
+    report = json.loads((out / "comparison.json").read_text())
+    sat = {s["name"]: s["target_c"] for s in report["saturation"]}
+    assert sat["baseline"] in (8, 16) and sat["spec"] in (2, 4)  # at or one level above each cap
+    ran = [s["target_c"] for s in _steps(out / "baseline")]
+    assert ran == ladder[:ladder.index(sat["baseline"]) + 2]  # one level beyond its saturation, then stopped
+    spec_steps = _steps(out / "spec")
+    own = ladder[:ladder.index(sat["spec"]) + 2]
+    assert [s["target_c"] for s in spec_steps] == own + ran[len(own):]  # its own ladder, then the topped-up ones
+    topped = ", ".join(f"C={c}" for c in ran[len(own):])
+    assert f"spec: measuring {topped}, which another server ran, so the levels stay paired" in stdout
+    assert not any(s.get("refined") for s in spec_steps)  # topped up to pair, not a refinement
+    assert "refining" not in stdout and not (out / "spec" / "refined").exists()  # --no-refine
+    assert [lv["target_c"] for lv in report["levels"]] == ran
+    skipped = ", ".join(f"C={c}" for c in ladder[len(ran):])
+    assert report["skipped"].startswith(f"skipped {skipped}: more than 1 level beyond the saturation")
+    assert f"Skipped: {report['skipped']}" in stdout

@@ -1,0 +1,139 @@
+"""Crossover refinement against the cost model: does the refined 95% interval hold the analytic crossing?
+
+``nice .venv/bin/python benchmarks/bench_refine.py [--runs 10] [--speed 10] [--pairs all]``
+
+Three emulator pairs whose throughput curves cross between two ladder levels, at different places (the cost
+model, ``emulator.costmodel``, gives each crossing exactly for the suite's prompts and ``--max-tokens``):
+
+* ``steps5``: baseline against the 5-step draft, crossing near C=14 (ladder bracket 10..30);
+* ``steps3``: baseline against the 3-step draft, near C=21 (bracket 10..30);
+* ``s1-s5``: the 1-step draft as baseline against the 5-step draft, near C=6.6 (bracket 5..10).
+
+Each pair runs ``--runs`` times, run i with emulator seed i and prompt-order seed i, as ``specbench compare``
+with refinement on (``--refine-levels``) and a time budget. Per run it prints the crossing with its interval,
+whether the interval holds the analytic crossing, its half-width relative to the crossing, the levels added and
+the wall time; per pair, how many intervals held the truth and how many were within +-15%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from emulator.costmodel import expected_throughput_for_prompts
+from emulator.profile import load_profile
+from locustfiles.target import start_emulator_process
+from specbench_config import data_path
+
+PAIRS = {"steps5": ("baseline", "eagle3-steps5"), "steps3": ("baseline", "eagle3-steps3"),
+         "s1-s5": ("eagle3-steps1", "eagle3-steps5")}
+LADDER = "1,5,10,30"
+
+
+def _prompts() -> list:
+    rows = [json.loads(line) for line in data_path("prompts", "diverse.jsonl").read_text().splitlines() if line]
+    return [row["prompt"] if isinstance(row.get("prompt"), str) else row["messages"] for row in rows]
+
+
+def analytic_crossing(base: str, spec: str, max_tokens: int, lo: float = 1.0, hi: float = 250.0) -> float:
+    """C where the cost model's spec / baseline throughput is 1 (bisection on log C)."""
+    prompts = _prompts()
+    bp, sp = load_profile(base), load_profile(spec)
+
+    def f(c: float) -> float:
+        return math.log(expected_throughput_for_prompts(sp, c, prompts, max_tokens)
+                        / expected_throughput_for_prompts(bp, c, prompts, max_tokens))
+
+    x0, x1 = math.log(lo), math.log(hi)
+    first = f(lo) > 0
+    for _ in range(60):
+        mid = (x0 + x1) / 2
+        if (f(math.exp(mid)) > 0) == first:
+            x0 = mid
+        else:
+            x1 = mid
+    return math.exp((x0 + x1) / 2)
+
+
+def one_run(base: str, spec: str, seed: int, out: Path, args: argparse.Namespace) -> dict:
+    """One seeded compare with refinement; returns the crossing found and the wall time."""
+    a = start_emulator_process(base, speed=args.speed, extra=["--seed", str(seed)])
+    b = start_emulator_process(spec, speed=args.speed, extra=["--seed", str(seed)])
+    began = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "specbench.cli", "compare", "--baseline", a.url, "--spec", b.url, "--out", str(out),
+             "--refine-levels", str(args.refine_levels), "--time-budget", args.time_budget, "--ladder", LADDER,
+             "--seed", str(seed), "--max-tokens", str(args.max_tokens), "--min-requests", "20",
+             "--min-step-time", str(args.min_step_time), "--max-step-time", str(args.max_step_time),
+             "--step-ci", str(args.step_ci)], capture_output=True, text=True, timeout=3600)
+    finally:
+        a.stop()
+        b.stop()
+    took = time.monotonic() - began
+    if proc.returncode != 0:
+        return {"error": f"exit {proc.returncode}: {proc.stderr[-300:]}", "took": took}
+    report = json.loads((out / "comparison.json").read_text())
+    crossings = report["verdict"]["crossovers"]
+    added = [lv["target_c"] for lv in report["levels"] if lv.get("refined")]
+    return {"crossings": crossings, "added": added, "took": took,
+            "line": (report["verdict"].get("crossover_lines") or ["-"])[0]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--pairs", default="all", help="comma-separated of " + ", ".join(PAIRS))
+    parser.add_argument("--speed", type=float, default=10.0)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--min-step-time", type=float, default=3.0)
+    parser.add_argument("--max-step-time", type=float, default=10.0)
+    parser.add_argument("--step-ci", type=float, default=0.015)
+    parser.add_argument("--refine-levels", type=int, default=3)
+    parser.add_argument("--time-budget", default="6m", help="for each compare, ladders and refinement together")
+    args = parser.parse_args()
+    names = list(PAIRS) if args.pairs == "all" else args.pairs.split(",")
+    print(f"ladder {LADDER}, speed {args.speed:g}, max-tokens {args.max_tokens}, step {args.min_step_time:g}-"
+          f"{args.max_step_time:g} s, step-ci {args.step_ci:g}, refine-levels {args.refine_levels}, "
+          f"time budget {args.time_budget} per compare", flush=True)
+    totals = []
+    with tempfile.TemporaryDirectory(prefix="bench-refine-") as tmp:
+        for name in names:
+            base, spec = PAIRS[name]
+            truth = analytic_crossing(base, spec, args.max_tokens)
+            held = tight = done = 0
+            times = []
+            print(f"\n{name}: {spec} against {base}, analytic crossing C = {truth:.2f}", flush=True)
+            for seed in range(args.runs):
+                r = one_run(base, spec, seed, Path(tmp) / f"{name}-{seed}", args)
+                times.append(r["took"])
+                if "error" in r or len(r["crossings"]) != 1:
+                    why = r.get("error") or f"{len(r['crossings'])} crossings"
+                    print(f"  seed {seed}: {why} ({r['took']:.0f} s)", flush=True)
+                    continue
+                x = r["crossings"][0]
+                low = x["c_low"] if x["c_low"] is not None else 0.0
+                high = x["c_high"] if x["c_high"] is not None else math.inf
+                holds = low <= truth <= high
+                width = max((x["c"] - low) / x["c"], (high - x["c"]) / x["c"])
+                done += 1
+                held += holds
+                tight += width <= 0.15 + 1e-9
+                print(f"  seed {seed}: {r['line']}; holds truth: {'yes' if holds else 'NO'}; half-width "
+                      f"{width:.0%}; added {r['added']}; {r['took']:.0f} s", flush=True)
+            totals.append((name, truth, done, held, tight, times))
+    print("\npair     truth C  runs  interval holds truth  within ±15%  median wall time")
+    for name, truth, done, held, tight, times in totals:
+        median = sorted(times)[len(times) // 2] if times else float("nan")
+        print(f"{name:<8} {truth:7.2f}  {done:4d}  {held:20d}  {tight:11d}  {median:14.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
