@@ -33,7 +33,7 @@ from specbench_config import data_path
 
 PAIRS = {"steps5": ("baseline", "eagle3-steps5"), "steps3": ("baseline", "eagle3-steps3"),
          "s1-s5": ("eagle3-steps1", "eagle3-steps5")}
-LADDER = "1,5,10,30"
+LADDER = "5,10,30"
 
 
 def _prompts() -> list:
@@ -92,7 +92,7 @@ def main() -> int:
     parser.add_argument("--pairs", default="all", help="comma-separated of " + ", ".join(PAIRS))
     parser.add_argument("--speed", type=float, default=10.0)
     parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--min-step-time", type=float, default=3.0)
+    parser.add_argument("--min-step-time", type=float, default=2.5)
     parser.add_argument("--max-step-time", type=float, default=10.0)
     parser.add_argument("--step-ci", type=float, default=0.015)
     parser.add_argument("--refine-levels", type=int, default=3)
