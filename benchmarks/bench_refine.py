@@ -29,21 +29,17 @@ from pathlib import Path
 from emulator.costmodel import expected_throughput_for_prompts
 from emulator.profile import load_profile
 from locustfiles.target import start_emulator_process
-from specbench_config import data_path
+
+from suiteprompts import load_suite_prompts
 
 PAIRS = {"steps5": ("baseline", "eagle3-steps5"), "steps3": ("baseline", "eagle3-steps3"),
          "s1-s5": ("eagle3-steps1", "eagle3-steps5")}
 LADDER = "5,10,30"
 
 
-def _prompts() -> list:
-    rows = [json.loads(line) for line in data_path("prompts", "diverse.jsonl").read_text().splitlines() if line]
-    return [row["prompt"] if isinstance(row.get("prompt"), str) else row["messages"] for row in rows]
-
-
 def analytic_crossing(base: str, spec: str, max_tokens: int, lo: float = 1.0, hi: float = 250.0) -> float:
     """C where the cost model's spec / baseline throughput is 1 (bisection on log C)."""
-    prompts = _prompts()
+    prompts, _ = load_suite_prompts()
     bp, sp = load_profile(base), load_profile(spec)
 
     def f(c: float) -> float:
