@@ -18,7 +18,7 @@ from analysis.multi import compare_many
 from analysis.outputs import write_outputs, write_summary_outputs
 from analysis.render import render_comparison, render_summary_table
 from analysis.serialize import comparison_json, summary_json
-from analysis.summary import summarize_run
+from analysis.summary import run_label, summarize_run
 from contract.schema import RECORDS_FILE, RunData, RunFormatError
 from contract.slo import Slo, SloError, parse_slo
 
@@ -152,7 +152,7 @@ def named_runs(args: Sequence[str], baseline_name: str) -> list[tuple[str, RunDa
     for arg in args:
         name, path = split_name(arg)
         run = load_run(path)
-        loaded.append((name or run.meta.label or Path(path).name, run))
+        loaded.append((name or run_label(run) or Path(path).name, run))
     if len(loaded) > 1:
         check_names([n for n, _ in loaded], baseline_name)
     return loaded

@@ -20,11 +20,11 @@ from analysis.equivalence import Equivalence, check_equivalence
 from analysis.pair_checks import pair_warnings
 from analysis.recommend import LevelThroughput, Recommendation, recommend
 from analysis.refine import added_near, crossing_statement
-from analysis.saturation import Saturation, saturation_of, skipped_statement, stop_after_option
+from analysis.saturation import Saturation, saturation_of, skipped_statement
 from analysis.server_side import in_window, server_accept_source
 from analysis.slo_compare import SloComparison, compare_slo
 from analysis.steps import StepWindow, measured_ok, overlapping, step_windows
-from analysis.summary import RunSummary, StepRow, summarize_run
+from analysis.summary import RunSummary, StepRow, run_label, summarize_run
 from analysis.why import level_why, load_why
 from contract.schema import RunData
 from contract.slo import Slo
@@ -195,8 +195,14 @@ def compare_runs(
         saturation=(saturated := (saturation_of(base_sum), saturation_of(spec_sum))),
         crossover_lines=_crossover_lines(verdict, levels),
         skipped=skipped_statement(sorted({*base.meta.ladder, *spec.meta.ladder}), common,
-                                  stop_after_option(base.meta.command_line), saturated),
+                                  _stop_after(base), saturated),
     )
+
+
+def _stop_after(run: RunData) -> int | None:
+    """The run's --stop-after-saturation, None when off (or a run without settings)."""
+    settings = run.meta.settings
+    return settings.stop_after_saturation if settings is not None and settings.stop_after_saturation >= 0 else None
 
 
 def _crossover_lines(verdict: Verdict, levels: list[LevelComparison]) -> tuple[str, ...]:
@@ -230,13 +236,12 @@ def _with_load_why(levels: list[LevelComparison], spec_rows: list[StepRow]) -> l
 
 def _error_limit(*runs: RunData) -> float:
     """The strictest --max-error-rate either run was made with (the default for older runs)."""
-    limits = [r.meta.settings.get("max_error_rate") for r in runs]
-    given = [float(x) for x in limits if isinstance(x, int | float)]
+    given = [r.meta.settings.max_error_rate for r in runs if r.meta.settings is not None]
     return min(given) if given else DEFAULT_MAX_ERROR_RATE
 
 
 def _role_name(role: str, run: RunData) -> str:
-    label = run.meta.label or run.path.name
+    label = run_label(run) or run.path.name
     return role if label == role else f"{role} ({label})"
 
 

@@ -158,7 +158,7 @@ def check_equivalence(base: RunData, spec: RunData) -> Equivalence:
 
 
 def _not_checked(base: RunData, spec: RunData) -> str | None:
-    temps = [float(r.meta.temperature or 0.0) for r in (base, spec)]
+    temps = [r.meta.settings.temperature if r.meta.settings else 0.0 for r in (base, spec)]
     if max(temps) > 0:
         return (f"output equivalence not checked: the runs sample at temperature {max(temps):g}, so answers "
                 "differ from run to run by design; only greedy (temperature 0) answers must match")

@@ -46,7 +46,7 @@ def _load_run(run_dir: str | Path) -> RunData:
             if step.get(key) is not None and not _is_number(step.get(key)):
                 raise RunFormatError(f"{run.path / STEPS_FILE}: step {step['index']}: {key!r} should be a number, "
                                      f"got {step.get(key)!r}")
-    for key in ("server", "prompts", "settings"):
+    for key in ("server", "prompts"):  # "settings" is checked as it is read (contract.schema.read_meta)
         if not isinstance(getattr(run.meta, key), dict):
             raise RunFormatError(f"{run.path / META_FILE}: {key!r} should be an object")
     if not isinstance(run.meta.ladder, list):

@@ -20,24 +20,28 @@ from contract.servertext import describe_speculative
 
 def _settings(meta: RunMeta) -> dict[str, Any]:
     """The settings two compared runs must share (None = not recorded, not compared)."""
+    s = meta.settings  # None: no meta.json; a run older than an option holds its default (how it behaved)
+    open_loop = bool(s and s.rate_ladder)
     return {
-        "max_tokens": meta.max_tokens or None,
+        "max_tokens": s.max_tokens if s else None,
         "prompt set (sha256)": meta.prompts.get("sha256") or None,
         "prompt order (mode)": meta.prompts.get("mode") or None,
         "API": meta.api or None,
-        "ignore_eos": meta.ignore_eos,
-        "temperature": meta.temperature,
+        "ignore_eos": s.ignore_eos if s else None,
+        "temperature": s.temperature if s else None,
         "ladder": list(meta.ladder) or None,
         "model": meta.server.get("model") or None,
-        # workload settings (absent from runs made before they existed: not compared then)
-        "rate ladder": meta.settings.get("rate_ladder") or None,
-        "arrivals": meta.settings.get("arrivals") if meta.settings.get("rate_ladder") else None,
-        "max in flight": meta.settings.get("max_in_flight") if meta.settings.get("rate_ladder") else None,
-        "SLO": meta.settings.get("slo") or None,
-        "input lengths": meta.settings.get("input_len") or None,
-        "output lengths": meta.settings.get("output_len") or None,
-        "shared prefix": meta.settings.get("shared_prefix") or None,
-        "turns per conversation": meta.settings.get("multi_turn"),
+        "rate ladder": s.rate_ladder if s and open_loop else None,
+        "arrivals": s.arrivals if s and open_loop else None,
+        "max in flight": s.max_in_flight if s and open_loop else None,
+        "SLO": (s.slo if s else "") or None,
+        "input lengths": (s.input_len if s else "") or None,
+        "output lengths": (s.output_len if s else "") or None,
+        "shared prefix": (s.shared_prefix if s else "") or None,
+        "turns per conversation": s.multi_turn if s else None,
+        "trace": (s.trace if s else "") or None,  # trace replay (#28): the same file, speed and windows
+        "trace speed": s.trace_speed if s and s.trace else None,
+        "trace windows": s.trace_window if s and s.trace else None,
         "seed": meta.prompts.get("seed"),
     }
 

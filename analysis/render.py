@@ -39,7 +39,9 @@ def describe_run(summary: RunSummary) -> str:
                      f"{describe_speculative(server.get('speculative'))}, "
                      f"max_running_requests={server.get('max_running_requests') or '?'}")
         prompts = meta.prompts
-        parts.append(f"api {meta.api or '?'}, max_tokens {meta.max_tokens}, ignore_eos {meta.ignore_eos}, "
+        settings = meta.settings
+        parts.append(f"api {meta.api or '?'}, max_tokens {settings.max_tokens if settings else '?'}, "
+                     f"ignore_eos {settings.ignore_eos if settings else '?'}, "
                      f"prompts {prompts.get('name') or '?'} ({prompts.get('count') or '?'}, "
                      f"{prompts.get('mode') or '?'})")
     else:

@@ -106,19 +106,6 @@ def saturation_of(summary: RunSummary) -> Saturation:
     return find_saturation(summary.name, list(last.values()))
 
 
-def stop_after_option(args: Sequence[str]) -> int | None:
-    """The ``--stop-after-saturation N`` in a command line, None when absent or off (negative)."""
-    for i, arg in enumerate(args):
-        value = arg.split("=", 1)[1] if arg.startswith("--stop-after-saturation=") else (
-            args[i + 1] if arg == "--stop-after-saturation" and i + 1 < len(args) else None)
-        if value is not None:
-            try:
-                return int(value) if int(value) >= 0 else None
-            except ValueError:
-                return None
-    return None
-
-
 def skipped_statement(ladder: Sequence[int], measured: Sequence[int], after: int | None,
                       saturations: Sequence[Saturation]) -> str | None:
     """Which ladder levels no server ran, and why, when ``--stop-after-saturation`` skipped them."""

@@ -54,24 +54,24 @@ def warning_json(warning: ValidityWarning) -> dict[str, Any]:
 
 def run_json(summary: RunSummary) -> dict[str, Any]:
     """The run's identity and settings, its per-step rows and its warnings."""
-    meta = summary.meta
+    meta, settings = summary.meta, summary.meta.settings
     return clean({
         "name": summary.name,
         "path": summary.path,
-        "label": meta.label,
+        "label": settings.label if settings else "",
         "has_meta": summary.has_meta,
         "partial": meta.partial,
         "skipped_lines": summary.skipped_lines,
         "api": meta.api,
-        "max_tokens": meta.max_tokens,
-        "ignore_eos": meta.ignore_eos,
-        "temperature": meta.temperature,
+        "max_tokens": settings.max_tokens if settings else None,
+        "ignore_eos": settings.ignore_eos if settings else None,
+        "temperature": settings.temperature if settings else None,
         "ladder": meta.ladder,
         "prompts": meta.prompts,
         "server": meta.server,
         "slo": _slo_json(summary),
-        "open_loop": {key: meta.settings.get(key) for key in ("rate_ladder", "arrivals", "max_in_flight")}
-        if summary.open_loop else None,
+        "open_loop": {"rate_ladder": settings.rate_ladder, "arrivals": settings.arrivals,
+                      "max_in_flight": settings.max_in_flight} if summary.open_loop and settings else None,
         "steps": [asdict(row) for row in summary.rows],
         "warnings": [warning_json(w) for w in summary.warnings],
     })

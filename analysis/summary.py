@@ -128,10 +128,15 @@ class RunSummary:
         return rows[-1] if rows else None
 
 
+def run_label(run: RunData) -> str:
+    """The run's --label ('' when it has no meta.json)."""
+    return run.meta.settings.label if run.meta.settings else ""
+
+
 def run_slo(run: RunData) -> Slo | None:
     """The SLO the run was started with (meta.json settings), None when it had none or it does not parse."""
     try:
-        return parse_slo(str(run.meta.settings.get("slo") or ""))
+        return parse_slo(run.meta.settings.slo if run.meta.settings else "")
     except SloError:
         return None
 
@@ -141,7 +146,7 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
 
     ``slo``: judge attainment and goodput by this SLO; default: the one the run was started with (if any).
     """
-    run_name = name or run.meta.label or run.path.name
+    run_name = name or run_label(run) or run.path.name
     slo = slo if slo is not None else run_slo(run)
     rows: list[StepRow] = []
     warnings: list[ValidityWarning] = []

@@ -23,11 +23,15 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict, get_args
+from typing import Any, Literal, NotRequired, TypedDict
 
+from contract.apis import APIS, Api  # noqa: F401 - re-exported: the contract names its routes
 from contract.server_metrics import SERVER_METRICS_FILE, ServerMetricsSample, read_server_metrics
+from contract.settings import SuiteSettings
 
-SCHEMA_VERSION = 1
+# 1: the first; 2: meta.json holds each setting once, in "settings" (1 also wrote label, max_tokens,
+# ignore_eos and temperature at its top level). Records, steps and answers did not change shape in 2.
+SCHEMA_VERSION = 2
 
 RECORDS_FILE = "records.jsonl"
 STEPS_FILE = "steps.jsonl"
@@ -42,9 +46,6 @@ STATUSES: tuple[str, ...] = ("ok", "http_error", "stream_error", "timeout", "tru
 # Ended by the suite itself (a user leaving a step of a descending ladder): never a server failure.
 NOT_SERVER_FAILURES: tuple[str, ...] = ("cancelled",)
 Phase = Literal["warmup", "measured", "transition"]
-# The request routes the suite speaks (one dialect object each, in locustfiles/dialects.py).
-Api = Literal["generate", "chat", "completions"]
-APIS: tuple[str, ...] = get_args(Api)
 # Where output_tokens came from: a server-reported count, or (last resort) counted chunks.
 TokenSource = Literal["meta_info", "usage", "timings", "tokens_predicted", "chunks"]
 # How the per-chunk cumulative counts were obtained.
@@ -159,20 +160,23 @@ class StepRecord(TypedDict, total=False):
     refined: bool  # true: a level added after the ladder to pin a crossover (specbench compare); absent: a ladder level
 
 
+# meta.json version 1 also wrote these settings beside ``settings`` (from version 2 they are there only).
+_V1_TOP_LEVEL_SETTINGS = ("label", "max_tokens", "ignore_eos", "temperature")
+
+
 @dataclass
 class RunMeta:
-    """meta.json: what was run, against what, with which settings (secrets already redacted)."""
+    """meta.json: what was run, against what, with which settings (secrets already redacted).
+
+    Each fact once: the options in ``settings``, typed (None when the run directory has no meta.json); beside
+    them only what the run itself found out or did."""
 
     schema: int = SCHEMA_VERSION
     suite_version: str = ""
-    label: str = ""
     command_line: list[str] = field(default_factory=list)
-    settings: dict[str, Any] = field(default_factory=dict)
-    api: str = ""
-    max_tokens: int = 0
-    ignore_eos: bool = True
-    temperature: float = 0.0
-    ladder: list[int] = field(default_factory=list)
+    settings: SuiteSettings | None = None
+    api: str = ""  # the API the run spoke: settings.api resolved ("auto" asks the server)
+    ladder: list[int] = field(default_factory=list)  # concurrencies walked: --ladder, [users] in users mode, [] open
     prompts: dict[str, Any] = field(default_factory=dict)  # name, sha256, count, mode, seed
     server: dict[str, Any] = field(default_factory=dict)  # url, kind, model, speculative, max_running_requests
     started_s: float | None = None
@@ -180,12 +184,19 @@ class RunMeta:
     partial: bool = True  # true until the run ended on its own
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "settings": self.settings.public() if self.settings is not None else {}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunMeta:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        """Any version: unknown keys are ignored, a version 1 file's top-level settings move into ``settings``."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "settings"}
+        raw = data.get("settings")
+        settings = dict(raw) if isinstance(raw, dict) else {}
+        if not isinstance(data.get("schema"), int) or data["schema"] < 2:
+            for key in _V1_TOP_LEVEL_SETTINGS:
+                if key in data:
+                    settings.setdefault(key, data[key])
+        return cls(**known, settings=SuiteSettings.from_public(settings))
 
 
 class RunFormatError(ValueError):
@@ -307,6 +318,8 @@ def read_meta(path: Path) -> RunMeta:
     except OSError as exc:
         raise RunFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
     _check_version(path, None, data)
+    if not isinstance(data.get("settings", {}), dict):
+        raise RunFormatError(f"{path}: 'settings' should be an object")
     return RunMeta.from_json(data)
 
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -122,6 +122,8 @@ class ServerMetricsSample(TypedDict):
 
     schema: int
     t_s: float  # wall clock (epoch seconds), midway between sending the GET and reading the whole answer
+    read_s: NotRequired[float]  # sending the GET to reading the whole answer: the server's values are of some
+    #                             instant in [t_s - read_s/2, t_s + read_s/2] (absent in runs before it was kept)
     server: str  # "sglang", "vllm", "llamacpp" or "unknown": whose names the series carried
     values: dict[str, float]  # vocabulary term -> value (only the terms the server exposes)
     raw: dict[str, float]  # every other series: 'name{label="v",...}' -> value

@@ -1,4 +1,25 @@
-"""The suite's options: one table feeds Locust's parser (CLI and web UI), the YAML profile and validation.
+"""The suite's options, each declared once: a field of ``SuiteSettings`` made with ``option(...)``.
+
+Everything else is derived from that one declaration: the settings object (the field's type and default),
+Locust's parser and the web UI's form (``add_arguments``), the YAML profile's keys and types (``load_profile``),
+the ``specbench`` commands' pass-through flags (``add_option``, ``passthrough_argv``), validation (the
+choices, the field's row in ``contract.limits.LIMITS``, its ``check``) and meta.json's ``settings`` (``public``).
+
+To add an option, add one field to ``SuiteSettings``, and nothing elsewhere; a feature's options go together in
+one commented block (``# -- trace replay (#28) --``) above the block of options about this process. The fields'
+order is the order of ``--help``::
+
+    trace_speed: float = option(1.0, "replay speed of --trace (2: twice as fast)")
+
+The flag is the field's name with dashes (``--trace-speed``); the default's type is the flag's type (a bool
+gives ``--x``/``--no-x``). ``choices=`` lists the allowed values; ``parse=`` turns the flag's text into the
+field's value (``--ladder 1,2,5`` -> ``[1, 2, 5]``; the default is then given as text too); ``check=`` raises
+``SettingsError`` on a bad value; a number's range is its row in ``contract.limits.LIMITS`` (same name);
+``web_ui=False`` keeps it off the web UI's form; ``meta=False`` keeps it out of meta.json (options about this
+process, such as the console, rather than about the run). A ``specbench`` command that takes an option itself
+registers it with ``add_option`` (and names it in ``specbench.cli.PASSED_ON`` when the Locust child gets it as
+given); options it does not know go to the child untouched. tests/test_one_declaration.py fails when an
+option's flag is registered by hand anywhere else.
 
 Precedence: a value given on the command line wins; else the YAML profile (``--suite-config``); else the
 default here. In the web UI, values edited in the form win over both. Bad values raise ``SettingsError``
@@ -13,132 +34,85 @@ import os
 import re
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from contract.apis import APIS
 from contract.lengths import LengthError, parse_length, parse_shared_prefix
 from contract.limits import LIMITS, LimitError, check_limit, check_processes, check_scale, load_processes
 from contract.policy import DEFAULT_LADDER
-from contract.schema import APIS
+from contract.redact import looks_like_env_name, register_key_env
 from contract.slo import SloError, parse_rates, parse_slo
+from contract.traces import FORMATS as TRACE_FORMATS
+from contract.traces import TraceError, load_trace, parse_windows, replay_steps
 
 LOAD_MODES: tuple[str, ...] = ("ladder", "users")
+_OPTION = "specbench_option"  # key of an option's declaration in its field's metadata
 
-
-@dataclass(frozen=True)
-class Option:
-    """One suite option: CLI flag ``--name``, YAML key ``name`` (dashes or underscores), attribute ``dest``."""
-
-    name: str
-    default: Any
-    help: str
-    choices: tuple[str, ...] | None = None
-    in_web_ui: bool = True
-
-    @property
-    def dest(self) -> str:
-        return self.name.replace("-", "_")
-
-
-OPTIONS: tuple[Option, ...] = (
-    Option("api", "auto", "API: auto (SGLang /generate when /server_info says SGLang, else chat), generate, "
-           "chat or completions", choices=("auto", *APIS)),
-    Option("max-tokens", 512, "output tokens asked for per request"),
-    Option("ignore-eos", True, "ask the server to ignore EOS so every request yields exactly max-tokens"),
-    Option("temperature", 0.0, "sampling temperature"),
-    Option("prompts", "diverse", "built-in prompt set name (config/prompts/NAME.jsonl) or a JSONL/ShareGPT file"),
-    Option("prompt-mode", "diverse", "diverse: seeded shuffle of the set; fixed: one prompt repeated",
-           choices=("diverse", "fixed")),
-    Option("prompt-id", "", "with --prompt-mode fixed: the prompt id to repeat (default: the first in order)"),
-    Option("seed", 0, "seed of the prompt order"),
-    Option("label", "run", "run label written into every record (e.g. baseline, eagle3)"),
-    Option("out", "", "run directory (default runs/LABEL-YYYYmmdd-HHMMSS)", in_web_ui=False),
-    Option("model", "", "model name for the OpenAI routes (default: the first of the server's /v1/models)"),
-    Option("api-key-env", "", "name of the environment variable holding the API key (never the key itself)"),
-    Option("connect-timeout", 10.0, "seconds to connect"),
-    Option("read-timeout", 120.0, "seconds a stream may stay silent before it counts as a timeout"),
-    Option("request-timeout", 900.0, "seconds a whole request may take before it counts as a timeout"),
-    Option("load-mode", "ladder", "ladder: walk the --ladder levels (the Users field is not used); users: hold "
-           "Locust's number of users as one measured step, for Run time if set, else until Stop",
-           choices=LOAD_MODES),
-    Option("ladder", ",".join(map(str, DEFAULT_LADDER)), "concurrency levels of the ladder, comma-separated"),
-    Option("warmup-time", 0.0, "warm-up seconds per step; 0: until every user has finished one request or the "
-           "requests in flight have stayed at C for a while (see README)"),
-    Option("min-requests", 0, "requests each step must measure; 0: 30 with --step-ci, else max(30, 3*C)"),
-    Option("min-step-time", 10.0, "minimum seconds of measured window per step"),
-    Option("max-step-time", 600.0, "maximum seconds per step, warm-up included"),
-    Option("step-ci", 0.03, "end a step once its throughput's 95%% CI half-width is below this "
-           "fraction (0: off; then steps end on --min-requests and --min-step-time)"),
-    Option("time-budget", "", "wall time for the whole ladder, e.g. 30m, 1h30m, 900s (specbench compare: "
-           "for both runs); steps share it, unused time passes on"),
-    Option("server-metrics", True, "sample the server's /metrics during the run into server_metrics.jsonl "
-           "(--no-server-metrics: off)"),
-    Option("check-output", False, "at temperature 0 keep each answer's identity (token ids, else text): a digest "
-           "in the record, the answer in answers.jsonl, for the comparison's output-equivalence check (specbench "
-           "compare|sweep|demo: on unless --no-check-output)"),
-    Option("server-metrics-interval", 1.0, "seconds between two reads of the server's /metrics"),
-    Option("max-error-rate", 0.05, "a step whose failed share of requests is above this fraction fails the run "
-           "(exit 3) and gets no verdict in a comparison"),
-    Option("overwrite", False, "reuse a non-empty --out run directory (its old run files are removed first)",
-           in_web_ui=False),
-    Option("allow-host-change", False, "let the web UI's start form change the host while an API key is in use",
-           in_web_ui=False),
-    Option("rate-ladder", "", "open loop: request rates (requests/s) to walk instead of --ladder, "
-           "comma-separated, e.g. 0.5,1,2,4"),
-    Option("arrivals", "poisson", "open loop: poisson (seeded exponential gaps) or constant (even gaps)",
-           choices=("poisson", "constant")),
-    Option("max-in-flight", 256, "open loop: most requests in flight per run; a request due when all are busy "
-           "is dropped, counted and flagged"),
-    Option("slo", "", "latency targets for SLO attainment and goodput, e.g. ttft=2s,tpot=50ms "
-           "(keys ttft, tpot, e2e, itl_p99)"),
-    Option("input-len", "", "prompt length in tokens per request: fixed:N, uniform:A-B, normal:MEAN,SD, or "
-           "dataset (as the prompt file has it; the default): prompts are padded with, or cut to, real text"),
-    Option("output-len", "", "output tokens per request: fixed:N, uniform:A-B or normal:MEAN,SD (default: "
-           "--max-tokens for every request); exact with --ignore-eos"),
-    Option("shared-prefix", "", "N:LEN: N shared system prompts of about LEN tokens of real text, each request "
-           "drawn to one (exercises the server's prefix cache)"),
-    Option("multi-turn", 1, "turns per conversation: each user holds one conversation at a time and resends the "
-           "server's actual answers with a follow-up question (1: single requests)"),
-    Option("emulator-profile", "baseline", "with no --host: built-in emulator profile to start", in_web_ui=False),
-    Option("emulator-speed", 1.0, "with no --host: time scale of the built-in emulator", in_web_ui=False),
-    Option("suite-config", "", "YAML profile setting any of these options (command line wins)",
-           in_web_ui=False),
-    Option("console", "locust", "terminal output: locust (Locust's own), progress (the suite's lines only; "
-           "Locust's log and tables go to --logfile), all (everything, and --logfile too)",
-           choices=("locust", "progress", "all"), in_web_ui=False),
-    # crossover refinement (#27)
-    Option("stop-after-saturation", -1, "skip the ladder's levels more than N levels beyond the level where "
-           "throughput stopped rising while TTFT grew (specbench compare: beyond a saturation every server "
-           "shows; levels stay paired); negative: off"),
-)
-_BY_DEST = {opt.dest: opt for opt in OPTIONS}
-
-
-def option_default(dest: str) -> Any:
-    """The default of an option, by attribute name: the one place defaults are written down."""
-    return _BY_DEST[dest].default
+Parse = Callable[[Any, str], Any]  # (raw value, flag) -> the field's value; raises SettingsError
+Check = Callable[[Any, str], Any]  # (field's value, flag) -> anything; raises SettingsError on a bad value
 
 
 class SettingsError(ValueError):
     """A user mistake in options or the YAML profile; the message says where and what was expected."""
 
 
-def add_arguments(parser: Any) -> None:
-    """Register every option on Locust's parser (its own add_argument knows include_in_web_ui)."""
-    for opt in OPTIONS:
-        kwargs: dict[str, Any] = {"default": opt.default, "help": opt.help, "dest": opt.dest}
-        if isinstance(opt.default, bool):
-            kwargs["action"] = argparse.BooleanOptionalAction
-        else:
-            kwargs["type"] = type(opt.default)
-        if opt.choices:
-            kwargs["choices"] = opt.choices
-        if not opt.in_web_ui:
-            kwargs["include_in_web_ui"] = False
-        parser.add_argument(f"--{opt.name}", **kwargs)
+@dataclass(frozen=True)
+class Option:
+    """One suite option: CLI flag ``--name``, YAML key ``name`` (dashes or underscores), attribute ``dest``.
+
+    ``default`` is written as on the command line (text for a parsed option such as ``--ladder``).
+    """
+
+    name: str
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    in_web_ui: bool = True
+    parse: Parse | None = None
+    check: Check | None = None
+    in_meta: bool = True
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.name}"
+
+    def value(self, raw: Any) -> Any:
+        """The field's value from a raw one (command line, web form, profile), typed like the default."""
+        if self.parse is not None:
+            return self.parse(raw, self.flag)
+        kind = type(self.default)
+        if kind is str:
+            return "" if raw is None else str(raw)
+        return kind(raw)
+
+    def validate(self, value: Any) -> None:
+        if self.choices and value not in self.choices:
+            raise SettingsError(f"{self.flag}: expected one of {', '.join(self.choices)}, got {value!r}")
+        if self.dest in LIMITS:
+            check_limit(self.dest, value)
+        if self.check is not None:
+            try:
+                self.check(value, self.flag)
+            except (SloError, LengthError) as exc:
+                raise SettingsError(str(exc)) from None
+
+
+def option(default: Any, help: str, *, choices: tuple[str, ...] | None = None, web_ui: bool = True,
+           parse: Parse | None = None, check: Check | None = None, meta: bool = True) -> Any:
+    """Declare a ``SuiteSettings`` field as an option (see the module docstring); its name comes from the field."""
+    spec = Option("", default, help, choices, web_ui, parse, check, meta)
+    if parse is not None:
+        return dataclasses.field(default_factory=lambda: parse(default, "default"), metadata={_OPTION: spec})
+    return dataclasses.field(default=default, metadata={_OPTION: spec})
 
 
 def explicit_dests(argv: list[str]) -> set[str]:
@@ -183,7 +157,7 @@ def load_profile(path: str) -> dict[str, Any]:
 
 
 def _coerce(opt: Option, value: Any, where: str) -> Any:
-    if opt.dest in ("ladder", "rate_ladder") and isinstance(value, list):
+    if opt.parse is not None and isinstance(value, list):
         value = ",".join(str(v) for v in value)
     expected = type(opt.default)
     if expected is bool:
@@ -275,7 +249,7 @@ def safe_label(label: str) -> str:
 
 
 def check_machine(options: Any, settings: SuiteSettings) -> None:
-    """What depends on the machine: load processes, users and rates per process, the emulator's speed."""
+    """What depends on the machine: load processes, users and rates per process."""
     processes = int(getattr(options, "processes", 0) or 0)
     workers = int(getattr(options, "expect_workers", 0) or 0) if getattr(options, "master", False) else 0
     users = int(getattr(options, "num_users", 0) or 0) if settings.load_mode == "users" else 0
@@ -283,28 +257,36 @@ def check_machine(options: Any, settings: SuiteSettings) -> None:
     try:
         check_processes(processes)
         check_scale(levels, settings.rate_ladder, settings.max_in_flight, load_processes(processes, workers))
-        check_limit("emulator_speed", float(getattr(options, "emulator_speed", 1.0)))
     except LimitError as exc:
         raise SettingsError(str(exc)) from None
 
 
-def check_api_key_env(name: str) -> None:
-    """The variable must be set and non-empty; a name that may be the key itself is never echoed."""
+def check_api_key_env(name: str, _flag: str = "--api-key-env") -> None:
+    """The variable must be set and non-empty; a name that may be the key itself is never echoed.
+
+    Runs once in each process that validates the settings, and registers the key there, so its logs never
+    show it."""
     if not name:
         return
-    from contract.redact import looks_like_env_name
-
+    register_key_env(name)
     shown = name if looks_like_env_name(name) else "(name not shown: it does not look like a variable name)"
     if name not in os.environ:
         raise SettingsError(f"--api-key-env: environment variable {shown} is not set; "
                             "give the NAME of a variable that holds the key, never the key itself")
     if not os.environ[name].strip():
         raise SettingsError(f"--api-key-env: environment variable {shown} is empty")
-def _rates(text: Any) -> list[float]:
+
+
+def _rates(text: Any, where: str) -> list[float]:
     try:
         return parse_rates(str(text or ""))
     except SloError as exc:
         raise SettingsError(str(exc)) from None
+
+
+def _check_budget(text: str, flag: str) -> None:
+    if text:
+        parse_duration(text, flag)
 
 
 def default_run_dir(label: str) -> Path:
@@ -314,61 +296,112 @@ def default_run_dir(label: str) -> Path:
 
 @dataclass(frozen=True)
 class SuiteSettings:
-    """Validated settings of one run, read from Locust's parsed options."""
+    """Validated settings of one run, read from Locust's parsed options: every field is an option."""
 
-    api: str
-    max_tokens: int
-    ignore_eos: bool
-    temperature: float
-    prompts: str
-    prompt_mode: str
-    prompt_id: str
-    seed: int
-    label: str
-    out: str
-    model: str
-    api_key_env: str
-    connect_timeout: float
-    read_timeout: float
-    request_timeout: float
-    load_mode: str
-    ladder: list[int]
-    warmup_time: float
-    min_requests: int
-    min_step_time: float
-    max_step_time: float
-    step_ci: float
-    server_metrics: bool
-    server_metrics_interval: float
-    check_output: bool
-    max_error_rate: float
-    overwrite: bool
-    rate_ladder: list[float] = dataclasses.field(default_factory=list)  # empty: closed loop
-    arrivals: str = "poisson"
-    max_in_flight: int = 256
-    slo: str = ""
-    input_len: str = ""
-    output_len: str = ""
-    shared_prefix: str = ""
-    multi_turn: int = 1  # turns per conversation (1: each request on its own)
+    api: str = option("auto", "API: auto (SGLang /generate when /server_info says SGLang, else chat), generate, "
+                      "chat or completions", choices=("auto", *APIS))
+    max_tokens: int = option(512, "output tokens asked for per request")
+    ignore_eos: bool = option(True, "ask the server to ignore EOS so every request yields exactly max-tokens")
+    temperature: float = option(0.0, "sampling temperature")
+    prompts: str = option("diverse", "built-in prompt set name (config/prompts/NAME.jsonl) or a JSONL/ShareGPT file")
+    prompt_mode: str = option("diverse", "diverse: seeded shuffle of the set; fixed: one prompt repeated",
+                              choices=("diverse", "fixed"))
+    prompt_id: str = option("", "with --prompt-mode fixed: the prompt id to repeat (default: the first in order)")
+    seed: int = option(0, "seed of the prompt order")
+    label: str = option("run", "run label written into every record (e.g. baseline, eagle3)")
+    out: str = option("", "run directory (default runs/LABEL-YYYYmmdd-HHMMSS)", web_ui=False)
+    model: str = option("", "model name for the OpenAI routes (default: the first of the server's /v1/models)")
+    api_key_env: str = option("", "name of the environment variable holding the API key (never the key itself)",
+                              check=check_api_key_env)
+    connect_timeout: float = option(10.0, "seconds to connect")
+    read_timeout: float = option(120.0, "seconds a stream may stay silent before it counts as a timeout")
+    request_timeout: float = option(900.0, "seconds a whole request may take before it counts as a timeout")
+    load_mode: str = option("ladder", "ladder: walk the --ladder levels (the Users field is not used); users: hold "
+                            "Locust's number of users as one measured step, for Run time if set, else until Stop",
+                            choices=LOAD_MODES)
+    ladder: list[int] = option(",".join(map(str, DEFAULT_LADDER)), "concurrency levels of the ladder, "
+                               "comma-separated", parse=parse_ladder)
+    warmup_time: float = option(0.0, "warm-up seconds per step; 0: until every user has finished one request or "
+                                "the requests in flight have stayed at C for a while (see README)")
+    min_requests: int = option(0, "requests each step must measure; 0: 30 with --step-ci, else max(30, 3*C)")
+    min_step_time: float = option(10.0, "minimum seconds of measured window per step")
+    max_step_time: float = option(600.0, "maximum seconds per step, warm-up included")
+    step_ci: float = option(0.03, "end a step once its throughput's 95%% CI half-width is below this "
+                            "fraction (0: off; then steps end on --min-requests and --min-step-time)")
+    time_budget: str = option("", "wall time for the whole ladder, e.g. 30m, 1h30m, 900s (specbench compare: "
+                              "for both runs); steps share it, unused time passes on", check=_check_budget)
+    server_metrics: bool = option(True, "sample the server's /metrics during the run into server_metrics.jsonl "
+                                  "(--no-server-metrics: off)")
+    check_output: bool = option(False, "at temperature 0 keep each answer's identity (token ids, else text): a "
+                                "digest in the record, the answer in answers.jsonl, for the comparison's "
+                                "output-equivalence check (specbench compare|sweep|demo: on unless "
+                                "--no-check-output)")
+    server_metrics_interval: float = option(1.0, "seconds between two reads of the server's /metrics")
+    max_error_rate: float = option(0.05, "a step whose failed share of requests is above this fraction fails the "
+                                   "run (exit 3) and gets no verdict in a comparison")
+    overwrite: bool = option(False, "reuse a non-empty --out run directory (its old run files are removed first)",
+                             web_ui=False)
+    allow_host_change: bool = option(False, "let the web UI's start form change the host while an API key is in "
+                                     "use", web_ui=False, meta=False)
+    # -- open loop, SLO, workload shapes (issue #16) --
+    rate_ladder: list[float] = option("", "open loop: request rates (requests/s) to walk instead of --ladder, "
+                                      "comma-separated, e.g. 0.5,1,2,4", parse=_rates)  # empty: closed loop
+    arrivals: str = option("poisson", "open loop: poisson (seeded exponential gaps) or constant (even gaps)",
+                           choices=("poisson", "constant"))
+    max_in_flight: int = option(256, "open loop: most requests in flight per run; a request due when all are busy "
+                                "is dropped, counted and flagged")
+    slo: str = option("", "latency targets for SLO attainment and goodput, e.g. ttft=2s,tpot=50ms "
+                      "(keys ttft, tpot, e2e, itl_p99)", check=lambda v, _f: parse_slo(v))
+    input_len: str = option("", "prompt length in tokens per request: fixed:N, uniform:A-B, normal:MEAN,SD, or "
+                            "dataset (as the prompt file has it; the default): prompts are padded with, or cut "
+                            "to, real text", check=lambda v, f: parse_length(v, f))
+    output_len: str = option("", "output tokens per request: fixed:N, uniform:A-B or normal:MEAN,SD (default: "
+                             "--max-tokens for every request); exact with --ignore-eos",
+                             check=lambda v, f: parse_length(v, f, allow_dataset=False))
+    shared_prefix: str = option("", "N:LEN: N shared system prompts of about LEN tokens of real text, each "
+                                "request drawn to one (exercises the server's prefix cache)",
+                                check=lambda v, _f: parse_shared_prefix(v))
+    multi_turn: int = option(1, "turns per conversation: each user holds one conversation at a time and resends "
+                             "the server's actual answers with a follow-up question (1: single requests)")
+    # -- trace replay (#28) --
+    trace: str = option("", "replay a request trace file (Mooncake JSONL, BurstGPT CSV or Azure CSV): its arrival "
+                        "times, input and output lengths (and Mooncake hash_ids as shared prefix blocks), one "
+                        "open-loop step per --trace-window")
+    trace_format: str = option("", "format of --trace: mooncake, burstgpt or azure (default: detected from the "
+                               "content)", choices=("", *TRACE_FORMATS))
+    trace_speed: float = option(1.0, "replay speed of --trace: 2 sends it twice as fast (times divided by this)")
+    trace_window: str = option("", "slices of --trace to replay, START:LEN in trace seconds, comma-separated, one "
+                               "step each (default: the whole trace)")
+    # -- crossover refinement (#27) --
+    stop_after_saturation: int = option(-1, "skip the ladder's levels more than N levels beyond the level where "
+                                        "throughput stopped rising while TTFT grew (specbench compare: beyond a "
+                                        "saturation every server shows; levels stay paired); -1: off")
+    # -- this process, not the run (kept out of meta.json) --
+    emulator_profile: str = option("baseline", "with no --host: built-in emulator profile to start", web_ui=False,
+                                   meta=False)
+    emulator_speed: float = option(1.0, "with no --host: time scale of the built-in emulator", web_ui=False,
+                                   meta=False)
+    suite_config: str = option("", "YAML profile setting any of these options (command line wins)", web_ui=False,
+                               meta=False)
+    console: str = option("locust", "terminal output: locust (Locust's own), progress (the suite's lines only; "
+                          "Locust's log and tables go to --logfile), all (everything, and --logfile too)",
+                          choices=("locust", "progress", "all"), web_ui=False, meta=False)
 
     @property
     def open_loop(self) -> bool:
-        return bool(self.rate_ladder)
+        return bool(self.rate_ladder) or bool(self.trace)
 
     @property
     def checks_output(self) -> bool:
         """Answers are kept only at temperature 0: a sampled answer differs from run to run by design."""
         return self.check_output and self.temperature == 0
-    time_budget: str = ""
 
     @classmethod
     def from_options(cls, options: Any) -> SuiteSettings:
-        def get(dest: str) -> Any:
-            return getattr(options, dest, option_default(dest))
-
+        """Read and validate every option from Locust's parsed options (or the web form's trial copy)."""
         try:
-            settings = cls._from_options(options, get)
+            settings = cls(**{opt.dest: opt.value(getattr(options, opt.dest, opt.default)) for opt in OPTIONS})
+            settings.validate()
             check_machine(options, settings)
             return settings
         except LimitError as exc:
@@ -377,67 +410,53 @@ class SuiteSettings:
             raise _where(options, exc) from None
 
     @classmethod
-    def _from_options(cls, options: Any, get: Any) -> SuiteSettings:
-        settings = cls(
-            api=str(get("api")), max_tokens=int(get("max_tokens")), ignore_eos=bool(get("ignore_eos")),
-            temperature=float(get("temperature")), prompts=str(get("prompts")),
-            prompt_mode=str(get("prompt_mode")), prompt_id=str(get("prompt_id") or ""), seed=int(get("seed")),
-            label=str(get("label")), out=str(get("out") or ""), model=str(get("model") or ""),
-            api_key_env=str(get("api_key_env") or ""), connect_timeout=float(get("connect_timeout")),
-            read_timeout=float(get("read_timeout")), request_timeout=float(get("request_timeout")),
-            load_mode=str(get("load_mode")), ladder=parse_ladder(get("ladder")), warmup_time=float(get("warmup_time")),
-            min_requests=int(get("min_requests")), min_step_time=float(get("min_step_time")),
-            max_step_time=float(get("max_step_time")), step_ci=float(get("step_ci")),
-            server_metrics=bool(get("server_metrics")), check_output=bool(get("check_output")),
-            server_metrics_interval=float(get("server_metrics_interval")),
-            max_error_rate=float(get("max_error_rate")), overwrite=bool(get("overwrite")),
-            rate_ladder=_rates(get("rate_ladder")), arrivals=str(get("arrivals")),
-            max_in_flight=int(get("max_in_flight")), slo=str(get("slo") or ""),
-            input_len=str(get("input_len") or ""), output_len=str(get("output_len") or ""),
-            shared_prefix=str(get("shared_prefix") or ""), multi_turn=int(get("multi_turn")),
-            time_budget=str(get("time_budget") or ""),
-        )
-        settings.validate()
-        return settings
+    def from_public(cls, data: dict[str, Any]) -> SuiteSettings:
+        """Settings as a meta.json holds them, of any version: unknown keys are ignored, missing ones take their
+        default (the option did not exist yet, so the run behaved as its default), a value of the wrong type too.
+        Not validated: a run is read where its key's variable need not be set."""
+        values: dict[str, Any] = {}
+        for opt in OPTIONS:
+            if opt.dest not in data or not opt.in_meta:
+                continue
+            raw = data[opt.dest]
+            try:
+                values[opt.dest] = list(raw) if opt.parse is not None and isinstance(raw, list) else opt.value(raw)
+            except (SettingsError, ValueError, TypeError):
+                continue
+        return cls(**values)
 
     def validate(self) -> None:
-        if self.api not in ("auto", *APIS):
-            raise SettingsError(f"--api: expected one of auto, {', '.join(APIS)}, got {self.api!r}")
-        if self.load_mode not in LOAD_MODES:
-            raise SettingsError(f"--load-mode: expected one of {', '.join(LOAD_MODES)}, got {self.load_mode!r}")
-        self._validate_ranges()
-        self._validate_workload()
-        check_api_key_env(self.api_key_env)
-        if self.time_budget:
-            parse_duration(self.time_budget, "--time-budget")
-
-    def _validate_ranges(self) -> None:
-        """Every number within its row of ``contract.limits.LIMITS`` (one table, one reason per bound)."""
-        for dest in LIMITS:
-            if hasattr(self, dest):
-                check_limit(dest, getattr(self, dest))
+        """Each option by its own declaration, then what involves two options."""
+        for opt in OPTIONS:
+            opt.validate(getattr(self, opt.dest))
         if self.min_step_time > self.max_step_time:
             raise LimitError(f"--min-step-time: {self.min_step_time:g} s is above --max-step-time "
                              f"{self.max_step_time:g} s; a step could never end on time")
-
-    def _validate_workload(self) -> None:
-        """Open loop, SLO, lengths and shared prefixes (issue #16's options)."""
         if self.rate_ladder and self.load_mode == "users":
             raise SettingsError("--rate-ladder: open loop walks request rates; it cannot be combined with "
                                 "--load-mode users (which holds a user count)")
-        if self.arrivals not in ("poisson", "constant"):
-            raise SettingsError(f"--arrivals: expected poisson or constant, got {self.arrivals!r}")
-        if self.multi_turn < 1:
-            raise SettingsError(f"--multi-turn: expected a whole number of turns per conversation, 1 or more "
-                                f"(1: no conversations), got {self.multi_turn}")
-        if self.max_in_flight < 1:
-            raise SettingsError(f"--max-in-flight: expected a positive whole number, got {self.max_in_flight}")
+        self._validate_trace()
+
+    def _validate_trace(self) -> None:
+        """Trace replay (#28): the file is read and every window checked now, so a bad trace is one line."""
+        if not self.trace:
+            if self.trace_window or self.trace_format:
+                raise SettingsError("--trace-window and --trace-format apply to a replay: give --trace FILE")
+            return
+        if self.rate_ladder:
+            raise SettingsError("--trace: a replay sends the trace's own arrivals; it cannot be combined with "
+                                "--rate-ladder")
+        if self.load_mode == "users":
+            raise SettingsError("--trace: a replay is open loop; it cannot be combined with --load-mode users")
+        if self.multi_turn > 1:
+            raise SettingsError("--trace: each trace row is one request; it cannot be combined with --multi-turn")
+        if self.input_len or self.output_len or self.shared_prefix:
+            raise SettingsError("--trace: the trace sets each request's lengths and shared blocks; leave out "
+                                "--input-len, --output-len and --shared-prefix")
         try:
-            parse_slo(self.slo)
-            parse_length(self.input_len, "--input-len")
-            parse_length(self.output_len, "--output-len", allow_dataset=False)
-            parse_shared_prefix(self.shared_prefix)
-        except (SloError, LengthError) as exc:
+            replay_steps(load_trace(self.trace, self.trace_format), parse_windows(self.trace_window),
+                         self.trace_speed)
+        except TraceError as exc:
             raise SettingsError(str(exc)) from None
 
     def api_key(self) -> str | None:
@@ -445,8 +464,54 @@ class SuiteSettings:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
     def public(self) -> dict[str, Any]:
-        """Settings for meta.json: no field holds a secret (the key's env var name is kept, never its value)."""
-        return dataclasses.asdict(self)
+        """meta.json's ``settings``: the run's options; no field holds a secret (the key's variable name only)."""
+        return {opt.dest: _copy(getattr(self, opt.dest)) for opt in OPTIONS if opt.in_meta}
+
+
+def _copy(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value
+
+
+OPTIONS: tuple[Option, ...] = tuple(
+    dataclasses.replace(f.metadata[_OPTION], name=f.name.replace("_", "-")) for f in dataclasses.fields(SuiteSettings)
+)
+_BY_DEST = {opt.dest: opt for opt in OPTIONS}
+
+
+def add_arguments(parser: Any) -> None:
+    """Register every option on Locust's parser (its own add_argument knows include_in_web_ui)."""
+    for opt in OPTIONS:
+        add_option(parser, opt.dest, **({} if opt.in_web_ui else {"include_in_web_ui": False}))
+
+
+def add_option(parser: Any, dest: str, **overrides: Any) -> None:
+    """Register one option on an argparse parser as its declaration says (``overrides``: a command's own
+    default or help where the command gives the option another meaning, e.g. the demo's default profile)."""
+    opt = _BY_DEST[dest]
+    kwargs: dict[str, Any] = {"default": opt.default, "help": opt.help, "dest": opt.dest}
+    if isinstance(opt.default, bool):
+        kwargs["action"] = argparse.BooleanOptionalAction
+    else:
+        kwargs["type"] = type(opt.default)
+    if opt.choices:
+        kwargs["choices"] = opt.choices
+    kwargs.update(overrides)
+    parser.add_argument(opt.flag, **kwargs)
+
+
+def passthrough_argv(args: Any, dests: tuple[str, ...]) -> list[str]:
+    """The options ``dests`` of a parsed ``specbench`` command as flags for the Locust child: those that differ
+    from their default, written as the child's parser reads them."""
+    argv: list[str] = []
+    for dest in dests:
+        opt, value = _BY_DEST[dest], getattr(args, dest, None)
+        if value is None or value == opt.default:
+            continue
+        if isinstance(opt.default, bool):
+            argv.append(opt.flag if value else f"--no-{opt.name}")
+        else:
+            argv += [opt.flag, str(value)]
+    return argv
 
 
 _VALIDATED: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], SuiteSettings]] = weakref.WeakKeyDictionary()

@@ -9,7 +9,7 @@ Endpoints: ``POST /generate`` (also PUT), ``POST /v1/completions``, ``POST /v1/c
 ``GET /ready``, ``/health``, ``/health_generate``, ``/v1/models[/{id}]``, ``/model_info``,
 ``/server_info``, ``/get_server_info``, ``/metrics``, ``POST|GET /flush_cache``, and for tests
 ``GET /_emulator/requests[?clear=1]`` (the ledger), ``/_emulator/stats`` (step timing),
-``/_emulator/profile``.
+``/_emulator/gauges`` (each gauge refresh: time, running, waiting), ``/_emulator/profile``.
 
 Profiles live in ``config/emulator/`` (keys in its README); the closed-form cost model is in
 ``emulator.costmodel``. Standalone: ``python -m emulator --profile eagle3 --port 30001``.

@@ -128,6 +128,11 @@ def ledger(emu: Emulator, req: HttpRequest, resp: Responder) -> None:
     send_json(resp, 200, emu.ledger.records(clear=clear))
 
 
+def gauges(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+    """Every gauge refresh the scheduler published, oldest first: ``[wall time, running, waiting]``."""
+    send_json(resp, 200, [list(entry) for entry in emu.scheduler.gauge_log])
+
+
 def stats(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
     body = {**emu.scheduler.stats.as_dict(), "profile": emu.profile.name, "speed": emu.profile.speed,
             "ready": emu.is_ready()}
@@ -163,7 +168,7 @@ def slots(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
 
 
 _COMMON = ("/ready", "/health", "/v1/models", "/metrics", "/_emulator/requests", "/_emulator/stats",
-           "/_emulator/profile")
+           "/_emulator/profile", "/_emulator/gauges")
 _SERVER_ROUTES = {
     "sglang": (*_COMMON, "/health_generate", "/model_info", "/get_model_info", "/server_info", "/get_server_info",
                "/flush_cache"),
@@ -194,5 +199,6 @@ INFO_ROUTES = {
     ("GET", "/flush_cache"): flush_cache,
     ("GET", "/_emulator/requests"): ledger,
     ("GET", "/_emulator/stats"): stats,
+    ("GET", "/_emulator/gauges"): gauges,
     ("GET", "/_emulator/profile"): profile,
 }

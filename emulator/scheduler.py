@@ -28,6 +28,7 @@ from .textmodel import WordStream, acceptance_alpha, text_unit
 __all__ = ["Job", "QueueFull", "Scheduler", "StepStats", "WindowGauges"]
 
 _MAX_TRACKED_PROMPTS = 100_000
+_GAUGE_LOG_MAX = 100_000  # gauge refreshes kept for /_emulator/gauges (a few MB at most)
 
 
 class QueueFull(Exception):
@@ -134,6 +135,9 @@ class Scheduler:
         self._occurrences: dict[str, int] = {}
         self.stats = StepStats()
         self.window = WindowGauges()
+        # Every gauge refresh as published: (wall time, running, waiting). Lets a test check a client's /metrics
+        # reading against the exact value the server showed at that instant, not the batch it lags behind.
+        self.gauge_log: deque[tuple[float, int, int]] = deque([(time.time(), 0, 0)], maxlen=_GAUGE_LOG_MAX)
         self._log_every = profile.metrics_interval_steps
         self._window_start = (time.monotonic(), 0, 0, 0)
 
@@ -226,7 +230,7 @@ class Scheduler:
         if self.stats.tokens > self._window_start[1]:
             self._log_window(time.monotonic())
         self.stats.running = self.stats.waiting = 0
-        self.window = dataclasses.replace(self.window, running=0, waiting=0, kv_used_tokens=0)
+        self._publish(dataclasses.replace(self.window, running=0, waiting=0, kv_used_tokens=0))
         while not self._stopping and not self._waiting:
             self._wake.clear()
             self._wake.wait(timeout=1.0)
@@ -300,6 +304,11 @@ class Scheduler:
             return 1.0
         return float(2.0 ** (-(batch - 1) / spec.halving_batch))
 
+    def _publish(self, window: WindowGauges) -> None:
+        """Show new gauges on /metrics and log them (no greenlet switch between the two: a render sees both)."""
+        self.window = window
+        self.gauge_log.append((time.time(), window.running, window.waiting))
+
     def _log_window(self, now: float, batch: int | None = None) -> None:
         """Refresh the gauges every ``metrics_interval_steps`` steps, as SGLang's decode log does.
 
@@ -309,12 +318,12 @@ class Scheduler:
         stats, last = self.stats, self._window_start
         elapsed = now - last[0]
         passes = stats.verify_passes - last[2]
-        self.window = WindowGauges(
+        self._publish(WindowGauges(
             running=len(self._running) if batch is None else batch,
             kv_used_tokens=sum(job.prefill_tokens + job.produced for job in self._running),
             waiting=len(self._waiting),
             gen_throughput=(stats.tokens - last[1]) / elapsed if elapsed > 0 else 0.0,
             spec_accept_length=(stats.verify_tokens - last[3]) / passes if passes else 0.0,
             spec_accept_rate=(stats.verify_tokens - last[3] - passes) / (passes * self._num_steps) if passes else 0.0,
-        )
+        ))
         self._window_start = (now, stats.tokens, stats.verify_passes, stats.verify_tokens)

@@ -79,7 +79,10 @@ class Conversation:
     def next_turn(self, answer: str, seed: int) -> Conversation:
         """Turn k+1: this turn's messages, the server's answer as it streamed it, and a follow-up question."""
         turn = self.turn + 1
+        recorded = self.prompt.recorded_turns  # a recorded conversation's own next user turn, while it has one
+        question = recorded[turn - 2] if len(recorded) >= turn - 1 else follow_up(seed, self.seq, turn)
         messages = (*self.prompt.as_messages(), {"role": "assistant", "content": answer},
-                    {"role": "user", "content": follow_up(seed, self.seq, turn)})
-        prompt = Prompt(id=turn_prompt_id(self.base_id, turn), category=self.prompt.category, messages=messages)
+                    {"role": "user", "content": question})
+        prompt = Prompt(id=turn_prompt_id(self.base_id, turn), category=self.prompt.category, messages=messages,
+                        recorded_turns=recorded)
         return replace(self, turn=turn, prompt=prompt)

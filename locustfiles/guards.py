@@ -95,7 +95,13 @@ def claim_run_dir(run_dir: Path, overwrite: bool) -> None:
     if run_dir.exists() and not run_dir.is_dir():
         raise SettingsError(f"--out: {run_dir} exists and is not a directory")
     # the log Locust is already writing there (--logfile RUN_DIR/locust.log, as specbench passes) is not a run
-    if not run_dir.is_dir() or not any(p.name != LOG_FILE for p in run_dir.iterdir()):
+    try:  # before any load: a disk that refuses the run's files is found now, not after the first request
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SettingsError(f"--out: cannot create {run_dir}: {exc.strerror or exc}") from None
+    if not os.access(run_dir, os.W_OK):
+        raise SettingsError(f"--out: {run_dir} is not writable (a read-only disk or no permission)")
+    if not any(p.name != LOG_FILE for p in run_dir.iterdir()):
         return
     if not overwrite:
         raise SettingsError(f"--out: {run_dir} is not empty (it holds an earlier run?); choose a new directory "

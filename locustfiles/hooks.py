@@ -20,7 +20,7 @@ from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from contract.limits import LimitError, check_processes
-from contract.redact import install_log_filter, redact, register_key_env
+from contract.redact import install_log_filter, redact
 from contract.schema import RunMeta
 from contract.settings import SettingsError, add_arguments, apply_profile, settings_of
 from contract.urls import UrlError, check_url, has_credentials
@@ -38,7 +38,7 @@ from locustfiles.link import (
     run_token,
 )
 from locustfiles.prompts import PromptError
-from locustfiles.recorder import write_meta
+from locustfiles.recorder import WRITE_FAILURES, on_write_failure, write_meta
 from locustfiles.sequencer import (
     SEQ_ASK_MESSAGE,
     SEQ_GRANT_MESSAGE,
@@ -98,8 +98,7 @@ class RunHooks:
         runner = self.env.runner
         assert runner is not None
         install_log_filter()
-        if self.env.parsed_options is not None:
-            register_key_env(str(getattr(self.env.parsed_options, "api_key_env", "") or ""))
+        on_write_failure(self._on_write_failure)
         install_console(str(getattr(self.env.parsed_options, "console", None) or "locust"),
                         getattr(self.env.parsed_options, "logfile", None))
         if self.runs_users:
@@ -127,10 +126,9 @@ class RunHooks:
         """Fail fast, before any load, on a bad flag, profile value or host; fix the host a key may go to."""
         try:
             apply_profile(options, argv)
-            register_key_env(str(getattr(options, "api_key_env", "") or ""))
-            settings_of(options)
+            settings = settings_of(options)  # validated once; registers the key's variable for redaction
             self.env.host = check_url(self.env.host) if self.env.host else self.env.host
-            if self.env.host and has_credentials(self.env.host) and settings_of(options).api_key():
+            if self.env.host and has_credentials(self.env.host) and settings.api_key():
                 raise UrlError("--host: the URL carries credentials (user:pass@) and an API key is set (--api-key-env)"
                                "; requests would send the URL's Basic auth instead of the key: give one of the two")
         except (SettingsError, UrlError) as exc:
@@ -221,6 +219,16 @@ class RunHooks:
 
     def _on_stop_signal(self, signum: int) -> None:
         log.info("Got %s: stopping the ladder; every finished request is kept", signal.Signals(signum).name)
+        self._stop_run()
+
+    def _on_write_failure(self, reason: str) -> None:
+        """The disk refused a line: nothing more can be kept, so the run stops now and exits 3 (lost data)."""
+        log.error("Stopping the run: %s (every line written before it is kept)", reason)
+        self.env.process_exit_code = 3
+        gevent.spawn(self._stop_run)  # not in the greenlet that was writing: stopping may kill it
+
+    def _stop_run(self) -> None:
+        """End the ladder as at a signal: the open step closes, users stop, the run is marked partial."""
         runner = self.env.runner
         if runner is not None and runner.shape_greenlet is not None:
             runner.shape_greenlet.kill(block=False)
@@ -286,7 +294,7 @@ class RunHooks:
             # Open loop: the expected workers share the rate (the master ships expect_workers to each).
             workers = int(getattr(self.env.parsed_options, "expect_workers", 1) or 1) if not self.coordinates else 1
             ctx = runmod.build_context(settings, plan, worker, writes_records=self.coordinates,
-                                       sequence=self._sequence(runner), workers=workers)
+                                       sequence=self._sequence(runner, settings), workers=workers)
         except (SettingsError, PromptError) as exc:
             fail(str(exc))
         ctx.live = self.live
@@ -325,17 +333,18 @@ class RunHooks:
         assert self.plan is not None
         return self.plan
 
-    def _sequence(self, runner: Any) -> LocalSequence | WorkerSequence | None:
+    def _sequence(self, runner: Any, settings: Any) -> LocalSequence | WorkerSequence | None:
         if isinstance(runner, WorkerRunner):
-            self.sequence = WorkerSequence(runner.send_message, lambda: int(runner.user_count or 0))
+            # --trace (#28): rows go out in small blocks, so every process takes its share of the trace
+            users = (lambda: 0) if settings.trace else (lambda: int(runner.user_count or 0))
+            self.sequence = WorkerSequence(runner.send_message, users)
             return self.sequence
         self.counters.clear()
         return None if isinstance(runner, MasterRunner) else LocalSequence(self.counters)
 
     def _open_run(self, ctx: runmod.RunContext, runner: Any) -> None:
-        self.meta = runmod.initial_meta(ctx, self.env.host or "")
-        if self.shape is not None:
-            self.meta.ladder = list(self.shape.levels)  # users mode: the one level it holds
+        levels = self.shape.levels if self.shape is not None else ctx.settings.ladder  # users mode: its one level
+        self.meta = runmod.initial_meta(ctx, self.env.host or "", list(levels))
         write_meta(ctx.run_dir, self.meta)
         self.steps.open(ctx.run_dir)
         if self.tokens_tab is not None:
@@ -391,6 +400,11 @@ class RunHooks:
         if ctx is not None:
             ctx.close_files()
         self._finish_run()
+        if WRITE_FAILURES.first is not None:
+            sys.stderr.write(f"specbench: error: {WRITE_FAILURES.first}; {WRITE_FAILURES.lines_lost} line(s) were "
+                             "not written\n")
+            sys.stderr.flush()
+            self.env.process_exit_code = 3
         if self.coordinates:
             self._report_losses()
             self._report_failures()

@@ -9,11 +9,14 @@ Sources (``load_prompts(spec)``):
 
 * a built-in set name, i.e. ``config/prompts/<name>.jsonl`` under the repo root;
 * a path to a user JSONL file, one object per line: ``{"prompt": "..."}`` or
-  ``{"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}``, with optional
-  ``"id"`` (default ``<file stem>-<line>``) and ``"category"`` (default ``"uncategorized"``);
-* a path to a ShareGPT JSON file: a JSON list of ``{"id"?, "conversations": [{"from": "human"|"gpt"|
-  "system", "value": "..."}]}``. Trailing ``gpt`` turns are dropped so the request ends with a user
-  turn; conversations left without a user turn (or with an empty turn) are skipped.
+  ``{"messages": [{"role": "system"|"user"|"assistant", "content": "..."}, ...]}`` ending with a user turn, with
+  optional ``"id"`` (default ``<file stem>-<line>``) and ``"category"`` (default ``"uncategorized"``);
+* recorded conversations (#28): a ShareGPT JSON file (a JSON list of ``{"id"?, "conversations": [{"from":
+  "human"|"gpt"|"system", "value": "..."}]}``), ShareGPT JSONL (one such object per line), or OpenAI-style chat
+  JSONL whose ``messages`` end with the model's answer. The prompt is the first user turn (with any system
+  message before it); the later user turns are kept in order and, with ``--multi-turn``, asked as turns 2, 3,
+  ... (the server's own answers in between). Conversations without a user turn, or with an empty turn, are
+  skipped and counted.
 
 The format is detected from content: a file whose first non-blank character is ``[`` is ShareGPT.
 
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from contract.jsonlines import json_objects
 from specbench_config import data_path
 
 __all__ = [
@@ -88,6 +92,9 @@ class Prompt:
     text: str | None = None
     # Excluded from the hash so Prompt stays hashable although it holds dicts.
     messages: tuple[dict[str, str], ...] | None = field(default=None, hash=False)
+    # A recorded conversation's later user turns, in order (ShareGPT, chat JSONL ending with an answer): with
+    # --multi-turn they are asked as turns 2, 3, ... instead of the suite's own follow-up questions.
+    recorded_turns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.text is None) == (self.messages is None):
@@ -134,6 +141,8 @@ class Prompt:
             record["text"] = self.text
         else:
             record["messages"] = self.as_messages()
+        if self.recorded_turns:
+            record["recorded_turns"] = list(self.recorded_turns)
         return record
 
 
@@ -257,8 +266,7 @@ def _load_file(path: Path, name: str, display: str) -> PromptSet:
     if content.lstrip().startswith("["):
         prompts, explicit, skipped = _parse_sharegpt(content, display, path.stem)
     else:
-        prompts, explicit = _parse_jsonl(content, display, path.stem)
-        skipped = 0
+        prompts, explicit, skipped = _parse_jsonl(content, display, path.stem)
     if not prompts:
         extra = f" ({skipped} conversations skipped: empty or without a user turn)" if skipped else ""
         raise PromptError(f"{display}: no prompts found{extra}")
@@ -271,39 +279,42 @@ def _load_file(path: Path, name: str, display: str) -> PromptSet:
     )
 
 
-def _parse_jsonl(content: str, display: str, stem: str) -> tuple[list[Prompt], list[bool]]:
+def _parse_jsonl(content: str, display: str, stem: str) -> tuple[list[Prompt], list[bool], int]:
+    skipped = 0
     prompts: list[Prompt] = []
     explicit: list[bool] = []
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(content.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{display} line {lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise PromptError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(obj, dict):
-            raise PromptError(f'{where}: expected a JSON object with a "prompt" string or a "messages" list')
+    for lineno, where, obj in json_objects(content, display, PromptError,
+                                           'a "prompt" string or a "messages" list'):
         pid, has_id = _read_id(obj, where, default=f"{stem}-{lineno}")
         if pid in seen:
             raise PromptError(f"{where}: duplicate id {pid!r} (already used on line {seen[pid]})")
         seen[pid] = lineno
-        category = _read_category(obj, where)
-        has_prompt, has_messages = "prompt" in obj, "messages" in obj
-        if has_prompt and has_messages:
-            raise PromptError(f'{where}: expected either "prompt" or "messages", not both')
-        if has_prompt:
-            text = obj["prompt"]
-            if not isinstance(text, str) or not text.strip():
-                raise PromptError(f'{where}: expected "prompt" to be a non-empty string')
-            prompts.append(Prompt(id=pid, category=category, text=text))
-        elif has_messages:
-            prompts.append(Prompt(id=pid, category=category, messages=_read_messages(obj["messages"], where)))
-        else:
-            raise PromptError(f'{where}: expected a "prompt" string or a "messages" list')
+        prompt = _jsonl_prompt(obj, where, pid, _read_category(obj, where))
+        if prompt is _SKIP:
+            skipped += 1
+            continue
+        prompts.append(prompt)
         explicit.append(has_id)
-    return prompts, explicit
+    return prompts, explicit, skipped
+
+
+def _jsonl_prompt(obj: dict[str, Any], where: str, pid: str, category: str) -> Prompt:
+    """One JSONL line's prompt (``_SKIP``: a recorded conversation with nothing to send)."""
+    has_prompt, has_messages = "prompt" in obj, "messages" in obj
+    if has_prompt and has_messages:
+        raise PromptError(f'{where}: expected either "prompt" or "messages", not both')
+    recorded = _recorded_line(obj, where, pid, category)
+    if recorded is not None:  # ShareGPT conversation, or a chat ending with the model's answer
+        return recorded
+    if has_prompt:
+        text = obj["prompt"]
+        if not isinstance(text, str) or not text.strip():
+            raise PromptError(f'{where}: expected "prompt" to be a non-empty string')
+        return Prompt(id=pid, category=category, text=text)
+    if has_messages:
+        return Prompt(id=pid, category=category, messages=_read_messages(obj["messages"], where))
+    raise PromptError(f'{where}: expected a "prompt" string or a "messages" list (or ShareGPT "conversations")')
 
 
 def _read_id(obj: dict[str, Any], where: str, default: str) -> tuple[str, bool]:
@@ -324,7 +335,7 @@ def _read_category(obj: dict[str, Any], where: str) -> str:
     return category
 
 
-def _read_messages(messages: Any, where: str) -> tuple[dict[str, str], ...]:
+def _read_messages(messages: Any, where: str, ending: str = "user") -> tuple[dict[str, str], ...]:
     if not isinstance(messages, list) or not messages:
         raise PromptError(f'{where}: expected "messages" to be a non-empty list of {{"role", "content"}} objects')
     out: list[dict[str, str]] = []
@@ -337,7 +348,7 @@ def _read_messages(messages: Any, where: str) -> tuple[dict[str, str], ...]:
         if not isinstance(text, str) or not text.strip():
             raise PromptError(f'{where}: messages[{i}]: expected "content" to be a non-empty string')
         out.append({"role": role, "content": text})
-    if out[-1]["role"] != "user":
+    if ending == "user" and out[-1]["role"] != "user":
         raise PromptError(f'{where}: expected "messages" to end with a user turn, got {out[-1]["role"]!r}')
     return tuple(out)
 
@@ -353,6 +364,38 @@ def _sharegpt_turn(turn: Any, where: str) -> dict[str, str]:
     if not isinstance(value, str):
         raise PromptError(f'{where}: expected "value" to be a string')
     return {"role": role, "content": value}
+
+
+_SKIP = Prompt(id="", category="", text="")  # a recorded conversation with nothing to send: skipped
+
+
+def first_turn(messages: list[dict[str, str]], pid: str, category: str) -> Prompt | None:
+    """A recorded conversation as a prompt: its system messages and first user turn; the later user turns kept
+    in order (``recorded_turns``). None when it has no user turn or an empty turn."""
+    if any(not m["content"].strip() for m in messages):
+        return None
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    if not users:
+        return None
+    head = tuple(m for m in messages[: users[0] + 1] if m["role"] != "assistant")
+    later = tuple(messages[i]["content"] for i in users[1:])
+    return Prompt(id=pid, category=category, messages=head, recorded_turns=later)
+
+
+def _recorded_line(obj: dict[str, Any], where: str, pid: str, category: str) -> Prompt | None:
+    """A JSONL line holding a recorded conversation: ShareGPT's ``conversations``, or chat ``messages`` that end
+    with the model's answer. None for any other line; ``_SKIP`` for one with no user turn (or an empty turn)."""
+    if "conversations" in obj:
+        conv = obj["conversations"]
+        if not isinstance(conv, list):
+            raise PromptError(f'{where}: expected "conversations" to be a list of {{"from", "value"}} turns')
+        messages = [_sharegpt_turn(turn, f"{where}: conversations[{t}]") for t, turn in enumerate(conv)]
+        return first_turn(messages, pid, category) or _SKIP
+    raw = obj.get("messages")
+    if isinstance(raw, list) and raw and isinstance(raw[-1], dict) and raw[-1].get("role") == "assistant":
+        messages = list(_read_messages(raw, where, ending="assistant"))
+        return first_turn(messages, pid, category) or _SKIP
+    return None
 
 
 def _parse_sharegpt(content: str, display: str, stem: str) -> tuple[list[Prompt], list[bool], int]:
@@ -374,18 +417,16 @@ def _parse_sharegpt(content: str, display: str, stem: str) -> tuple[list[Prompt]
         if not isinstance(conv, list):
             raise PromptError(f'{where}: expected "conversations" to be a list of {{"from", "value"}} turns')
         messages = [_sharegpt_turn(turn, f"{where}: conversations[{t}]") for t, turn in enumerate(conv)]
-        empty_turn = any(not m["content"].strip() for m in messages)
-        while messages and messages[-1]["role"] == "assistant":
-            messages.pop()
-        if empty_turn or not messages or messages[-1]["role"] != "user":
+        pid, has_id = _read_id(entry, where, default=f"{stem}-{index}")
+        category = _read_category(entry, where)
+        prompt = first_turn(messages, pid, category)
+        if prompt is None:
             skipped += 1
             continue
-        pid, has_id = _read_id(entry, where, default=f"{stem}-{index}")
         if pid in seen:
             raise PromptError(f"{where}: duplicate id {pid!r} (already used by entry {seen[pid]})")
         seen[pid] = index
-        category = _read_category(entry, where)
-        prompts.append(Prompt(id=pid, category=category, messages=tuple(messages)))
+        prompts.append(prompt)
         explicit.append(has_id)
     return prompts, explicit, skipped
 

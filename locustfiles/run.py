@@ -34,6 +34,7 @@ from locustfiles.dialects import Dialect, Sampling, dialect
 from locustfiles.link import ClockOffset
 from locustfiles.prompts import PromptOrder, PromptSet, load_prompts
 from locustfiles.recorder import JsonlAppender, write_meta
+from locustfiles.replay import Replay
 from locustfiles.sequencer import LocalSequence, WorkerSequence
 from locustfiles.serverinfo import ServerIdentity, identify
 from locustfiles.workload import Workload
@@ -65,6 +66,7 @@ class RunContext:
     live: LiveStep = field(default_factory=LiveStep)
     arrivals: ArrivalClock | None = None  # open loop: this process's schedule of due times
     workload: Workload | None = None  # per-request input and output lengths (None: as the prompts and --max-tokens)
+    replay: Replay | None = None  # --trace: the trace's windows, rows and prompt text (locustfiles.replay)
     run_token: str = field(default_factory=lambda: secrets.token_hex(3))
     _requests: itertools.count = field(default_factory=itertools.count)
     _record_numbers: itertools.count = field(default_factory=itertools.count)
@@ -166,7 +168,9 @@ def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, writes_re
         sampling=Sampling(settings.max_tokens, settings.temperature, settings.ignore_eos,
                           token_ids=settings.checks_output),
         prompt_set=prompt_set, prompts=order, worker=worker, records=records, sequence=sequence,
-        arrivals=ArrivalClock(settings.arrivals, settings.seed, worker, workers) if settings.open_loop else None,
+        arrivals=(ArrivalClock(settings.arrivals, settings.seed, worker, workers)
+                  if settings.open_loop and not settings.trace else None),
+        replay=Replay.from_settings(settings, prompt_set) if settings.trace else None,
         workload=(Workload.from_settings(settings, prompt_set)
                   if settings.input_len or settings.output_len or settings.shared_prefix else None),
     )
@@ -197,12 +201,12 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def initial_meta(ctx: RunContext, host: str) -> RunMeta:
+def initial_meta(ctx: RunContext, host: str, levels: list[int]) -> RunMeta:
+    """meta.json at start; ``levels``: the concurrencies the shape walks (none in open loop, which walks rates)."""
     s = ctx.settings
     return RunMeta(
-        schema=SCHEMA_VERSION, suite_version=SUITE_VERSION, label=s.label, command_line=redact_argv(sys.argv),
-        settings=s.public(), api=ctx.api, max_tokens=s.max_tokens, ignore_eos=s.ignore_eos,
-        temperature=s.temperature, ladder=list(s.ladder) if not s.open_loop else [],
+        schema=SCHEMA_VERSION, suite_version=SUITE_VERSION, command_line=redact_argv(sys.argv),
+        settings=s, api=ctx.api, ladder=[] if s.open_loop else list(levels),
         prompts={"name": ctx.prompt_set.name, "sha256": ctx.prompt_set.sha256,
                  "count": len(ctx.prompt_set.prompts), "mode": s.prompt_mode, "seed": s.seed,
                  "fixed_id": s.prompt_id or None},

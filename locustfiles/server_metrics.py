@@ -83,9 +83,11 @@ class ServerMetricsSampler:
             hint = " (SGLang needs --enable-metrics, llama.cpp --metrics)" if resp.status == 404 else ""
             return self._disable(f"HTTP {resp.status}{hint}")
         try:
-            sample = parse_metrics(resp.text, (sent + time.time()) / 2)
+            received = time.time()
+            sample = parse_metrics(resp.text, (sent + received) / 2)
         except MetricsParseError as exc:
             return self._disable(str(exc))
+        sample["read_s"] = round(received - sent, 6)
         if self._appender is None:
             self._appender = JsonlAppender(self.path)
         self._appender.write(dict(sample))

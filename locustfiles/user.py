@@ -26,6 +26,7 @@ from locustfiles.auth import auth_headers
 from locustfiles.conversation import Conversation
 from locustfiles.pacer import wait_for_due
 from locustfiles.prompts import Prompt
+from locustfiles.replay import wait_for_row
 from locustfiles.run import RunContext
 from locustfiles.sse import iter_events
 from locustfiles.streams import StreamState
@@ -195,12 +196,9 @@ class LLMUser(HttpUser):
             return
         if self._ready is None:  # its first task: ready now
             self._ready = time.perf_counter()
-        scheduled_s = None
-        if ctx.arrivals is not None:  # open loop: send at the schedule's next due time, not at once
-            scheduled_s = wait_for_due(ctx, self.environment.runner)
-            if scheduled_s is None:
-                return
-            scheduled_s += ctx.clock.offset_s  # recorded in the master's clock, as start_s is
+        go, scheduled_s = self._wait_turn(ctx)
+        if not go:
+            return
         name, body, headers, req = self._prepare(ctx, scheduled_s)
         on_wire(lambda: self._sent(ctx, req))
         try:
@@ -224,6 +222,23 @@ class LLMUser(HttpUser):
             # Logged on the entry directly: its own row, without inflating the Aggregated row.
             self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)
 
+    def _wait_turn(self, ctx: RunContext) -> tuple[bool, float | None]:
+        """(send now?, when it was due in the master's clock): closed loop sends at once; open loop at the
+        schedule's next due time; --trace when the trace's next row is due (its row kept for ``_turn``)."""
+        self._trace_seq: int | None = None
+        if ctx.replay is not None:
+            due = wait_for_row(ctx, self.environment.runner)
+            if due is None:
+                return False, None
+            self._trace_seq = due[1]
+            return True, due[0] + ctx.clock.offset_s
+        if ctx.arrivals is not None:
+            scheduled_s = wait_for_due(ctx, self.environment.runner)
+            if scheduled_s is None:
+                return False, None
+            return True, scheduled_s + ctx.clock.offset_s  # recorded in the master's clock, as start_s is
+        return True, None
+
     def _prepare(self, ctx: RunContext, scheduled_s: float | None
                  ) -> tuple[str, dict[str, Any], dict[str, str], InFlight]:
         """The next request: its prompt (the conversation's next turn, or the next of the shared order), body,
@@ -234,6 +249,8 @@ class LLMUser(HttpUser):
         sampling = ctx.sampling
         if ctx.workload is not None:  # --output-len: this request's own
             sampling = dataclasses.replace(sampling, max_tokens=ctx.workload.max_tokens(seq, conv.turn))
+        if ctx.replay is not None and step is not None:  # --trace: the row's output length
+            sampling = dataclasses.replace(sampling, max_tokens=ctx.replay.row(step, seq).output_tokens)
         request_id = ctx.next_request_id()
         body = ctx.dialect.body(prompt, sampling, model=ctx.model, server_kind=ctx.server.kind, rid=request_id)
         headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity",
@@ -269,6 +286,10 @@ class LLMUser(HttpUser):
         conv: Conversation | None = getattr(self, "_conversation", None)
         if conv is not None and conv.belongs(ctx, step):
             return conv
+        trace_seq = getattr(self, "_trace_seq", None)
+        if ctx.replay is not None and step is not None and trace_seq is not None:  # --trace: the row taken
+            prompt = ctx.replay.prompt(step, trace_seq)
+            return Conversation(ctx, step, trace_seq, 1, prompt.id, prompt)
         seq = ctx.next_seq(step)  # request N of a level gets prompt N (locustfiles.sequencer)
         prompt = ctx.prompts.at(seq)
         if ctx.workload is not None:  # --input-len / --shared-prefix: this request's own

@@ -79,7 +79,7 @@ class ConcurrencyLadder(LoadTestShape):
             self.settings = settings_of(options)
         self._read_mode(options)
         self._reset_ladder()
-        self._sat_stop = SaturationStop.from_options(options)
+        self._sat_stop = SaturationStop.from_settings(self.settings)
         if self.runner is not None:  # a web-UI restart: the previous run's stats are still there
             self.runner.stats.clear_all()
 
@@ -193,7 +193,7 @@ class ConcurrencyLadder(LoadTestShape):
 
     def _begin_step(self, index: int, now: float) -> None:
         book = self._new_book(index, now)
-        target, min_requests = book.target_c, book.min_requests
+        target = book.target_c
         previous = self.collector.records([index - 1]) if index > 0 else []
         book.stable_s = warmup_stable_s([r["ttft_s"] for r in previous
                                          if r["status"] == "ok" and r.get("ttft_s") is not None])
@@ -212,10 +212,15 @@ class ConcurrencyLadder(LoadTestShape):
                      until)
             return
         cfg = self.settings
-        log.info("step %d/%d %s: started (measures >= %d requests and >= %.0f s%s; at most %.0f s)",
-                 index + 1, self._n_steps(), self._level_text(book), min_requests, cfg.min_step_time,
-                 f", until tok/s is within +-{cfg.step_ci:.0%}" if cfg.step_ci > 0 else "",
-                 book.max_s if book.max_s is not None else cfg.max_step_time, extra=LOG_ONLY)
+        log.info("step %d/%d %s: started (%s; at most %.0f s)", index + 1, self._n_steps(), self._level_text(book),
+                 self._measures_text(book), book.max_s if book.max_s is not None else cfg.max_step_time,
+                 extra=LOG_ONLY)
+
+    def _measures_text(self, book: StepBook) -> str:
+        """What the step's window must reach, for its start line."""
+        cfg = self.settings
+        ci = f", until tok/s is within +-{cfg.step_ci:.0%}" if cfg.step_ci > 0 else ""
+        return f"measures >= {book.min_requests} requests and >= {cfg.min_step_time:.0f} s{ci}"
 
     def _plan_budget(self, book: StepBook, now: float) -> None:
         """With --time-budget: this step's share of what is left, the plan (first step), the forecast."""
@@ -285,6 +290,10 @@ class ConcurrencyLadder(LoadTestShape):
         self.live.end_s = now
         self._broadcast()
 
+    def _arrivals_kind(self) -> str:
+        """How a step's arrivals are judged when it closes (``contract.policy.rate_held``)."""
+        return self.settings.arrivals
+
     def _close_ready_books(self, force: bool) -> None:
         for book in self.books:
             if book.closed or book.end_s is None:
@@ -293,7 +302,7 @@ class ConcurrencyLadder(LoadTestShape):
                 continue
             records = self.collector.records([book.index - 1, book.index])
             book.dropped = self.collector.dropped.get(book.index, 0)
-            step = close_step(book, records, arrivals=self.settings.arrivals)
+            step = close_step(book, records, arrivals=self._arrivals_kind())
             book.closed = True
             if step.get("steady_start_s") is not None and step["end_s"] > step["steady_start_s"]:
                 half = window_precision(records, step["steady_start_s"], step["end_s"])

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Any
 
 from analysis.saturation import LoadPoint, Saturation, find_saturation
 from contract.schema import RequestRecord, StepRecord
+from contract.settings import SuiteSettings
 
 HOLD_MAX_S = 30.0  # longest wait for a step's books before deciding without it
 
@@ -30,9 +30,10 @@ class SaturationStop:
         self.saturation: Saturation | None = None
 
     @staticmethod
-    def from_options(options: Any) -> SaturationStop | None:
-        after = getattr(options, "stop_after_saturation", -1) if options is not None else -1
-        return SaturationStop(int(after)) if isinstance(after, int) and after >= 0 else None
+    def from_settings(settings: SuiteSettings) -> SaturationStop | None:
+        """The rule for a run's validated settings; None when it is off (-1)."""
+        after = settings.stop_after_saturation
+        return SaturationStop(after) if after >= 0 else None
 
     def note(self, step: StepRecord, records: Sequence[RequestRecord], halfwidth: float | None) -> None:
         """A closed closed-loop step's throughput, its interval and the median TTFT of its window."""

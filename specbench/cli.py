@@ -4,6 +4,7 @@
     specbench demo --rate                            # the same in open loop, judged by goodput under an SLO
     specbench compare --baseline URL --spec URL      # preflight, ladder on each, comparison report
     specbench compare --baseline URL --spec A=URL --spec B=URL ...   # many configurations, one report
+    specbench compare --baseline URL --spec URL --trace FILE --slo ...   # trace replay (#28): both replay FILE
     specbench sweep sweep.yaml                       # start, measure and stop each configured server in turn
     specbench run --host URL --label NAME            # one ladder, one run directory
     specbench report RUN_DIR                         # python -m analysis summarize RUN_DIR
@@ -18,7 +19,6 @@ was lost or records never arrived) or a step failed more than --max-error-rate a
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
@@ -26,8 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from contract.redact import redact
-from contract.schema import APIS, LOG_FILE
-from contract.settings import SettingsError, default_run_dir, parse_duration
+from contract.schema import LOG_FILE
+from contract.settings import (
+    SettingsError,
+    SuiteSettings,
+    add_option,
+    default_run_dir,
+    parse_duration,
+    passthrough_argv,
+)
 from locustfiles.target import start_emulator_process
 from specbench.inputs import InputError, check_fresh_dir, check_host, check_key_and_url, check_load_options, check_speed
 from specbench.launch import LaunchError
@@ -47,56 +54,59 @@ DEMO_SWEEP = (("off", "baseline"), ("steps5", "eagle3-steps5"), ("steps3", "eagl
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specbench", description=__doc__.split("\n\n")[0] if __doc__ else None,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
 
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        # No abbreviated flags: `run --api chat` (a flag for the Locust child) was taken as --api-key-env chat.
+        return sub.add_parser(name, help=help, allow_abbrev=False)
+
     def common_load(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--suite-config", help="YAML profile of suite options (config/suite/*.yaml)")
-        p.add_argument("--api-key-env", default="", help="environment variable holding the API key")
+        add_option(p, "suite_config")
+        add_option(p, "api_key_env")
         p.add_argument("--processes", type=int, default=0, help="Locust worker processes (0: one process)")
-        p.add_argument("--overwrite", action="store_true", help="reuse a non-empty --out directory")
-        p.add_argument("--time-budget", default="", help="wall time for the whole job, e.g. 30m or 1h30m "
-                       "(compare: for both runs)")
+        add_option(p, "overwrite")
+        add_option(p, "time_budget")
         verbose_flag(p)
 
     def verbose_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--verbose", action="store_true", help="also show Locust's own log and statistics tables "
                        "(always kept in each run directory's locust.log)")
 
-    p = sub.add_parser("compare", help="ladder on a baseline and speculative servers, then the comparison")
+    p = command("compare", help="ladder on a baseline and speculative servers, then the comparison")
     p.add_argument("--baseline", required=True, help="URL of the baseline server")
     p.add_argument("--spec", required=True, action="append", metavar="[NAME=]URL",
                    help="URL of a speculative server; repeat as --spec NAME=URL to compare several")
     p.add_argument("--out", help="report directory (default reports/compare-YYYYmmdd-HHMMSS)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
-    p.add_argument("--api", default="auto", choices=("auto", *APIS))
+    add_option(p, "api")
     common_load(p)
 
-    p = sub.add_parser("run", help="one ladder against one server")
+    p = command("run", help="one ladder against one server")
     p.add_argument("--host", required=True, help="URL of the server")
-    p.add_argument("--label", required=True, help="run label (e.g. baseline, eagle3)")
-    p.add_argument("--out", help="run directory (default runs/LABEL-YYYYmmdd-HHMMSS)")
+    add_option(p, "label", required=True, default=None)
+    add_option(p, "out")
     common_load(p)
 
-    p = sub.add_parser("report", help="tables of one run directory")
+    p = command("report", help="tables of one run directory")
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("compare-runs", help="comparison report of a baseline run and one or more runs")
+    p = command("compare-runs", help="comparison report of a baseline run and one or more runs")
     p.add_argument("base_run")
     p.add_argument("spec_runs", nargs="+", metavar="[NAME=]RUN")
     p.add_argument("--out")
     p.add_argument("--baseline-name", default="baseline", help="the baseline's name in a many-run report")
     p.add_argument("--overwrite", action="store_true", help="replace a report already in --out")
 
-    p = sub.add_parser("sweep", help="start, measure and stop each server configuration of a sweep file")
+    p = command("sweep", help="start, measure and stop each server configuration of a sweep file")
     p.add_argument("sweep_file", help="YAML sweep file (config/sweep/example.yaml)")
     p.add_argument("--out", help="report directory (default reports/sweep-YYYYmmdd-HHMMSS)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
-    p.add_argument("--api", default="auto", choices=("auto", "generate", "chat", "completions"))
+    add_option(p, "api")
     common_load(p)
 
-    p = sub.add_parser("demo", help="the whole comparison against two built-in emulators")
+    p = command("demo", help="the whole comparison against two built-in emulators")
     p.add_argument("--out", help="report directory (default reports/demo, reports/demo-sweep with --sweep, "
                    "reports/demo-rate with --rate)")
     p.add_argument("--speed", type=float, default=None, help="emulator time scale (default 10; 4 with --rate)")
@@ -104,12 +114,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="the baseline against four speculative emulators (three draft lengths and eagle3)")
     p.add_argument("--rate", action="store_true", help="open loop: a rate ladder judged by goodput and "
                    "capacity under an SLO (config/suite/demo-rate.yaml)")
-    p.add_argument("--suite-config", help="suite profile (default config/suite/demo.yaml, demo-sweep.yaml, "
-                   "demo-rate.yaml)")
+    # The demo's own defaults: its profiles and a budget that ends the concurrency demo within 5 minutes.
+    add_option(p, "suite_config", help="suite profile (default config/suite/demo.yaml, demo-sweep.yaml, "
+               "demo-rate.yaml)")
     p.add_argument("--processes", type=int, default=0)
-    p.add_argument("--api-key-env", default="")
-    p.add_argument("--time-budget", default=None, help="wall time for both runs (default 4m for the concurrency "
-                   "demo, so it ends within 5 minutes; none for --rate; 0 or '' for none)")
+    add_option(p, "api_key_env")
+    add_option(p, "time_budget", default=None, help="wall time for both runs (default 4m for the concurrency "
+               "demo, so it ends within 5 minutes; none for --rate; 0 or '' for none)")
     verbose_flag(p)
 
     # crossover refinement (#27)
@@ -184,24 +195,17 @@ class UsageError(Exception):
     """A mistake in the command line."""
 
 
-def _api_key(env_name: str) -> str | None:
-    """The key, already checked by ``check_load_options`` (set, non-empty, registered for redaction)."""
-    if env_name:
-        check_load_options([], None, env_name)
-    return os.environ[env_name] if env_name else None
-
-
 def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.loadrun import LoadRun, execute
 
     budget = _budget(args)
     host = check_host(args.host, "--host")
-    check_key_and_url(host, "--host", args.api_key_env)
-    passthrough = _load_options(args) + (["--time-budget", f"{budget:.0f}s"] if budget else []) + extra
-    check_load_options([*passthrough, "--label", args.label], args.suite_config, args.api_key_env, args.processes)
+    passthrough = passed_on(args) + (["--time-budget", f"{budget:.0f}s"] if budget else []) + extra
+    settings = _validated(args, [*passthrough, "--label", args.label])
+    check_key_and_url(host, "--host", settings.api_key_env)
     run_dir = Path(args.out) if args.out else default_run_dir(args.label)
     check_fresh_dir(run_dir, "--out", args.overwrite)
-    pre = check_server(host, "server", api_key=_api_key(args.api_key_env))
+    pre = check_server(host, "server", api_key=settings.api_key())
     print(redact(pre.describe("server")), flush=True)
     result = execute(LoadRun(host, args.label, run_dir, args.suite_config, args.processes, passthrough,
                              verbose=args.verbose))
@@ -213,9 +217,20 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     return result.returncode
 
 
-def _load_options(args: argparse.Namespace) -> list[str]:
-    opts = ["--api-key-env", args.api_key_env] if args.api_key_env else []
-    return opts + (["--overwrite"] if getattr(args, "overwrite", False) else [])
+# Suite options a load command takes itself and hands on, as given, to each Locust child it starts.
+PASSED_ON: tuple[str, ...] = ("api_key_env", "overwrite")
+
+
+def passed_on(args: argparse.Namespace) -> list[str]:
+    return passthrough_argv(args, PASSED_ON)
+
+
+def _validated(args: argparse.Namespace, child_options: list[str]) -> SuiteSettings:
+    """The settings each Locust child will read (its options and the profile), validated once per command.
+
+    The key is read from them (``api_key()``): the variable may be named by the flag or by the profile."""
+    profile = ["--suite-config", args.suite_config] if args.suite_config else []
+    return check_load_options([*child_options, *profile], args.processes)
 
 
 def _budget(args: argparse.Namespace) -> float:
@@ -249,12 +264,12 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     refine = refine_levels(args)
     targets = [(name, check_host(url, f"--spec {name}")) for name, url in spec_targets(args.spec)]
     baseline = check_host(args.baseline, "--baseline")
+    settings = _validated(args, passed_on(args) + extra)
     for flag, url in [("--baseline", baseline), *((f"--spec {name}", url) for name, url in targets)]:
-        check_key_and_url(url, flag, args.api_key_env)
-    check_load_options(_load_options(args) + extra, args.suite_config, args.api_key_env, args.processes)
+        check_key_and_url(url, flag, settings.api_key_env)
     out = Path(args.out) if args.out else Path("reports") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     check_fresh_dir(out, "--out", args.overwrite)
-    key = _api_key(args.api_key_env)
+    key = settings.api_key()
     base = check_server(baseline, "baseline", api=args.api, api_key=key)
     specs = [(name, check_server(url, name, api=args.api, api_key=key)) for name, url in targets]
     print(redact(base.describe("baseline")), flush=True)
@@ -262,8 +277,8 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
         print(redact(pre.describe(name)), flush=True)
     job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
-                     extra=_load_options(args) + extra, time_budget_s=budget, verbose=args.verbose,
-                     refine_levels=refine)
+                     extra=passed_on(args) + extra, time_budget_s=budget, verbose=args.verbose,
+                     refine_levels=refine, stop_after_saturation=settings.stop_after_saturation)
     return run_compare(job)
 
 
@@ -271,15 +286,15 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.sweep import SweepJob, run_sweep
     from specbench.sweepfile import load_sweep
 
+    refine = refine_levels(args)
     sweep = load_sweep(args.sweep_file)
-    key = _api_key(args.api_key_env)
+    key = _validated(args, passed_on(args) + extra).api_key()
     out = Path(args.out) if args.out else Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
-    check_load_options(_load_options(args) + extra, args.suite_config, args.api_key_env, args.processes)
     check_fresh_dir(out, "--out", args.overwrite)
     names = ", ".join(e.name + (" (baseline)" if e.baseline else "") for e in sweep.entries)
     print(f"Sweep {sweep.source}: {names}", flush=True)
     return run_sweep(SweepJob(sweep, out, args.suite_config, args.processes, args.api, key, args.flush_cache,
-                              _load_options(args) + extra, verbose=args.verbose, refine_levels=refine_levels(args)))
+                              passed_on(args) + extra, verbose=args.verbose, refine_levels=refine))
 
 
 def demo_sweep(speed: float):  # -> Sweep (typed lazily: the sweep module is only needed here)
@@ -303,10 +318,11 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
     if args.time_budget is None:  # the rate demo's steps end by their request counts, well inside 3 minutes
         args.time_budget = "" if args.rate else "4m"
     budget = _budget(args)
+    refine = refine_levels(args)
     check_speed(args.speed)
     default_config = DEMO_SWEEP_CONFIG if args.sweep else DEMO_RATE_CONFIG if args.rate else DEMO_CONFIG
     args.suite_config = args.suite_config or str(default_config)
-    check_load_options(extra, args.suite_config, args.api_key_env, args.processes)
+    settings = _validated(args, passthrough_argv(args, ("api_key_env",)) + extra)  # the demo's emulators take no key
     if args.sweep:
         from specbench.sweep import SweepJob, run_sweep
 
@@ -315,7 +331,7 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"Sweep over built-in emulators at speed {args.speed:g}, one after another: {names}", flush=True)
         return run_sweep(SweepJob(demo_sweep(args.speed), out, args.suite_config,
                                   args.processes, "auto", None, True, extra, verbose=args.verbose,
-                                  refine_levels=refine_levels(args)))
+                                  refine_levels=refine))
     if args.rate:
         args.out = args.out or "reports/demo-rate"
     print(f"Starting two built-in emulators (baseline and eagle3, speed {args.speed:g}) on 127.0.0.1 ...",
@@ -331,7 +347,8 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         job = CompareJob(baseline=base, specs=[("spec", spec)], out=Path(args.out or "reports/demo"),
                          suite_config=args.suite_config, processes=args.processes,
                          flush_cache=True, api_key=None, extra=extra,
-                         time_budget_s=budget, verbose=args.verbose, refine_levels=refine_levels(args))
+                         time_budget_s=budget, verbose=args.verbose, refine_levels=refine,
+                         stop_after_saturation=settings.stop_after_saturation)
         return run_compare(job)
     finally:
         for server in servers:

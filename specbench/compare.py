@@ -15,7 +15,6 @@ import requests
 import yaml
 
 from analysis.refine import DEFAULT_REFINE_LEVELS
-from analysis.saturation import stop_after_option
 from contract.redact import redact
 from contract.schema import LOG_FILE
 from locustfiles.auth import auth_headers
@@ -48,6 +47,7 @@ class CompareJob:
     baseline_name: str = "baseline"
     verbose: bool = False  # Locust's own output on the terminal too (always in each run's locust.log)
     refine_levels: int = DEFAULT_REFINE_LEVELS  # extra levels per crossover after the ladders; 0: none (#27)
+    stop_after_saturation: int = -1  # the validated --stop-after-saturation (flag or profile); -1: off (#27)
 
     def common_api(self) -> str:
         """One API for every run, so all are measured the same way."""
@@ -121,8 +121,29 @@ def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str,
                          baseline_name=baseline[0])
     print(redact(render_comparison(multi.pairs[0]) if len(recorded) == 1 else render_multi(multi)), flush=True)
     written = write_outputs(multi, out)
+    write_trace_section(out, baseline, recorded)  # trace replay (#28): nothing unless the runs replayed a trace
     print(f"report: {out / 'report.md'} and {out / 'report.html'} ({len(written)} files in {out})", flush=True)
     return 130 if interrupted else 0
+
+
+def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tuple[str, Path]]) -> None:
+    """Trace replay (#28): each configuration against the baseline on the same trace rows, printed, added to
+    report.md and written to trace.json."""
+    import json
+
+    from analysis.trace_compare import compare_trace
+    from contract.schema import read_run
+
+    base = read_run(baseline[1])
+    found = [c for name, path in configs
+             if (c := compare_trace(base, read_run(path), (baseline[0], name))) is not None]
+    if not found:
+        return
+    lines = [line for c in found for line in c.lines()]
+    print("\n".join(lines), flush=True)
+    with (out / "report.md").open("a", encoding="utf-8") as f:
+        f.write("\n## Trace replay\n\n" + "\n".join(f"- {line.strip()}" for line in lines) + "\n")
+    (out / "trace.json").write_text(json.dumps([c.to_json() for c in found], indent=1), encoding="utf-8")
 
 
 def run_compare(job: CompareJob) -> int:
@@ -164,7 +185,7 @@ def run_compare(job: CompareJob) -> int:
 
 def after_ladders(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
     """Levels skipped on one server but run on another (``--stop-after-saturation``), then the refinement."""
-    if stop_after_option(job.extra) is not None:
+    if job.stop_after_saturation >= 0:
         code = pair_levels(list(dirs), dirs, level_runner(job, api))
         if code:
             return code

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from contract.limits import LimitError, check_limit, check_processes
-from contract.redact import redact, register_key_env
-from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile, check_api_key_env
+from contract.redact import redact
+from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile
 from contract.urls import UrlError, check_url, has_credentials
 
 
@@ -55,28 +55,28 @@ def check_locust_flags(args: list[str]) -> None:
         raise InputError(f"unknown option {unknown[0]!r} (not a specbench or Locust option; see README, Options)")
 
 
-def check_load_options(options: list[str], suite_config: str | None, api_key_env: str, processes: int = 0) -> None:
+def check_load_options(options: list[str], processes: int = 0) -> SuiteSettings:
     """Parse the options a Locust child would get and validate them as it would (profile errors name the file).
 
-    Unknown flags, limits, the prompt set and the prompt id are all checked here, before any network or file
-    action, so a typo costs no server round trip and leaves no run directory behind.
+    Unknown flags, limits, the key's variable, the prompt set and the prompt id are all checked here, once per
+    command, before any network or file action, so a typo costs no server round trip and leaves no run
+    directory behind. The settings returned are the child's: read the key from them.
     """
-    register_key_env(api_key_env)
     try:
         check_processes(processes)
-        check_api_key_env(api_key_env)
-        args = [*options, *(["--suite-config", suite_config] if suite_config else [])]
         parser = _Parser(add_help=False)
         add_arguments(parser)
-        parsed, unknown = parser.parse_known_args(args)
+        parsed, unknown = parser.parse_known_args(options)
         if unknown:
             check_locust_flags(unknown)
         if processes:
             parsed.processes, parsed.master, parsed.expect_workers = processes, True, processes
-        apply_profile(parsed, args)
-        check_prompts(SuiteSettings.from_options(parsed))
+        apply_profile(parsed, options)
+        settings = SuiteSettings.from_options(parsed)
     except (SettingsError, LimitError) as exc:
         raise InputError(str(exc)) from None
+    check_prompts(settings)
+    return settings
 
 
 def check_prompts(settings: SuiteSettings) -> None:

@@ -2,8 +2,9 @@
 
 The command runs in a new session (its own process group), so stopping it reaches the launcher script, the
 server and any worker processes it forked (SGLang and vLLM start several): SIGTERM to the whole group, then
-SIGKILL to whatever is left after the stop timeout. Output goes to a log file whose tail is shown when the
-server exits early or never becomes ready.
+SIGKILL to whatever is left after the stop timeout. A guardian process (``specbench.guardian``) does the same
+if specbench itself ends first, even by SIGKILL, so no server outlives the sweep. Output goes to a log file
+whose tail is shown when the server exits early or never becomes ready.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -75,6 +77,7 @@ class ServerCommand:
     env: Mapping[str, str] = field(default_factory=dict)
     stop_timeout_s: float = 30.0
     process: subprocess.Popen[bytes] | None = None
+    guardian: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ServerCommand:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,6 +91,9 @@ class ServerCommand:
                     stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **self.env})
             except OSError as exc:
                 raise LaunchError(f"{self.name}: cannot start the command ({exc.strerror}): {shown}") from None
+        self.guardian = subprocess.Popen(
+            [sys.executable, "-m", "specbench.guardian", str(self.process.pid), str(self.stop_timeout_s)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return self
 
     def log_tail(self, lines: int = 15) -> str:
@@ -125,6 +131,7 @@ class ServerCommand:
         proc = self.process
         if proc is None:
             return
+        self._stop_guardian()
         pgid = proc.pid  # a new session's leader: its pid is the group id
         _signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + self.stop_timeout_s
@@ -141,6 +148,13 @@ class ServerCommand:
             _signal_group(pgid, signal.SIGKILL)
             proc.wait()
         self.process = None
+
+    def _stop_guardian(self) -> None:
+        """The stop below does the guardian's job; it must not race it."""
+        guardian, self.guardian = self.guardian, None
+        if guardian is not None:
+            guardian.kill()
+            guardian.wait()
 
     def __enter__(self) -> ServerCommand:
         return self.start()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -19,15 +18,9 @@ from pathlib import Path
 import locustfiles
 from contract.lifecycle import die_with_parent
 from contract.schema import LOG_FILE, META_FILE
+from specbench.launch import free_port
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1, for the master of a ``--processes`` run (never Locust's fixed 5557)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

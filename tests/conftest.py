@@ -15,6 +15,7 @@ import pytest
 import requests
 
 from locustfiles.target import EmulatorProcess, start_emulator_process
+from specbench.launch import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 # The benchmark scripts (benchmarks/, not installed) import their siblings by bare name, as when run as scripts;
@@ -54,10 +55,12 @@ def emulator() -> Iterator[Callable[..., EmulatorProcess]]:
 T = TypeVar("T")
 
 
-def wait_until(ready: Callable[[], T], *, timeout_s: float, what: str, poll_s: float = 0.1) -> T:
-    """Poll ``ready`` until it returns something truthy and return that; fail naming ``what`` after the timeout.
+def wait_until_or_timeout(ready: Callable[[], T], *, timeout_s: float, poll_s: float = 0.1,
+                          sleep: Callable[[float], None] = time.sleep) -> T | None:
+    """Poll ``ready`` until it returns something truthy and return that, or None once ``timeout_s`` has passed.
 
-    Tests synchronise on the event they need (a file line, a ledger entry), never on a sleep of a guessed length.
+    For the few waits a test goes on from either way (kill a run once it has written some records, or after a
+    minute at most); a wait whose condition the test needs is ``wait_until``, which fails instead.
     """
     deadline = time.monotonic() + timeout_s
     while True:
@@ -65,8 +68,34 @@ def wait_until(ready: Callable[[], T], *, timeout_s: float, what: str, poll_s: f
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(poll_s)
+            return None
+        sleep(poll_s)
+
+
+def wait_until(ready: Callable[[], T], *, timeout_s: float, what: str | Callable[[], str], poll_s: float = 0.1,
+               sleep: Callable[[float], None] = time.sleep) -> T:
+    """Poll ``ready`` until it returns something truthy and return that; fail naming ``what`` after the timeout.
+
+    Tests synchronise on the event they need (a file line, a ledger entry), never on a sleep of a guessed length.
+    ``what`` may be a callable, asked at the timeout, so the failure can show the last state seen; ``sleep`` may be
+    a browser's own wait (Playwright's sync API wants its pages to wait with ``page.wait_for_timeout``).
+    """
+    value = wait_until_or_timeout(ready, timeout_s=timeout_s, poll_s=poll_s, sleep=sleep)
+    if value is None:
+        raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what if isinstance(what, str) else what()}")
+    return value
+
+
+def wait_answering(url: str, *, timeout_s: float, what: str) -> None:
+    """Wait until a server (a Locust web UI, say) answers at ``url`` with any status; fail naming ``what``."""
+    def answers() -> bool:
+        try:
+            requests.get(url, timeout=2)
+        except requests.RequestException:
+            return False
+        return True
+
+    wait_until(answers, timeout_s=timeout_s, what=f"{what} to answer at {url}", poll_s=0.3)
 
 
 def ledger(url: str) -> list[dict[str, Any]]:
@@ -101,10 +130,14 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def locust_cmd(host: str | None, out: Path, *args: str) -> list[str]:
+    """The locustfile's command line; with ``--processes`` and no master port, a free one (not Locust's 5557)."""
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
            "--out", str(out), "--label", "test"]
     if host:
         cmd += ["--host", host]
+    if "--processes" in args and "--master-bind-port" not in args:
+        port = str(free_port())
+        cmd += ["--master-bind-port", port, "--master-port", port]
     return cmd + list(args)
 
 

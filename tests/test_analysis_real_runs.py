@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from analysis import compare_runs, load_run, summarize_run
-from tests.conftest import locust_cmd, run_locust
+from tests.conftest import locust_cmd, run_locust, wait_until_or_timeout
 
 QUICK = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "12", "--min-step-time", "1",
          "--max-step-time", "60", "--step-ci", "0")
@@ -53,10 +52,9 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         proc = subprocess.Popen(locust_cmd(servers["eagle3"].url, killed, *QUICK[:-2], "--max-step-time", "120",
                                            "--min-requests", "400"),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not ((killed / "records.jsonl").exists()
-                                                   and (killed / "records.jsonl").read_text().count("\n") > 20):
-            time.sleep(0.2)
+        # killed once it has written some records, or after a minute however many it has
+        wait_until_or_timeout(lambda: (killed / "records.jsonl").exists()
+                              and (killed / "records.jsonl").read_text().count("\n") > 20, timeout_s=60, poll_s=0.2)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         made["spec_killed"] = killed

@@ -38,7 +38,7 @@ def test_random_option_values_never_give_a_traceback(seed):
             else:
                 args += [f"--{opt.name}={_value(rng, opt.default)}"]
         try:
-            check_load_options(args, None, "")
+            check_load_options(args)
             accepted += 1
         except InputError as exc:
             line = str(exc)

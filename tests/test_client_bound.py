@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import socket
 import socketserver
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -21,6 +20,7 @@ import pytest
 from analysis import load_run, summarize_run
 from shapes.loadcpu import CLIENT_BOUND_PCT
 from tests.conftest import read_jsonl, run_locust
+from tests.tinyservers import serving
 
 pytestmark = pytest.mark.slow
 
@@ -80,13 +80,8 @@ class _Canned(socketserver.BaseRequestHandler):
 def canned_server() -> Iterator[str]:
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Canned)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(server) as url:
+        yield url
 
 
 def test_a_saturated_load_process_is_flagged_client_bound(canned_server: str, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from analysis.steps import measured_ok, step_windows
 from contract.schema import RunData
 from tests.conftest import ledger, run_locust
 
-LADDER = ("--ladder", "1,4,16", "--max-tokens", "64", "--min-requests", "20", "--min-step-time", "1",
+LADDER = ("--ladder", "1,4,16", "--max-tokens", "48", "--min-requests", "16", "--min-step-time", "1",
           "--max-step-time", "60", "--step-ci", "0")
 PROFILES = {"base": "baseline", "fair": "eagle3-fair", "decay": "eagle3-draftdecay"}
 TOLERANCE = 0.03
@@ -42,7 +42,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[RunData, d
     root = tmp_path_factory.mktemp("decompose")
     made = {}
     for name, profile in PROFILES.items():
-        with start_emulator_process(profile, speed=20, extra=["--ledger-chunk-times"]) as emu:
+        with start_emulator_process(profile, speed=10, extra=["--ledger-chunk-times"]) as emu:
             proc = run_locust(emu.url, root / name, *LADDER)
             assert proc.returncode in (0, 1), proc.stderr[-2000:]
             made[name] = (load_run(root / name), {e["rid"]: e for e in ledger(emu.url)})

@@ -19,8 +19,8 @@ import requests
 
 from contract.schema import read_run
 from locustfiles.link import ClockOffset
-from specbench.loadrun import free_port
-from tests.conftest import LOCUSTFILE, run_flags, run_locust
+from specbench.launch import free_port
+from tests.conftest import LOCUSTFILE, run_flags, run_locust, wait_until
 
 # On the minimums (--step-ci 0): the three topologies must measure the same number of requests per step.
 LADDER = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "40", "--min-step-time", "3",
@@ -126,9 +126,8 @@ def test_killed_worker_is_counted_and_a_stray_worker_is_refused(tmp_path, emulat
     stray_out = (tmp_path / "stray.log").read_text()
     assert stray.returncode == 2 and "wrong run token" in stray_out, stray_out[-2000:]
     workers = [worker(tmp_path / f"machine{i}", port, token) for i in (1, 2)]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (master_dir / "run" / "records.jsonl").exists():
-        time.sleep(0.2)
+    wait_until(lambda: (master_dir / "run" / "records.jsonl").exists(), timeout_s=60, poll_s=0.2,
+               what="the master's first record")
     time.sleep(4.0)  # mid-step, requests in flight on both workers
     workers[1].send_signal(signal.SIGKILL)
     out, _ = master.communicate(timeout=90)

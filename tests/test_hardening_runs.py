@@ -21,7 +21,7 @@ from analysis import compare_runs, load_run
 from contract.schema import read_run
 from specbench.launch import free_port
 from tests.analysis.synthetic_runs import Level, small_pair, write_run
-from tests.conftest import FAST_LADDER, LOCUSTFILE, REPO, read_jsonl
+from tests.conftest import FAST_LADDER, LOCUSTFILE, REPO, read_jsonl, wait_answering, wait_until
 from tests.tinyservers import tiny_server
 
 SECRET = "sk-runs-DO-NOT-LEAK-5e0b"
@@ -155,10 +155,9 @@ def test_signals_stop_every_child_and_a_partial_run_exits_130(tmp_path, emulator
     proc = specbench_popen(tmp_path, "run", "--host", emu.url, "--label", "x", "--out", str(out),
                            "--ladder", "2", "--max-tokens", "256", "--min-step-time", "60")
     try:
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline and not ((out / "records.jsonl").exists() and proc.poll() is None
-                                                   and (out / "records.jsonl").stat().st_size):
-            time.sleep(0.2)
+        wait_until(lambda: (out / "records.jsonl").exists() and proc.poll() is None
+                   and (out / "records.jsonl").stat().st_size, timeout_s=40, poll_s=0.2,
+                   what="a first record while the run goes on")
         children = psutil.Process(proc.pid).children(recursive=True)
         assert children, "no Locust child"
         if how.startswith("SIGINT"):
@@ -194,13 +193,7 @@ def test_web_ui_binds_loopback_and_refuses_a_new_host_while_a_key_is_in_use(tmp_
         ui = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    requests.get(base + "/", timeout=1)
-                    break
-                except requests.RequestException:
-                    time.sleep(0.2)
+            wait_answering(base + "/", timeout_s=30, what="the web UI")
             assert _listening_address(ui.pid, port) == "127.0.0.1"
             resp = requests.post(base + "/swarm", data={"user_count": 1, "spawn_rate": 1, "host": elsewhere.url},
                                  timeout=10)
@@ -215,11 +208,8 @@ def test_web_ui_binds_loopback_and_refuses_a_new_host_while_a_key_is_in_use(tmp_
     ui = subprocess.Popen([*cmd[:-6], "--web-port", str(port), "--web-host", "0.0.0.0"], cwd=tmp_path, env=ENV,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        address = None
-        while time.monotonic() < deadline and address is None:
-            time.sleep(0.3)
-            address = _listening_address(ui.pid, port)
+        address = wait_until(lambda: _listening_address(ui.pid, port), timeout_s=30, poll_s=0.3,
+                             what=f"the web UI to listen on port {port}")
         assert address == "0.0.0.0"
     finally:
         ui.terminate()

@@ -6,7 +6,6 @@ import itertools
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import requests
 
 from analysis import compare_runs, load_run
 from contract.schema import read_run
+from specbench.launch import free_port
 from tests.conftest import (
     LOCUSTFILE,
     ledger,
@@ -25,6 +25,8 @@ from tests.conftest import (
     read_jsonl,
     run_flags,
     run_locust,
+    wait_answering,
+    wait_until,
 )
 
 LADDER = [1, 2, 4, 8, 16, 32, 64]
@@ -84,9 +86,8 @@ def test_stopping_mid_step_leaves_valid_records_and_steps(tmp_path, emulator, si
                                        "200", "--min-step-time", "1", "--max-step-time", "120"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     steps_file = out / "steps.jsonl"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not (steps_file.exists() and steps_file.read_text().strip()):
-        time.sleep(0.2)
+    wait_until(lambda: steps_file.exists() and steps_file.read_text().strip(), timeout_s=90, poll_s=0.2,
+               what="the first step's line")
     time.sleep(1.0)  # inside the second step
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
@@ -99,25 +100,9 @@ def test_stopping_mid_step_leaves_valid_records_and_steps(tmp_path, emulator, si
     assert {r["step"] for r in run.records} == {0, 1}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_state(base: str, wanted: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = requests.get(base + "/stats/requests", timeout=5).json().get("state")
-        if state == wanted:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"web UI never reached state {wanted!r}")
-
-
 def test_web_ui_two_starts_both_run_the_full_ladder(tmp_path, emulator):
     emu = emulator("baseline", speed=20)
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-host", "127.0.0.1", "--web-port",
            str(port), "--host", emu.url, "--label", "ui", "--ladder", "1,3", "--max-tokens", "16",
            "--min-requests", "6", "--min-step-time", "1", "--max-step-time", "30", "--step-ci", "0"]
@@ -125,19 +110,14 @@ def test_web_ui_two_starts_both_run_the_full_ladder(tmp_path, emulator):
                             env={**os.environ})
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                requests.get(base + "/", timeout=2)
-                break
-            except requests.RequestException:
-                time.sleep(0.3)
+        wait_answering(base + "/", timeout_s=30, what="the web UI")
         for _ in range(2):
             resp = requests.post(base + "/swarm", data={"user_count": 1, "spawn_rate": 1, "host": emu.url},
                                  timeout=10)
             assert resp.status_code == 200, resp.text
             time.sleep(2.5)  # the stats view is cached for 2 s
-            _wait_state(base, "stopped", 90)
+            wait_until(lambda: requests.get(base + "/stats/requests", timeout=5).json().get("state") == "stopped",
+                       timeout_s=90, poll_s=0.5, what="the web UI's state 'stopped'")
             time.sleep(1.0)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -171,7 +151,7 @@ def test_distributed_processes_share_the_masters_steps_and_one_run_directory(tmp
     """Smoke test of the distributed design (exactness: tests/test_distributed.py): master + 2 workers."""
     emu = emulator("baseline", speed=20)
     out = tmp_path / "run"
-    port = _free_port()
+    port = free_port()
     proc = run_locust(emu.url, out, "--processes", "2", "--master-bind-port", str(port), "--master-port", str(port),
                       "--ladder", "2,6", "--max-tokens", "32", "--min-requests", "12", "--min-step-time", "1",
                       "--max-step-time", "60", timeout=180)

@@ -16,8 +16,9 @@ import psutil
 import pytest
 import requests
 
-from specbench.loadrun import free_port
+from specbench.launch import free_port
 from tests.conftest import LOCUSTFILE, REPO, wait_until
+from tests.procs import descendants, running
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
@@ -55,35 +56,6 @@ def test_a_bad_web_ui_start_is_refused_and_the_ui_stays_up(tmp_path, emulator):
         ui.wait(timeout=30)
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every live (non-zombie) process below ``pid``, from the process table."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] not in ("Z", "X"):
-            parents[int(stat.parent.name)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {p for p, pp in parents.items() if pp in frontier} - found
-        found |= frontier
-    return found
-
-
-def _alive(pids: set[int]) -> set[int]:
-    left = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state not in ("Z", "X"):
-            left.add(pid)
-    return left
-
-
 def test_kill_9_of_compare_leaves_no_process_behind(tmp_path, emulator):
     """On main: the Locust child (and its --processes worker) kept sending load after specbench died."""
     base, spec = emulator("baseline", speed=50), emulator("eagle3", speed=50)
@@ -96,16 +68,15 @@ def test_kill_9_of_compare_leaves_no_process_behind(tmp_path, emulator):
         # The Locust master and its worker are up once the first request is recorded.
         wait_until(lambda: (tmp_path / "c" / "baseline" / "records.jsonl").exists(), timeout_s=60,
                    what="the baseline's first record")
-        below = _descendants(job.pid)
+        below = descendants(job.pid)
         assert len(below) >= 2, below  # master and worker (the emulators are the test's, not specbench's)
         job.kill()
         job.wait(timeout=10)
-        left = wait_until(lambda: not _alive(below) or None, timeout_s=5, what=f"no process left of {below}")
-        assert left
+        wait_until(lambda: not any(map(running, below)), timeout_s=5, what=f"no process left of {below}")
     finally:
         if job.poll() is None:
             job.kill()
-        for pid in _alive(below):  # on failure: leave nothing running
+        for pid in filter(running, below):  # on failure: leave nothing running
             os.kill(pid, 9)
 
 

@@ -9,27 +9,14 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from contract.limits import LIMITS, flag, max_processes, num
 from tests.conftest import LOCUSTFILE, REPO
+from tests.procs import children
 from tests.test_hardening_inputs import one_line_error, specbench
 from tests.tinyservers import tiny_server
-
-
-def _children(pid: int) -> list[int]:
-    """Direct children of ``pid`` from the process table."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[1] == str(pid):
-            out.append(int(stat.parent.name))
-    return out
 
 
 @pytest.mark.parametrize(("args", "needles"), [
@@ -86,7 +73,7 @@ def test_plain_locust_refuses_a_fork_bomb_before_forking(tmp_path):
     try:
         most = 0
         while proc.poll() is None:
-            most = max(most, len(_children(proc.pid)))
+            most = max(most, len(children(proc.pid, with_exited=True)))
             time.sleep(0.02)
         _out, err = proc.communicate(timeout=30)
     finally:

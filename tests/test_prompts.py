@@ -197,12 +197,12 @@ def test_load_sharegpt(tmp_path: Path) -> None:
     assert s.skipped == 2
     assert [p.id for p in s.prompts] == ["conv-a", "share-3"]
     first = s.prompts[0]
+    # a recorded conversation (#28): the first user turn is the prompt, the later user turns are kept in order
     assert first.as_messages() == [
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": "Hello."},
-        {"role": "user", "content": "Tell me a joke."},
     ]
+    assert first.recorded_turns == ("Tell me a joke.",)
     assert s.prompts[1].as_messages() == [{"role": "user", "content": "Just one question"}]
     assert all(p.category == "uncategorized" for p in s.prompts)
 
@@ -227,7 +227,8 @@ BAD_JSONL_CASES = [
     ('{"messages": [{"role": "bot", "content": "x"}]}\n', 1, "role to be one of system, user, assistant"),
     ('{"messages": [{"role": "user", "content": 3}]}\n', 1, '"content" to be a non-empty string'),
     (
-        '{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}\n',
+        # (one ending with the model's answer is a recorded conversation, #28: see test_recorded_conversations)
+        '{"messages": [{"role": "user", "content": "q"}, {"role": "system", "content": "a"}]}\n',
         1,
         "end with a user turn",
     ),

@@ -79,20 +79,43 @@ def test_negative_refine_levels_is_a_usage_error(capsys: pytest.CaptureFixture[s
     assert code == 2 and "--refine-levels -1: expected a count of levels" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("given", "needle"), [
+    (["--stop-after-saturation", "5000"], "--stop-after-saturation"),
+    (["--stop-after-saturation", "-2"], "--stop-after-saturation"),
+    ("stop-after-saturation: 5000\n", "key 'stop-after-saturation'"),
+])
+def test_stop_after_saturation_out_of_range_is_one_line_before_any_request(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], given: list[str] | str, needle: str) -> None:
+    """Its range is its row in contract.limits, checked through its declaration, flag or profile alike."""
+    if isinstance(given, str):
+        profile = tmp_path / "p.yaml"
+        profile.write_text(given, encoding="utf-8")
+        given = ["--suite-config", str(profile)]
+    code = specbench_main(["compare", "--baseline", "http://127.0.0.1:9", "--spec", "http://127.0.0.1:9",
+                           "--out", str(tmp_path / "out"), *given])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and "at least -1 and at most 1000" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
 def test_stop_after_saturation_skips_beyond_every_servers_saturation_and_keeps_levels_paired(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Baseline capped at 8 running requests, spec at 2: each saturates at or one level above its cap (at the
     cap itself every request still waits one refill step; above it a queued request takes the slot at once).
     With --stop-after-saturation 1 each ladder stops one level after its own saturation; the spec server then
-    measures the baseline's extra levels too, and the levels beyond the later saturation are skipped by both."""
+    measures the baseline's extra levels too, and the levels beyond the later saturation are skipped by both.
+    The option comes from a suite profile, so compare must take it from the validated settings (not its own
+    command line), and the report from the runs' typed meta.json settings."""
     # Speed 5 keeps the emulators' token rate low enough that a busy machine does not cap them first.
     base = start_emulator_process("baseline", speed=5, extra=["--max-running-requests", "8"])
     spec = start_emulator_process("eagle3", speed=5, extra=["--max-running-requests", "2"])
     out = tmp_path / "sat"
     ladder = [2, 4, 8, 16, 32, 64]
     try:
+        profile = tmp_path / "sat.yaml"
+        profile.write_text("stop-after-saturation: 1\n", encoding="utf-8")
         code = specbench_main(["compare", "--baseline", base.url, "--spec", spec.url, "--out", str(out),
-                               "--no-refine", "--stop-after-saturation", "1", "--ladder", ",".join(map(str, ladder)),
+                               "--no-refine", "--suite-config", str(profile), "--ladder", ",".join(map(str, ladder)),
                                *LOAD[2:]])
     finally:
         base.stop()

@@ -8,16 +8,15 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from analysis import compare_runs, comparison_json, load_run
 from tests.conftest import wait_until
+from tests.tinyservers import tiny_server
 
 SHORT = ["--ladder", "1,4", "--max-tokens", "48", "--min-requests", "10", "--min-step-time", "1",
          "--max-step-time", "60", "--step-ci", "0"]
@@ -76,54 +75,6 @@ def test_shortened_demo_shows_the_seed_pattern(tmp_path):
 # -- preflight failures -----------------------------------------------------------------------------------------
 
 
-def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-class _Quiet(BaseHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def reply(self, code: int, body: bytes = b"{}", ctype: str = "application/json") -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.on_post()
-
-    def on_post(self) -> None:
-        self.reply(404)
-
-
-class _Unauthorized(_Quiet):
-    def do_GET(self) -> None:
-        self.reply(401, b'{"error": "missing key"}')
-
-    def on_post(self) -> None:
-        self.reply(401)
-
-
-class _NoRoute(_Quiet):
-    def do_GET(self) -> None:
-        self.reply(200, b'{"object": "list", "data": [{"id": "m", "owned_by": "someone"}]}')
-
-
-class _NoStream(_NoRoute):
-    def on_post(self) -> None:
-        self.reply(200, b'{"choices": [{"message": {"content": "hi"}}]}')
-
-
 @pytest.fixture(params=["down", "401", "404", "no-stream"])
 def broken_server(request) -> Iterator[tuple[str, str]]:
     if request.param == "down":
@@ -132,10 +83,10 @@ def broken_server(request) -> Iterator[tuple[str, str]]:
             port = sock.getsockname()[1]
         yield f"http://127.0.0.1:{port}", "not reachable"
         return
-    handler, expected = {"401": (_Unauthorized, "answers 401"), "404": (_NoRoute, "does not serve"),
-                         "no-stream": (_NoStream, "does not stream")}[request.param]
-    for url in _serve(handler):
-        yield url, expected
+    mode, expected = {"401": ("unauthorized", "answers 401"), "404": ("no_route", "does not serve"),
+                      "no-stream": ("no_stream", "does not stream")}[request.param]
+    with tiny_server(mode) as server:
+        yield server.url, expected
 
 
 def test_preflight_failure_is_one_clear_line_and_exit_2_before_any_load(tmp_path, emulator, broken_server):

@@ -25,7 +25,7 @@ from emulator.profile import load_profile
 from specbench.cli import main as specbench_main
 from specbench.launch import ServerCommand, _group_alive
 from specbench_config import data_path
-from tests.conftest import ledger_window_tok_s
+from tests.conftest import ledger_window_tok_s, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -319,15 +319,21 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
+def _pids_once_all_written(pids: Path, n: int, timeout_s: float) -> list[int]:
+    """The process ids a test script writes to ``pids``, once all ``n`` are there."""
+    def written() -> list[int]:
+        found = pids.read_text().split() if pids.exists() else []
+        return [int(p) for p in found] if len(found) >= n else []
+
+    return wait_until(written, timeout_s=timeout_s, poll_s=0.05, what=f"{n} process ids in {pids}")
+
+
 def test_stop_ends_the_whole_process_group_even_a_child_ignoring_sigterm(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     script = (f"trap '' TERM; sleep 300 & echo $! >> {pids}; "
               f"(trap '' TERM; sleep 300) & echo $! >> {pids}; echo $$ >> {pids}; wait")
     server = ServerCommand("group", ["bash", "-c", script], tmp_path / "group.log", stop_timeout_s=1.0).start()
-    deadline = time.monotonic() + 10
-    while (not pids.exists() or len(pids.read_text().split()) < 3) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    started = [int(p) for p in pids.read_text().split()]
+    started = _pids_once_all_written(pids, 3, timeout_s=10)
     assert all(_alive(p) for p in started)
     t0 = time.monotonic()
     server.stop()
@@ -344,3 +350,25 @@ def test_several_specs_need_names(capsys: pytest.CaptureFixture[str]) -> None:
     code = specbench_main(["compare", "--baseline", "http://127.0.0.1:9", "--spec", "a=http://127.0.0.1:10",
                            "--spec", "a=http://127.0.0.1:11"])
     assert code == 2 and "given twice" in capsys.readouterr().err
+
+
+def test_a_killed_specbench_leaves_no_server_behind(tmp_path: Path) -> None:
+    """SIGKILL to the sweep while its server command starts: the guardian stops the server's whole group."""
+    pids = tmp_path / "pids"
+    script = f"sleep 300 & echo $! >> {pids}; (trap '' TERM; sleep 300) & echo $! >> {pids}; echo $$ >> {pids}; wait"
+    path = tmp_path / "sweep.yaml"
+    path.write_text("ready_timeout_s: 120\nstop_timeout_s: 1\nconfigurations:\n"
+                    f"  - {{name: 'off', baseline: true, command: [bash, -c, \"{script}\"], "
+                    "ready: {url: 'http://127.0.0.1:{port}/ready'}}\n"
+                    "  - {name: b, url: 'http://127.0.0.1:9'}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "specbench.cli", "sweep", str(path), "--out", str(tmp_path / "o")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        started = _pids_once_all_written(pids, 3, timeout_s=30)
+        assert all(_alive(p) for p in started)
+    finally:
+        proc.kill()
+        proc.wait()
+    # SIGTERM, then SIGKILL after the 1 s stop timeout to the one ignoring it
+    wait_until(lambda: not any(_alive(p) for p in started), timeout_s=10,
+               what=lambda: f"the server's processes to end; alive: {[p for p in started if _alive(p)]}")

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -16,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from locustfiles.target import start_emulator_process
-from tests.conftest import FAST_LADDER, run_locust
+from tests.conftest import FAST_LADDER, run_locust, wait_until
+from tests.procs import running
 
 
 def _serves(url: str) -> bool:
@@ -25,20 +25,6 @@ def _serves(url: str) -> bool:
             return resp.status == 200
     except (urllib.error.URLError, OSError):
         return False
-
-
-def _gone(pid: int, within_s: float) -> bool:
-    """True once ``pid`` has exited (a zombie counts: it no longer runs) within the time given."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_the_emulator_runs_in_its_own_process_until_stopped() -> None:
@@ -67,7 +53,7 @@ def test_the_emulator_exits_by_itself_when_its_launcher_is_killed() -> None:
     parent = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert parent.returncode == -signal.SIGKILL, parent.stderr
     pid, url = parent.stdout.split()
-    assert _gone(int(pid), within_s=10), "the orphaned emulator kept running"
+    wait_until(lambda: not running(int(pid)), timeout_s=10, what="the orphaned emulator to exit (it kept running)")
     assert not _serves(url)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from contract.schema import read_run
-from tests.conftest import FAST_LADDER, ledger, locust_cmd, read_jsonl, run_locust
+from tests.conftest import FAST_LADDER, ledger, locust_cmd, read_jsonl, run_locust, wait_until
 
 
 def by_rid(entries: list[dict]) -> dict[str, dict]:
@@ -76,8 +76,14 @@ def test_ttft_and_latency_agree_with_the_emulators_timestamps(tmp_path, emulator
     ttft_diffs.sort()
     e2e_diffs.sort()
     median = len(ttft_diffs) // 2
-    assert abs(ttft_diffs[median]) < 0.005, ttft_diffs
-    assert abs(e2e_diffs[median]) < 0.005, e2e_diffs
+    # Loopback hops plus the client's own scheduling: a few ms, more on a busy machine at C=50. A figure taken at the
+    # wrong point (a chunk late, from before the connection) is off by a token interval or more: the bound is half
+    # of one (the server's median at this level), and at least 5 ms.
+    itls = sorted((e["finished_s"] - e["first_token_s"]) / (e["completion_tokens"] - 1) for e in truth.values()
+                  if e["completion_tokens"] > 1)
+    bound = max(0.005, 0.5 * itls[len(itls) // 2])
+    assert abs(ttft_diffs[median]) < bound, (bound, ttft_diffs)
+    assert abs(e2e_diffs[median]) < bound, (bound, e2e_diffs)
     assert all(d > -0.002 for d in ttft_diffs), "the client cannot see a token before the server sent it"
 
 
@@ -125,9 +131,8 @@ def test_sigkill_leaves_every_finished_request_on_disk(tmp_path, emulator):
                                        "100000", *FAST_LADDER),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
     records = out / "records.jsonl"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not records.exists() or records.read_text().count("\n") < 40):
-        time.sleep(0.2)
+    wait_until(lambda: records.exists() and records.read_text().count("\n") >= 40, timeout_s=60, poll_s=0.2,
+               what="40 records on disk")
     time.sleep(0.5)
     proc.send_signal(signal.SIGKILL)
     killed_at = time.time()

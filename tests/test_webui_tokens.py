@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,8 @@ from typing import Any
 import pytest
 import requests
 
-from tests.conftest import LOCUSTFILE, ledger
+from specbench.launch import free_port
+from tests.conftest import LOCUSTFILE, ledger, wait_answering, wait_until
 
 CHROMIUM = shutil.which("chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -49,12 +49,6 @@ def _need_browser() -> Any:
             pytest.fail(f"CI=true but {missing}")
         pytest.skip(missing)
     return sync_playwright
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _epoch(clock: str, near: float) -> float:
@@ -93,14 +87,14 @@ def _tab_rows(page: Any) -> list[dict[str, str]]:
 
 
 def _wait_rows(page: Any, check: Any, timeout: float, what: str) -> list[dict[str, str]]:
-    deadline = time.monotonic() + timeout
     rows: list[dict[str, str]] = []
-    while time.monotonic() < deadline:
-        rows = _tab_rows(page)
-        if check(rows):
-            return rows
-        page.wait_for_timeout(500)
-    raise AssertionError(f"the Tokens tab never showed {what}; last rows: {rows}")
+
+    def shown() -> list[dict[str, str]]:
+        rows[:] = _tab_rows(page)
+        return rows if check(rows) else []
+
+    return wait_until(shown, timeout_s=timeout, poll_s=0.5, sleep=lambda s: page.wait_for_timeout(s * 1000),
+                      what=lambda: f"the Tokens tab to show {what}; last rows: {rows}")
 
 
 def _summarize_rows(run_dir: Path) -> list[dict[str, str]]:
@@ -138,7 +132,7 @@ def _run_dirs(root: Path) -> dict[str, Path]:
 def test_tokens_tab_live_figures_match_the_ledger_and_final_rows_match_summarize(tmp_path, emulator):
     sync_playwright = _need_browser()
     emu = emulator("baseline", speed=2)
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-host", "127.0.0.1", "--web-port", str(port),
            "--host", emu.url, "--label", "ui", "--max-tokens", "64", "--ladder", ",".join(map(str, LADDER)),
            "--min-requests", "8", "--min-step-time", "2", "--max-step-time", "30"]
@@ -146,14 +140,7 @@ def test_tokens_tab_live_figures_match_the_ledger_and_final_rows_match_summarize
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(base + "/", timeout=2)
-                break
-            except requests.RequestException:
-                assert time.monotonic() < deadline, "the web UI never came up"
-                time.sleep(0.3)
+        wait_answering(base + "/", timeout_s=30, what="the web UI")
         with sync_playwright() as pw:
             browser = pw.chromium.launch_persistent_context(
                 str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
@@ -228,10 +215,8 @@ def _strip(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def _wait_for_dir(tmp_path: Path, mode: str) -> Path:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    def ended() -> Path | None:
         run = _run_dirs(tmp_path).get(mode)
-        if run is not None and json.loads((run / "meta.json").read_text()).get("ended_s"):
-            return run
-        time.sleep(0.3)
-    raise AssertionError(f"no ended {mode} run directory under {tmp_path / 'runs'}")
+        return run if run is not None and json.loads((run / "meta.json").read_text()).get("ended_s") else None
+
+    return wait_until(ended, timeout_s=20, poll_s=0.3, what=f"an ended {mode} run directory under {tmp_path / 'runs'}")

@@ -1,13 +1,15 @@
 """Tiny purpose-built HTTP servers on 127.0.0.1 for fault tests the emulator does not play.
 
 Each runs in a thread of the test process; ``mode`` picks the misbehaviour, ``seen`` keeps every request's
-path and Authorization header, so a test can prove what reached (or never reached) the server.
+path and Authorization header, so a test can prove what reached (or never reached) the server. ``serving``
+runs any other socketserver (a test's own raw one) the same way.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import socketserver
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +20,9 @@ from typing import Any
 SSE_OK = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
           b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}],'
           b'"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\ndata: [DONE]\n\n')
+# "no_route" and "no_stream": a server whose every GET answers with a model list, someone else's OpenAI-style API
+MODELS_ELSEWHERE = b'{"object": "list", "data": [{"id": "m", "owned_by": "someone"}]}'
+VLLM_METRICS = b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 3\n'
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -34,25 +39,39 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _hold_open(self, chunk: bytes, every_s: float) -> None:
+        """Write ``chunk`` (nothing if empty) every ``every_s`` until the server stops, 30 s at most."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not self.server.stopping:
+            if chunk:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+            time.sleep(every_s)
+
     def _trickle(self) -> None:
         """200, then a byte every 0.1 s for up to 30 s: every read gets something, the page never ends."""
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Connection", "close")
         self.end_headers()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not self.server.stopping:
-            self.wfile.write(b"#")
-            self.wfile.flush()
-            time.sleep(0.1)
+        self._hold_open(b"#", 0.1)
 
     def do_GET(self) -> None:
         self.server.seen.append(("GET", self.path, self.headers.get("Authorization")))
+        mode = self.server.mode
         trickled = {"trickle_ready": ("/health", "/ready"), "trickle_info": ("/server_info", "/get_server_info"),
-                    "trickle_metrics": ("/metrics",)}.get(self.server.mode, ())
+                    "trickle_metrics": ("/metrics",)}.get(mode, ())
         if self.path in trickled:
             self._trickle()
-        elif self.server.mode == "echo_creds" and self.path == "/metrics":  # labels echo the credentials
+        elif mode == "unauthorized":
+            self._send(401, "application/json", b'{"error": "missing key"}')
+        elif mode in ("no_route", "no_stream"):
+            self._send(200, "application/json", MODELS_ELSEWHERE)
+        elif mode == "vllm_metrics" and self.path == "/metrics":
+            self._send(200, "text/plain; version=0.0.4", VLLM_METRICS)
+        elif mode == "vllm_metrics" and self.path == "/slow/metrics":  # never answers
+            self._hold_open(b"", 0.05)
+        elif mode == "echo_creds" and self.path == "/metrics":  # labels echo the credentials
             auth, decoded = _auth_forms(self.headers.get("Authorization"))
             self._send(200, "text/plain; version=0.0.4", (
                 "# TYPE sglang:num_running_reqs gauge\n"
@@ -76,7 +95,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.seen.append(("POST", self.path, auth))
             n = sum(1 for s in self.server.seen if s[0] == "POST")
         mode = self.server.mode
-        if mode == "echo_creds" and n % 2 == 0:  # every other request: an error body echoing the credentials
+        if mode in ("unauthorized", "no_route"):
+            self._send(401 if mode == "unauthorized" else 404, "application/json", b"{}")
+        elif mode == "no_stream":  # a whole JSON answer where a stream was asked for
+            self._send(200, "application/json", b'{"choices": [{"message": {"content": "hi"}}]}')
+        elif mode == "echo_creds" and n % 2 == 0:  # every other request: an error body echoing the credentials
             auth, decoded = _auth_forms(auth)
             encoded = base64.b64encode(decoded.encode()).decode()
             self._send(500, "application/json", json.dumps(
@@ -93,12 +116,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")  # no length, no chunked: the body ends only at close
             self.end_headers()
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not self.server.stopping:
-                if mode == "endless_sse":
-                    self.wfile.write(b"x" * 64)  # bytes without end and without a line break
-                    self.wfile.flush()
-                time.sleep(0.05)
+            # endless: bytes without end and without a line break; silent: nothing at all
+            self._hold_open(b"x" * 64 if mode == "endless_sse" else b"", 0.05)
         else:
             self._send(200, "text/event-stream", SSE_OK)
 
@@ -113,17 +132,30 @@ def _auth_forms(header: str | None) -> tuple[str, str]:
 
 
 @contextmanager
-def tiny_server(mode: str) -> Iterator[Any]:
-    """A server on a free loopback port; yields it (``.url``, ``.seen``)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    server.mode, server.seen, server.lock, server.stopping = mode, [], threading.Lock(), False
-    server.url = f"http://127.0.0.1:{server.server_address[1]}"
+def serving(server: socketserver.TCPServer) -> Iterator[str]:
+    """Serve ``server`` (bound to 127.0.0.1) from a daemon thread; yields its URL; shuts it down and closes it."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield server
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
-        server.stopping = True
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def tiny_server(mode: str) -> Iterator[Any]:
+    """A server on a free loopback port; yields it (``.url``, ``.seen``).
+
+    Modes: ok (any other name: plain answers, a short stream), ok_then_500, echo_creds, echo401_html, endless_sse,
+    silent_sse, trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics.
+    """
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    server.mode, server.seen, server.lock, server.stopping = mode, [], threading.Lock(), False
+    with serving(server) as url:
+        server.url = url
+        try:
+            yield server
+        finally:
+            server.stopping = True  # ends held-open answers before the shutdown waits on its loop

@@ -124,8 +124,9 @@ def _write_server_metrics(root: Path, records: list[dict[str, Any]], t0: float, 
 def meta_json(spec: RunSpec, started: float, ended: float) -> dict[str, Any]:
     return {
         "schema": SCHEMA_VERSION, "suite_version": "test", "label": spec.label, "command_line": [],
-        "settings": dict(spec.settings), "api": spec.api, "max_tokens": spec.max_tokens, "ignore_eos": spec.ignore_eos,
-        "temperature": 0.0, "ladder": [lv.target_c for lv in spec.levels],
+        "settings": {"label": spec.label, "max_tokens": spec.max_tokens, "ignore_eos": spec.ignore_eos,
+                     "temperature": 0.0, **spec.settings},
+        "api": spec.api, "ladder": [lv.target_c for lv in spec.levels],
         "prompts": {"name": "synthetic", "sha256": spec.prompts_sha256, "count": len(spec.prompts),
                     "mode": spec.prompt_mode, "seed": 0},
         "server": {"url": "http://localhost:30000", "kind": "sglang", "model": "test-model",

@@ -41,7 +41,7 @@ def test_attainment_and_goodput_equal_the_ledgers(tmp_path, emulator, mode):
                       "--min-step-time", "2", "--max-step-time", "60", "--step-ci", "0", timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = read_run(out)
-    assert run.meta.settings["slo"] == SLO
+    assert run.meta.settings.slo == SLO
     summary = summarize_run(run)  # the SLO comes from meta.json
     (row,) = summary.rows
     truth = {e["rid"]: e for e in ledger(emu.url)}

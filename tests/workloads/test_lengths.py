@@ -54,7 +54,7 @@ def test_output_lengths_exact_input_lengths_met_and_prefill_charged_per_prompt_t
                       "--max-step-time", "60", "--step-ci", "0", timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = read_run(out)
-    assert run.meta.settings["input_len"] == "uniform:64-4096" and run.meta.settings["output_len"] == "uniform:8-40"
+    assert run.meta.settings.input_len == "uniform:64-4096" and run.meta.settings.output_len == "uniform:8-40"
     truth = {e["rid"]: e for e in ledger(emu.url)}
     out_dist = parse_length("uniform:8-40", "--output-len")
     in_dist = parse_length("uniform:64-4096", "--input-len")

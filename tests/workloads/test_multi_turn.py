@@ -56,7 +56,7 @@ def test_turns_resend_the_real_answers_and_later_turns_are_served_from_cache(tmp
                       "--step-ci", "0", timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = read_run(out)
-    assert run.meta.settings["multi_turn"] == 3
+    assert run.meta.settings.multi_turn == 3
     truth = {e["rid"]: e for e in ledger(emu.url)}
     convs = _by_conversation([r for r in run.records if r["status"] == "ok"])
     complete = [turns for turns in convs.values() if [r["turn"] for r in turns] == [1, 2, 3]]

@@ -44,7 +44,7 @@ def test_a_shared_prefix_run_shows_a_higher_cached_token_share(tmp_path, emulato
         assert all(r["cached_tokens"] == truth[r["request_id"]]["cached_tokens"] for r in run.records)
         shares[name] = cached_share(run.records)
         if name == "shared":
-            assert run.meta.settings["shared_prefix"] == "3:512"
+            assert run.meta.settings.shared_prefix == "3:512"
             prompts = [r["prompt_tokens"] for r in run.records]
             assert min(prompts) > 512  # every request carries one of the ~512-token prefixes
             # only the first request of each of the 3 prefixes misses (twice on /generate, where a chat prompt's
