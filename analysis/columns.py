@@ -24,9 +24,14 @@ def _percentiles(row: StepRow, *cells: str) -> str:
     return f"~{text}" if row.indicative_percentiles and text != joined() else text
 
 
+#: Marks a level added after the ladder to pin a crossover (``REFINED_NOTE`` explains it under a table).
+REFINED_MARK = "*"
+REFINED_NOTE = "* level added after the ladder to pin the crossover (same settings and prompt order on every server)"
+
+
 STEP_COLUMNS: list[Column[StepRow]] = [
     Column("step", lambda r: str(r.step)),
-    Column("C", lambda r: str(r.target_c)),
+    Column("C", lambda r: f"{r.target_c}{REFINED_MARK if r.refined else ''}"),
     Column("achieved C", lambda r: fmt_num(r.achieved_c)),
     Column("ok/total", lambda r: f"{r.requests_ok}/{r.requests_total}"),
     Column("tok/s", lambda r: fmt_num(r.throughput_tok_s)),
@@ -103,7 +108,7 @@ def has_server_side(rows: list[StepRow]) -> bool:
 
 
 LEVEL_COLUMNS: list[Column[LevelComparison]] = [
-    Column("C", lambda lv: str(lv.target_c)),
+    Column("C", lambda lv: f"{lv.target_c}{REFINED_MARK if lv.refined else ''}"),
     Column("spec tok/s", lambda lv: fmt_num(lv.spec.throughput_tok_s)),
     Column("base tok/s", lambda lv: fmt_num(lv.baseline.throughput_tok_s)),
     Column("ratio", lambda lv: fmt_ratio(lv.ratio)),

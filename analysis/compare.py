@@ -19,6 +19,8 @@ from analysis.decompose import Decomposition, decompose_level
 from analysis.equivalence import Equivalence, check_equivalence
 from analysis.pair_checks import pair_warnings
 from analysis.recommend import LevelThroughput, Recommendation, recommend
+from analysis.refine import added_near, crossing_statement
+from analysis.saturation import Saturation, saturation_of, skipped_statement
 from analysis.server_side import in_window, server_accept_source
 from analysis.slo_compare import SloComparison, compare_slo
 from analysis.steps import StepWindow, measured_ok, overlapping, step_windows
@@ -59,6 +61,11 @@ class LevelComparison:
     decomposition: Decomposition | None = None  # tokens per pass x pass cost (``analysis.decompose``)
 
     @property
+    def refined(self) -> bool:
+        """A level added after the ladder to pin a crossover (on either side; they are run on both)."""
+        return self.baseline.refined or self.spec.refined
+
+    @property
     def flags(self) -> tuple[str, ...]:
         """Warning codes that concern this level in either run, plus ``no_interval``."""
         codes = [*self.baseline.flags, *self.spec.flags]
@@ -91,6 +98,9 @@ class Comparison:
     n_boot: int
     slo: SloComparison | None = None  # goodput and capacity under the SLO, when the runs had (or got) one
     equivalence: Equivalence | None = None  # do the servers give the same answers (``analysis.equivalence``)
+    saturation: tuple[Saturation, ...] = ()  # baseline's, then spec's (``analysis.saturation``)
+    crossover_lines: tuple[str, ...] = ()  # each crossover with its interval and how it was found
+    skipped: str | None = None  # ladder levels --stop-after-saturation skipped, and why
 
     @property
     def open_loop(self) -> bool:
@@ -182,7 +192,24 @@ def compare_runs(
         baseline=base_sum, spec=spec_sum, levels=tuple(levels), verdict=verdict,
         recommendation=recommendation, categories=category_spread(requests),
         warnings=warnings, seed=seed, n_boot=n_boot, slo=under_slo, equivalence=check_equivalence(base, spec),
+        saturation=(saturated := (saturation_of(base_sum), saturation_of(spec_sum))),
+        crossover_lines=_crossover_lines(verdict, levels),
+        skipped=skipped_statement(sorted({*base.meta.ladder, *spec.meta.ladder}), common,
+                                  _stop_after(base), saturated),
     )
+
+
+def _stop_after(run: RunData) -> int | None:
+    """The run's --stop-after-saturation, None when off (or a run without settings)."""
+    settings = run.meta.settings
+    return settings.stop_after_saturation if settings is not None and settings.stop_after_saturation >= 0 else None
+
+
+def _crossover_lines(verdict: Verdict, levels: list[LevelComparison]) -> tuple[str, ...]:
+    """'C = 6.1 (5.5-6.8), from 3 added levels' for each crossover of the verdict."""
+    cs = [lv.target_c for lv in levels]
+    refined = [lv.target_c for lv in levels if lv.refined]
+    return tuple(crossing_statement(x, added_near(x, cs, refined)) for x in verdict.crossovers)
 
 
 def _decompose(c: int, base: RunData, spec: RunData, b_win: StepWindow, s_win: StepWindow,

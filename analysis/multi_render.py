@@ -8,14 +8,17 @@ to the runner-up with the 95% interval and whether that is significant. Every fi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from analysis.columns import STEP_COLUMNS
+from analysis.columns import REFINED_MARK, REFINED_NOTE, STEP_COLUMNS
 from analysis.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
 from analysis.equivalence_report import multi_equivalence_lines
 from analysis.multi import MultiComparison, MultiLevel, multi_equivalences
 from analysis.policy import PolicyLevel
+from analysis.refine import added_near, crossing_statement
 from analysis.render import decompositions, describe_run, render_warnings, why_lines
+from analysis.saturation import Saturation, saturation_of
 from analysis.table import Column, fmt_interval, fmt_num, fmt_ratio, markdown_table, text_table
 
 PLOT_CAPTIONS = {
@@ -24,9 +27,32 @@ PLOT_CAPTIONS = {
 }
 
 
+def refined_levels(m: MultiComparison) -> list[int]:
+    """Levels added after the ladders to pin a switch point (#27)."""
+    return sorted({lv.target_c for pair in m.pairs for lv in pair.levels if lv.refined})
+
+
+def switch_lines(m: MultiComparison) -> list[str]:
+    """Each switch point with its interval and how it was found ('C = 6.1 (5.5-6.8), from 3 added levels')."""
+    levels = [p.target_c for p in m.policy.levels]
+    added = refined_levels(m)
+    return [f"{s.from_name} -> {s.to_name} at {crossing_statement(s, added_near(s, levels, added))}"
+            for s in m.policy.switches]
+
+
+def multi_saturation(m: MultiComparison) -> list[Saturation]:
+    """Each server's saturation, under its name in this report."""
+    if not m.pairs:
+        return []
+    sides = [(m.baseline_name, m.pairs[0].baseline), *((n, p.spec) for n, p in zip(m.names, m.pairs, strict=True))]
+    return [saturation_of(replace(summary, name=name)) for name, summary in sides]
+
+
 def level_columns(m: MultiComparison) -> list[Column[MultiLevel]]:
     """C, the baseline's tok/s, each configuration's tok/s and ratio (95% CI), then the best and its margin."""
-    cols: list[Column[MultiLevel]] = [Column("C", lambda lv: str(lv.target_c))]
+    added = set(refined_levels(m))
+    cols: list[Column[MultiLevel]] = [
+        Column("C", lambda lv: f"{lv.target_c}{REFINED_MARK if lv.target_c in added else ''}")]
     base = m.baseline_name
     cols.append(Column(f"{base} tok/s", lambda lv: fmt_num(_tok(lv, base))))
     for name in m.names:
@@ -100,7 +126,10 @@ def render_multi(m: MultiComparison) -> str:
             "autocorrelation, or by bootstrap over batches of one median request where the data allow no shorter "
             f"batch (seed {m.seed}, {m.n_boot} resamples)",
             text_table(level_columns(m), m.levels) if m.levels else "(no level to compare)", "",
-            f"Best: {best_text(m)}", f"Policy: {m.policy.text}"]
+            *([REFINED_NOTE] if refined_levels(m) else []),
+            f"Best: {best_text(m)}", f"Policy: {m.policy.text}",
+            *(f"Switch point: {line}" for line in switch_lines(m)),
+            *(f"Saturation: {s.text}" for s in multi_saturation(m))]
     if m.policy.levels:
         out += ["", text_table(policy_columns(m), m.policy.levels)]
     out += why_section(m, markdown=False)
@@ -115,6 +144,8 @@ def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
     md += [f"- **{m.baseline_name}** (baseline): {describe_run(m.baseline)}"]
     md += [f"- **{name}**: {describe_run(pair.spec)}" for name, pair in zip(m.names, m.pairs, strict=True)]
     md += ["", "## Verdict", "", _sentence(best_text(m)), "", "## Policy", "", _sentence(m.policy.text), ""]
+    md += [*(f"- **Switch point**: {line}" for line in switch_lines(m)),
+           *(f"- **Saturation**: {s.text}" for s in multi_saturation(m)), ""]
     if m.policy.levels:
         md += [markdown_table(policy_columns(m), m.policy.levels), ""]
     md += multi_equivalence_lines(multi_equivalences(m), markdown=True)

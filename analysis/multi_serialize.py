@@ -8,6 +8,7 @@ from typing import Any
 from analysis.decompose_report import decomposition_json
 from analysis.equivalence_report import equivalence_json
 from analysis.multi import MultiComparison
+from analysis.multi_render import multi_saturation, refined_levels, switch_lines
 from analysis.render import decompositions
 from analysis.serialize import clean, csv_text, method_json, run_json, warning_json
 
@@ -48,8 +49,11 @@ def multi_json(m: MultiComparison) -> dict[str, Any]:
             "kind": p.kind, "text": p.text, "fixed": p.fixed, "mean_gain": p.mean_gain,
             "segments": [{"config": n, "from_c": a, "to_c": b} for n, a, b in p.segments],
             "switches": [asdict(s) for s in p.switches],
+            "switch_lines": switch_lines(m),
             "levels": [{**asdict(pl), "vs_fixed": pl.vs_fixed} for pl in p.levels],
         },
+        "saturation": [asdict(s) for s in multi_saturation(m)],
+        "refined_levels": refined_levels(m),
         "warnings": [warning_json(w) for w in m.warnings],
     })
 

@@ -97,6 +97,10 @@ def plot_ratio(comparison: Comparison, path: Path) -> Path:
     highs = [lv.ratio_high - lv.ratio if lv.ratio_high is not None else 0.0 for lv in levels]
     ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=4, color="tab:purple",
                 label="spec / baseline tok/s (95% CI)")
+    added = [lv for lv in levels if lv.refined]
+    if added:  # levels added after the ladder to pin the crossover get their own marker
+        ax.plot([lv.target_c for lv in added], [lv.ratio for lv in added], linestyle="none", marker="D",
+                markersize=8, markerfacecolor="none", markeredgecolor="tab:orange", label="added to pin the crossover")
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="break-even")
     level_axis(ax, xs)
     if xs:
@@ -104,7 +108,7 @@ def plot_ratio(comparison: Comparison, path: Path) -> Path:
         ax.set_xlim(left, right)
         for x in comparison.verdict.crossovers:
             ax.axvspan(x.c_low or left, x.c_high or right, color="tab:green", alpha=0.15)
-            ax.axvline(x.c, color="tab:green", label=f"crossover C≈{x.c:.3g} (band shaded)")
+            ax.axvline(x.c, color="tab:green", label=f"crossover C≈{x.c:.3g} (95% interval shaded)")
     ax.set_ylabel("throughput ratio (spec / baseline)")
     ax.set_ylim(bottom=0, top=max([1.2, *(y + h for y, h in zip(ys, highs, strict=True))]) * 1.05)
     ax.set_title("Does speculation pay off? (>1: spec wins)")

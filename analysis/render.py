@@ -9,6 +9,7 @@ from analysis.checks import ValidityWarning
 from analysis.columns import (
     CATEGORY_COLUMNS,
     LEVEL_COLUMNS,
+    REFINED_NOTE,
     SWITCH_COLUMNS,
     has_server_side,
     server_columns,
@@ -19,6 +20,7 @@ from analysis.compare import Comparison
 from analysis.decompose import Decomposition
 from analysis.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
 from analysis.equivalence_report import equivalence_lines
+from analysis.saturation import Saturation
 from analysis.server_side import NOT_REPORTED, unreported_figures
 from analysis.summary import RunSummary
 from analysis.table import text_table
@@ -103,6 +105,7 @@ def render_comparison(comparison: Comparison) -> str:
             "token rate's autocorrelation (bm), or by bootstrap over batches of one median request where the data "
             f"allow no shorter batch (life; seed {c.seed}, {c.n_boot} resamples)",
             text_table(LEVEL_COLUMNS, c.levels) if c.levels else "(no level measured in both runs)",
+            *([REFINED_NOTE] if any(lv.refined for lv in c.levels) else []),
             "",
             *decomposition_section(c),
             *(["Why, per level (the servers' own figures and the decomposition):",
@@ -112,7 +115,10 @@ def render_comparison(comparison: Comparison) -> str:
     out += [*equivalence_lines(c.equivalence), ""] if c.equivalence is not None else []
     out += [
         f"Verdict: {c.verdict.text}",
+        *(f"Crossover: {line}" for line in c.crossover_lines),
         f"Recommendation: {c.recommendation.text}",
+        *saturation_lines(c.saturation),
+        *([f"Skipped: {c.skipped}"] if c.skipped else []),
     ]
     if c.recommendation.levels:
         out += ["", text_table(SWITCH_COLUMNS, c.recommendation.levels)]
@@ -121,6 +127,11 @@ def render_comparison(comparison: Comparison) -> str:
         out += ["", *category_section(c)]
     out += ["", render_warnings(c.warnings)]
     return "\n".join(out)
+
+
+def saturation_lines(found: Sequence[Saturation]) -> list[str]:
+    """'Saturation: baseline saturates near C=80 at 7,100 tok/s (server queue from C=100)' per server."""
+    return [f"Saturation: {s.text}" for s in found]
 
 
 def decompositions(comparison: Comparison) -> list[Decomposition]:

@@ -9,6 +9,7 @@ from analysis.categories import ALL
 from analysis.columns import (
     CATEGORY_COLUMNS,
     LEVEL_COLUMNS,
+    REFINED_NOTE,
     SWITCH_COLUMNS,
     has_server_side,
     server_columns,
@@ -44,6 +45,10 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
         "",
         c.verdict.text[0].upper() + c.verdict.text[1:] + ".",
         "",
+        *(f"- **Crossover**: {line}" for line in c.crossover_lines),
+        *(f"- **Saturation**: {s.text}" for s in c.saturation),
+        *([f"- **Skipped**: {c.skipped}"] if c.skipped else []),
+        *([""] if c.crossover_lines or c.saturation else []),
         "## Recommendation",
         "",
         c.recommendation.text[0].upper() + c.recommendation.text[1:] + ".",
@@ -71,6 +76,7 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
             "",
             markdown_table(LEVEL_COLUMNS, c.levels) if c.levels else "No level was measured in both runs.",
             "",
+            *([REFINED_NOTE, ""] if any(lv.refined for lv in c.levels) else []),
         ]
     if decompositions(c):
         md += ["### Why the ratio moves", "", DECOMPOSITION_NOTE[0].upper() + DECOMPOSITION_NOTE[1:] + ".", "",

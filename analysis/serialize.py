@@ -31,7 +31,7 @@ LEVEL_FIELDS: tuple[str, ...] = (
     "ttft_p50_ratio", "ttft_p99_ratio", "e2e_p50_ratio", "e2e_p99_ratio", "spec_accept_length",
     "spec_achieved_c", "baseline_achieved_c", "policy_uses", "policy_tok_s", "flags",
     "spec_server_running", "baseline_server_running", "spec_server_queued", "baseline_server_queued",
-    "spec_server_kv_usage", "baseline_server_kv_usage", "spec_server_accept_length", "why",
+    "spec_server_kv_usage", "baseline_server_kv_usage", "spec_server_accept_length", "why", "refined",
 )
 
 
@@ -125,6 +125,7 @@ def level_json(level: LevelComparison, comparison: Comparison) -> dict[str, Any]
         "baseline_server_kv_usage": level.baseline.server_kv_usage,
         "spec_server_accept_length": level.spec.server_accept_length,
         "why": level.why,
+        "refined": level.refined,
     })
 
 
@@ -159,7 +160,10 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
             "text": c.verdict.text,
             "crossovers": [asdict(x) for x in c.verdict.crossovers],
             "unclear_levels": list(c.verdict.unclear_levels),
+            "crossover_lines": list(c.crossover_lines),
         },
+        "saturation": [asdict(s) for s in c.saturation],
+        "skipped": c.skipped,
         "recommendation": {
             "kind": rec.kind,
             "threshold_c": rec.threshold_c,

@@ -95,6 +95,7 @@ class StepRow:
         return f"rate={self.target_rate:g}/s" if self.target_rate is not None else f"C={self.target_c}"
     throughput_ci_rel: float | None = None  # 95% half-width of throughput_tok_s, relative (None: no interval)
     throughput_ci_method: str | None = None  # batch_means, lifetime_batches (fallback) or none
+    refined: bool = False  # a level added after the ladder to pin a crossover (steps.jsonl ``refined``)
 
     @property
     def indicative_percentiles(self) -> bool:
@@ -150,9 +151,11 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     rows: list[StepRow] = []
     warnings: list[ValidityWarning] = []
     cpu = {s["index"]: max(s["load_cpu"].values()) / 100.0 if s.get("load_cpu") else None for s in run.steps}
+    refined = {s["index"] for s in run.steps if s.get("refined")}
     for window in step_windows(run):
         row = with_server_side(summarize_step(run, window, slo), run, window)
-        row, found = flag_step(run_name, replace(row, client_cpu_max=cpu.get(window.index)))
+        row, found = flag_step(run_name, replace(row, client_cpu_max=cpu.get(window.index),
+                                                 refined=window.index in refined))
         warnings.extend(found)
         rows.append(row)
     has_meta = (run.path / META_FILE).exists()

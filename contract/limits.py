@@ -65,6 +65,7 @@ LIMITS: dict[str, Limit] = {
     "max_error_rate": Limit(0, 1, "a fraction of requests"),
     "max_in_flight": Limit(1, 1_000_000, "each request in flight holds a connection"),
     "multi_turn": Limit(1, 1000, "each turn resends the whole conversation; beyond this no context fits"),
+    "stop_after_saturation": Limit(-1, 1000, "a count of ladder levels (-1: off); a ladder has fewer than this"),
     "emulator_speed": Limit(0, 1000, "a positive, finite time scale; faster than 1000x the emulator's timers "
                                      "cannot keep up", lo_open=True),
 }

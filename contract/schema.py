@@ -157,6 +157,7 @@ class StepRecord(TypedDict, total=False):
     target_rate: float | None  # open loop: requests/s asked for (target_c is then 0); absent/None: closed loop
     achieved_rate: float | None  # open loop: requests sent in the window / window length
     dropped: int  # open loop: requests due while --max-in-flight were busy (never sent)
+    refined: bool  # true: a level added after the ladder to pin a crossover (specbench compare); absent: a ladder level
 
 
 # meta.json version 1 also wrote these settings beside ``settings`` (from version 2 they are there only).

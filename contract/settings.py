@@ -372,6 +372,10 @@ class SuiteSettings:
     trace_speed: float = option(1.0, "replay speed of --trace: 2 sends it twice as fast (times divided by this)")
     trace_window: str = option("", "slices of --trace to replay, START:LEN in trace seconds, comma-separated, one "
                                "step each (default: the whole trace)")
+    # -- crossover refinement (#27) --
+    stop_after_saturation: int = option(-1, "skip the ladder's levels more than N levels beyond the level where "
+                                        "throughput stopped rising while TTFT grew (specbench compare: beyond a "
+                                        "saturation every server shows; levels stay paired); -1: off")
     # -- this process, not the run (kept out of meta.json) --
     emulator_profile: str = option("baseline", "with no --host: built-in emulator profile to start", web_ui=False,
                                    meta=False)

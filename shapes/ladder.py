@@ -38,6 +38,7 @@ from shapes.budget import describe_forecast, describe_plan, step_share
 from shapes.collector import RequestCollector
 from shapes.live import LOG_ONLY, STEP_MESSAGE, LiveStep
 from shapes.loadcpu import LoadCpu
+from shapes.satstop import HOLD_MAX_S, SaturationStop
 
 log = logging.getLogger("specbench.ladder")
 STOP_MARGIN = 0.9  # a step stops once its recorded part is within 90% of --step-ci
@@ -64,6 +65,7 @@ class ConcurrencyLadder(LoadTestShape):
         self.users_mode = False
         self.run_time: float = 0.0  # users mode: seconds from the start; 0 = until Stop
         self.spawn_rate: float | None = None  # users mode: Locust's spawn rate; None = all users at once
+        self._sat_stop: SaturationStop | None = None  # --stop-after-saturation (#27)
         self._reset_ladder()
 
     # -- Locust's contract ----------------------------------------------------------------------------------
@@ -77,6 +79,7 @@ class ConcurrencyLadder(LoadTestShape):
             self.settings = settings_of(options)
         self._read_mode(options)
         self._reset_ladder()
+        self._sat_stop = SaturationStop.from_settings(self.settings)
         if self.runner is not None:  # a web-UI restart: the previous run's stats are still there
             self.runner.stats.clear_all()
 
@@ -92,12 +95,15 @@ class ConcurrencyLadder(LoadTestShape):
             self._begin_step(0, now)
         book = self._book
         assert book is not None
-        if book.steady_start_s is None:
+        if book.steady_start_s is None and book.end_s is None:
             self._check_warmup(book, now)
-        ended_by = self._end_reason(book, now)
+        ended_by = self._end_reason(book, now) if book.end_s is None else None
         if ended_by is not None:
             self._end_step(book, now, ended_by)
-            if book.index + 1 < self._n_steps():
+        if book.end_s is not None:
+            if self._hold_for_saturation(book, now):
+                return self._users(book)
+            if book.index + 1 < self._n_steps() and not self._skip_after_saturation(book):
                 self._begin_step(book.index + 1, now)
             else:
                 self._draining = True
@@ -107,6 +113,22 @@ class ConcurrencyLadder(LoadTestShape):
                 return self._drain_tick(now)
         assert self._book is not None
         return self._users(self._book)
+
+    def _hold_for_saturation(self, book: StepBook, now: float) -> bool:
+        """With --stop-after-saturation: keep the ended step's load until its books close (bounded), so the
+        skip rule judges its exact figures (#27)."""
+        return (self._sat_stop is not None and not self.users_mode and book.target_rate is None
+                and not book.closed and book.end_s is not None and now - book.end_s < HOLD_MAX_S
+                and book.index + 1 < self._n_steps())
+
+    def _skip_after_saturation(self, book: StepBook) -> bool:
+        if self._sat_stop is None or self.users_mode or book.target_rate is not None:
+            return False
+        skipped = self._sat_stop.levels_to_skip(self.levels, book.index)
+        if skipped and self._sat_stop.saturation is not None:
+            log.info("skipping %s: more than %d level(s) beyond the saturation (%s) (--stop-after-saturation)",
+                     ", ".join(f"C={c}" for c in skipped), self._sat_stop.after, self._sat_stop.saturation.text)
+        return bool(skipped)
 
     def _users(self, book: StepBook) -> tuple[int, float]:
         """(users, spawn rate) for a step. The rate paces ramp-down too: at a rate of target_c, a step down from
@@ -285,6 +307,8 @@ class ConcurrencyLadder(LoadTestShape):
             if step.get("steady_start_s") is not None and step["end_s"] > step["steady_start_s"]:
                 half = window_precision(records, step["steady_start_s"], step["end_s"])
                 book.halfwidth = half if math.isfinite(half) else None
+            if self._sat_stop is not None:
+                self._sat_stop.note(step, records, book.halfwidth)
             for callback in self.on_step_closed:
                 callback(step)
             log.info(describe_close(step, self._n_steps(), book.halfwidth))

@@ -122,7 +122,22 @@ def _parser() -> argparse.ArgumentParser:
     add_option(p, "time_budget", default=None, help="wall time for both runs (default 4m for the concurrency "
                "demo, so it ends within 5 minutes; none for --rate; 0 or '' for none)")
     verbose_flag(p)
+
+    # crossover refinement (#27)
+    for name in ("compare", "sweep", "demo"):
+        sub.choices[name].add_argument(
+            "--refine-levels", type=int, default=3, metavar="N",
+            help="after the ladders, measure up to N extra levels around each crossover (switch point) on every "
+            "server until its 95%% interval is within ±15%% (default 3)")
+        sub.choices[name].add_argument("--no-refine", action="store_true", help="no extra levels after the ladders")
     return parser
+
+
+def refine_levels(args: argparse.Namespace) -> int:
+    """--refine-levels as a count (0 with --no-refine); a negative one is a usage error (#27)."""
+    if args.refine_levels < 0:
+        raise UsageError(f"--refine-levels {args.refine_levels}: expected a count of levels, 0 or more")
+    return 0 if args.no_refine else args.refine_levels
 
 
 def _interrupt(signum: int, _frame: Any) -> None:
@@ -246,6 +261,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, run_compare
 
     budget = _budget(args)
+    refine = refine_levels(args)
     targets = [(name, check_host(url, f"--spec {name}")) for name, url in spec_targets(args.spec)]
     baseline = check_host(args.baseline, "--baseline")
     settings = _validated(args, passed_on(args) + extra)
@@ -261,7 +277,8 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
         print(redact(pre.describe(name)), flush=True)
     job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
-                     extra=passed_on(args) + extra, time_budget_s=budget, verbose=args.verbose)
+                     extra=passed_on(args) + extra, time_budget_s=budget, verbose=args.verbose,
+                     refine_levels=refine, stop_after_saturation=settings.stop_after_saturation)
     return run_compare(job)
 
 
@@ -269,6 +286,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.sweep import SweepJob, run_sweep
     from specbench.sweepfile import load_sweep
 
+    refine = refine_levels(args)
     sweep = load_sweep(args.sweep_file)
     key = _validated(args, passed_on(args) + extra).api_key()
     out = Path(args.out) if args.out else Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -276,7 +294,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     names = ", ".join(e.name + (" (baseline)" if e.baseline else "") for e in sweep.entries)
     print(f"Sweep {sweep.source}: {names}", flush=True)
     return run_sweep(SweepJob(sweep, out, args.suite_config, args.processes, args.api, key, args.flush_cache,
-                              passed_on(args) + extra, verbose=args.verbose))
+                              passed_on(args) + extra, verbose=args.verbose, refine_levels=refine))
 
 
 def demo_sweep(speed: float):  # -> Sweep (typed lazily: the sweep module is only needed here)
@@ -300,10 +318,11 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
     if args.time_budget is None:  # the rate demo's steps end by their request counts, well inside 3 minutes
         args.time_budget = "" if args.rate else "4m"
     budget = _budget(args)
+    refine = refine_levels(args)
     check_speed(args.speed)
     default_config = DEMO_SWEEP_CONFIG if args.sweep else DEMO_RATE_CONFIG if args.rate else DEMO_CONFIG
     args.suite_config = args.suite_config or str(default_config)
-    _validated(args, passthrough_argv(args, ("api_key_env",)) + extra)  # the demo's emulators take no key
+    settings = _validated(args, passthrough_argv(args, ("api_key_env",)) + extra)  # the demo's emulators take no key
     if args.sweep:
         from specbench.sweep import SweepJob, run_sweep
 
@@ -311,7 +330,8 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         names = ", ".join(f"{name} ({profile})" for name, profile in DEMO_SWEEP)
         print(f"Sweep over built-in emulators at speed {args.speed:g}, one after another: {names}", flush=True)
         return run_sweep(SweepJob(demo_sweep(args.speed), out, args.suite_config,
-                                  args.processes, "auto", None, True, extra, verbose=args.verbose))
+                                  args.processes, "auto", None, True, extra, verbose=args.verbose,
+                                  refine_levels=refine))
     if args.rate:
         args.out = args.out or "reports/demo-rate"
     print(f"Starting two built-in emulators (baseline and eagle3, speed {args.speed:g}) on 127.0.0.1 ...",
@@ -327,7 +347,8 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         job = CompareJob(baseline=base, specs=[("spec", spec)], out=Path(args.out or "reports/demo"),
                          suite_config=args.suite_config, processes=args.processes,
                          flush_cache=True, api_key=None, extra=extra,
-                         time_budget_s=budget, verbose=args.verbose)
+                         time_budget_s=budget, verbose=args.verbose, refine_levels=refine,
+                         stop_after_saturation=settings.stop_after_saturation)
         return run_compare(job)
     finally:
         for server in servers:

@@ -14,6 +14,7 @@ from pathlib import Path
 import requests
 import yaml
 
+from analysis.refine import DEFAULT_REFINE_LEVELS
 from contract.redact import redact
 from contract.schema import LOG_FILE
 from locustfiles.auth import auth_headers
@@ -21,6 +22,13 @@ from locustfiles.guards import EXIT_TOO_MANY_ERRORS
 from shapes.budget import fmt_duration
 from specbench.loadrun import LoadRun, execute
 from specbench.preflight import Preflight
+from specbench.refine import (
+    REFINE_SHARE,
+    LevelRunner,
+    budget_clock,
+    pair_levels,
+    refine,
+)
 
 
 @dataclass
@@ -38,6 +46,8 @@ class CompareJob:
     time_budget_s: float = 0.0  # for both runs together; 0: none
     baseline_name: str = "baseline"
     verbose: bool = False  # Locust's own output on the terminal too (always in each run's locust.log)
+    refine_levels: int = DEFAULT_REFINE_LEVELS  # extra levels per crossover after the ladders; 0: none (#27)
+    stop_after_saturation: int = -1  # the validated --stop-after-saturation (flag or profile); -1: off (#27)
 
     def common_api(self) -> str:
         """One API for every run, so all are measured the same way."""
@@ -146,10 +156,11 @@ def run_compare(job: CompareJob) -> int:
     if job.time_budget_s:
         print(f"time budget {fmt_duration(job.time_budget_s)} for all {len(order)} runs: each ladder gets an equal "
               "part of what is left when it starts and shares it between its steps", flush=True)
+    ladders_s = job.time_budget_s * (1 - REFINE_SHARE) if job.refine_levels else job.time_budget_s
     for n, (name, pre) in enumerate(order):
         budget: list[str] = []
         if job.time_budget_s:
-            share = max(1.0, (job.time_budget_s - (time.monotonic() - began)) / (len(order) - n))
+            share = max(1.0, (ladders_s - (time.monotonic() - began)) / (len(order) - n))
             budget = ["--time-budget", f"{share:.0f}s"]
             print(f"{name}: {fmt_duration(share)} of the budget", flush=True)
         outcome = run_ladder(name, pre.identity.url, dirs[name], api=api, suite_config=job.suite_config,
@@ -162,6 +173,48 @@ def run_compare(job: CompareJob) -> int:
             too_many_errors = True  # the comparison still runs; that level gets no verdict
         elif outcome.returncode:
             return outcome.returncode
+    if not interrupted:
+        after = after_ladders(job, api, dirs, began)
+        interrupted = after == 130
+        if after not in (0, 3, 130):
+            return after
     code = write_report(job.out, (job.baseline_name, dirs[job.baseline_name]),
                         [(name, dirs[name]) for name, _ in job.specs], interrupted)
     return EXIT_TOO_MANY_ERRORS if code == 0 and too_many_errors else code
+
+
+def after_ladders(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
+    """Levels skipped on one server but run on another (``--stop-after-saturation``), then the refinement."""
+    if job.stop_after_saturation >= 0:
+        code = pair_levels(list(dirs), dirs, level_runner(job, api))
+        if code:
+            return code
+    return refine_compare(job, api, dirs, began) if job.refine_levels else 0
+
+
+def level_runner(job: CompareJob, api: str) -> LevelRunner:
+    """Runs just some levels on one server with the job's settings (its prompt order, API, options) (#27)."""
+    urls = {job.baseline_name: job.baseline.identity.url, **{name: pre.identity.url for name, pre in job.specs}}
+
+    def run_levels(name: str, levels: list[int], sub: Path, share: float | None) -> int:
+        budget = ["--time-budget", f"{share:.0f}s"] if share else []
+        return run_ladder(name, urls[name], sub, api=api, suite_config=job.suite_config, processes=job.processes,
+                          extra=[*budget, *job.extra, "--ladder", ",".join(map(str, levels)),
+                                 "--stop-after-saturation", "-1"],
+                          flush=job.flush_cache, api_key=job.api_key, verbose=job.verbose).returncode
+
+    return run_levels
+
+
+def refine_compare(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
+    """Extra levels around each crossover on every server, same settings and prompt order (#27)."""
+    result = refine(job.out, list(dirs), dirs, level_runner(job, api), max_levels=job.refine_levels,
+                    time_left=budget_clock(job.time_budget_s, began))
+    print(refine_summary(result.levels, result.reason), flush=True)
+    return result.returncode
+
+
+def refine_summary(levels: tuple[int, ...], reason: str) -> str:
+    """One line on what refinement added and why it stopped."""
+    added = ", ".join(f"C={c}" for c in levels) if levels else "no level"
+    return f"crossover refinement: added {added}; stopped: {reason}"

@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specbench.compare import run_ladder, write_report
+from analysis.refine import DEFAULT_REFINE_LEVELS
+from specbench.compare import refine_summary, run_ladder, write_report
 from specbench.launch import LaunchError, ServerCommand, free_port
 from specbench.preflight import check_server
+from specbench.refine import refine
 from specbench.sweepfile import Entry, Sweep
 
 
@@ -30,6 +32,7 @@ class SweepJob:
     flush_cache: bool = False
     extra: list[str] = field(default_factory=list)
     verbose: bool = False
+    refine_levels: int = DEFAULT_REFINE_LEVELS  # extra levels per switch point after the ladders; 0: none (#27)
 
 
 def run_sweep(job: SweepJob) -> int:
@@ -49,13 +52,41 @@ def run_sweep(job: SweepJob) -> int:
             break
         if code:
             return code
+    if not interrupted and job.refine_levels:
+        code = refine_sweep(job, api)
+        interrupted = code == 130
+        if code not in (0, 3, 130):
+            return code
     base = job.sweep.baseline
     configs = [(e.name, job.out / e.name) for e in job.sweep.entries if not e.baseline]
     return write_report(job.out, (base.name, job.out / base.name), configs, interrupted)
 
 
-def _one(entry: Entry, job: SweepJob, api: str) -> tuple[str, int]:
-    """Start (if managed), check and measure one configuration; returns the API used and an exit code."""
+def refine_sweep(job: SweepJob, api: str) -> int:
+    """Extra levels around each switch point: every configuration is started again, measured at just those
+    levels with the same settings and prompt order, and stopped, one after another (#27)."""
+    entries = {e.name: e for e in job.sweep.entries}
+    order = [job.sweep.baseline.name, *(e.name for e in job.sweep.entries if not e.baseline)]
+
+    def run_levels(name: str, levels: list[int], sub: Path, share: float | None) -> int:
+        budget = ["--time-budget", f"{share:.0f}s"] if share else []
+        try:
+            return _one(entries[name], job, api, run_dir=sub,
+                        extra=[*budget, *job.extra, "--ladder", ",".join(map(str, levels))])[1]
+        except KeyboardInterrupt:
+            return 130
+
+    result = refine(job.out, order, {name: job.out / name for name in order}, run_levels,
+                    max_levels=job.refine_levels)
+    print(refine_summary(result.levels, result.reason), flush=True)
+    return result.returncode
+
+
+def _one(entry: Entry, job: SweepJob, api: str, *, run_dir: Path | None = None,
+         extra: list[str] | None = None) -> tuple[str, int]:
+    """Start (if managed), check and measure one configuration; returns the API used and an exit code.
+
+    ``run_dir``/``extra``: where and with which options (default ``OUT/NAME`` and the job's)."""
     port = free_port() if entry.needs_port else None
     url = entry.fill(entry.url, port)
     server = None
@@ -73,9 +104,10 @@ def _one(entry: Entry, job: SweepJob, api: str) -> tuple[str, int]:
             print(f"{entry.name}: ready after {took:.1f} s", flush=True)
         pre = check_server(url, entry.name, api=api, api_key=job.api_key)
         print(pre.describe(entry.name), flush=True)
-        outcome = run_ladder(entry.name, url, job.out / entry.name, api=pre.api, suite_config=job.suite_config,
-                             processes=job.processes, extra=job.extra, flush=job.flush_cache, api_key=job.api_key,
-                             verbose=job.verbose)
+        outcome = run_ladder(entry.name, url, run_dir or job.out / entry.name, api=pre.api,
+                             suite_config=job.suite_config, processes=job.processes,
+                             extra=job.extra if extra is None else extra, flush=job.flush_cache,
+                             api_key=job.api_key, verbose=job.verbose)
         return pre.api, outcome.returncode
     finally:
         if server is not None:

@@ -35,7 +35,7 @@ LADDER = (1, 5, 16, 100)
 PROFILES = {"off": "baseline", "steps5": "eagle3-steps5", "steps3": "eagle3-steps3", "steps1": "eagle3-steps1",
             "eagle3": "eagle3"}
 LOAD = ["--ladder", ",".join(map(str, LADDER)), "--max-tokens", str(MAX_TOKENS), "--min-requests", "20",
-        "--min-step-time", "1.5", "--max-step-time", "30", "--step-ci", "0"]
+        "--min-step-time", "1.5", "--max-step-time", "30", "--step-ci", "0", "--no-refine"]
 CLEAR = 1.04  # model margin from which the best at a level must be picked exactly
 IN_CI = os.environ.get("CI", "").strip().lower() == "true"
 

@@ -45,7 +45,8 @@ def test_comparison_json_has_a_schema_version_and_documented_fields(out_dir: Pat
     data = json.loads((out_dir / "comparison.json").read_text())
     assert data["schema"] == COMPARISON_SCHEMA and data["kind"] == "comparison"
     assert set(data) == {"schema", "kind", "method", "baseline", "spec", "levels", "verdict",
-                         "recommendation", "slo", "equivalence", "decomposition", "categories", "warnings"}
+                         "recommendation", "slo", "equivalence", "decomposition", "categories", "warnings",
+                         "saturation", "skipped"}
     assert data["equivalence"]["kind"] == "not_checked"  # the seed runs kept no answers
     assert tuple(data["levels"][0]) == LEVEL_FIELDS
     assert tuple(data["decomposition"]["levels"][0])[:-2] == DECOMPOSITION_FIELDS

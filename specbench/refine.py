@@ -1,0 +1,184 @@
+"""After the ladders: measure extra levels around each crossover until its 95% interval is pinned (#27).
+
+Each round asks ``analysis.refine.plan_round`` for one new level per crossing that is not yet pinned (the
+bracket's geometric midpoint), runs those levels on every server with the ladder's own settings and prompt
+order (a short ladder of just those levels, into ``RUN/refined/round-N``), and appends its steps, records,
+answers and server samples to the server's run directory, steps marked ``refined`` and renumbered after the
+ladder's, request ids prefixed so they stay unique. The analysis then reads one run per server as before.
+It stops when every crossing is pinned, has had ``--refine-levels`` levels, has no whole level left in its
+bracket, or when the next round would not fit in what is left of the time budget.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analysis.refine import DEFAULT_REFINE_LEVELS, Crossing, added_near, plan_round
+from contract.schema import ANSWERS_FILE, RECORDS_FILE, STEPS_FILE, read_steps
+from contract.server_metrics import SERVER_METRICS_FILE
+from shapes.budget import fmt_duration
+
+REFINE_SHARE = 0.25  # of a --time-budget kept for refinement when it is on (the ladders share the rest)
+ROUND_OVERHEAD_S = 6.0  # starting Locust and closing a one-level ladder, on top of the step itself
+
+#: Runs one short ladder of ``levels`` on the named server into ``run_dir`` with ``budget_s`` (None: no budget);
+#: returns the Locust exit code (0, 3 for too many errors, 130 when interrupted, else failed).
+LevelRunner = Callable[[str, list[int], Path, float | None], int]
+
+
+@dataclass(frozen=True)
+class RefineResult:
+    rounds: int
+    levels: tuple[int, ...]  # every level added, in order
+    reason: str  # why it stopped, in words
+    returncode: int = 0  # a failed or interrupted refinement run's code; 0 otherwise
+
+
+def crossings_of(out: Path, baseline: tuple[str, Path], configs: Sequence[tuple[str, Path]]
+                 ) -> tuple[list[Crossing], list[int], list[int]]:
+    """The crossings to pin (the crossover, or each switch point of the policy), the levels every run measured,
+    and which of those were added."""
+    from analysis import compare_many, load_run
+
+    recorded = [(name, path) for name, path in configs if (path / RECORDS_FILE).exists()]
+    if not recorded or not (baseline[1] / RECORDS_FILE).exists():
+        return [], [], []
+    multi = compare_many(load_run(baseline[1]), [(name, load_run(path)) for name, path in recorded],
+                         baseline_name=baseline[0], n_boot=500)
+    if len(recorded) == 1:
+        pair = multi.pairs[0]
+        crossings: list[Crossing] = list(pair.verdict.crossovers)
+        levels = [lv.target_c for lv in pair.levels]
+        refined = [lv.target_c for lv in pair.levels if lv.refined]
+    else:
+        crossings = list(multi.policy.switches)
+        levels = [p.target_c for p in multi.policy.levels]
+        refined = [c for c in levels if any(lv.refined for pair in multi.pairs for lv in pair.levels
+                                            if lv.target_c == c)]
+    return crossings, levels, refined
+
+
+def refine(out: Path, order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner, *,
+           max_levels: int = DEFAULT_REFINE_LEVELS, time_left: Callable[[], float | None] = lambda: None
+           ) -> RefineResult:
+    """Rounds of added levels on every server in ``order`` (the baseline first) until the crossings are pinned."""
+    added: list[int] = []
+    rounds = 0
+    while True:
+        crossings, levels, refined = crossings_of(out, (order[0], dirs[order[0]]), [(n, dirs[n]) for n in order[1:]])
+        if not crossings:
+            return RefineResult(rounds, tuple(added), "no crossover between tested levels" if not rounds
+                                else "the added levels removed the crossing")
+        plan = plan_round(crossings, levels, {x.c: added_near(x, levels, refined) for x in crossings},
+                          max_added=max_levels)
+        if not plan.levels:
+            return RefineResult(rounds, tuple(added), "; ".join(plan.done))
+        need = len(order) * (len(plan.levels) * _step_s(dirs[order[0]]) + ROUND_OVERHEAD_S)
+        left = time_left()
+        if left is not None and need > left:
+            return RefineResult(rounds, tuple(added), f"time budget spent: the next round needs about "
+                                f"{fmt_duration(need)}, {fmt_duration(max(0.0, left))} is left")
+        rounds += 1
+        at = ", ".join(f"C={c}" for c in plan.levels)
+        print(f"refining the crossover: round {rounds} adds {at} on every server", flush=True)
+        for n, name in enumerate(order):
+            share = None if left is None else max(1.0, left / (len(order) - n))
+            sub = dirs[name] / "refined" / f"round-{rounds}"
+            code = run_levels(name, list(plan.levels), sub, share)
+            if code not in (0, 3):
+                return RefineResult(rounds, tuple(added), "a refinement run failed or was interrupted", code)
+            merge_refined(dirs[name], sub, f"r{rounds}")
+            left = time_left()
+        added.extend(plan.levels)
+
+
+def _step_s(run_dir: Path) -> float:
+    """Mean wall time of one ladder step of this run (start to end of its window), for the budget."""
+    steps = read_steps(run_dir / STEPS_FILE) if (run_dir / STEPS_FILE).exists() else []
+    spans = [s["end_s"] - s["start_s"] for s in steps if isinstance(s.get("end_s"), float | int)
+             and isinstance(s.get("start_s"), float | int)]
+    return sum(spans) / len(spans) if spans else 30.0
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, a torn line (killed run) left out."""
+    if not path.exists():
+        return []
+    found = []
+    for raw in path.read_bytes().splitlines():
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            found.append(obj)
+    return found
+
+
+def _append(path: Path, objs: list[dict[str, Any]]) -> None:
+    if objs:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write("".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objs))
+
+
+def merge_refined(run_dir: Path, sub: Path, tag: str, *, refined: bool = True) -> int:
+    """Append a refinement run's files to the server's run directory; returns the steps added.
+
+    Steps are renumbered after the run's last step and marked ``refined`` (a level topped up to keep the
+    comparison paired is not); records and answers follow their step, and their request ids get ``tag`` so
+    they stay unique in the run.
+    """
+    steps = read_steps(run_dir / STEPS_FILE) if (run_dir / STEPS_FILE).exists() else []
+    offset = 1 + max((s["index"] for s in steps), default=-1)
+    new_steps = [{**s, "index": s["index"] + offset, **({"refined": True} if refined else {})}
+                 for s in _lines(sub / STEPS_FILE) if isinstance(s.get("index"), int)]
+
+    def moved(obj: dict[str, Any]) -> dict[str, Any]:
+        obj = {**obj, "request_id": f"{tag}-{obj.get('request_id')}"}
+        if isinstance(obj.get("step"), int):
+            obj["step"] += offset
+        if isinstance(obj.get("conversation_id"), str):
+            obj["conversation_id"] = f"{tag}-{obj['conversation_id']}"
+        return obj
+
+    _append(run_dir / RECORDS_FILE, [moved(r) for r in _lines(sub / RECORDS_FILE)])
+    _append(run_dir / ANSWERS_FILE, [moved(a) for a in _lines(sub / ANSWERS_FILE)])
+    _append(run_dir / SERVER_METRICS_FILE, _lines(sub / SERVER_METRICS_FILE))
+    _append(run_dir / STEPS_FILE, new_steps)
+    return len(new_steps)
+
+
+def measured_levels(run_dir: Path) -> list[int]:
+    """Closed-loop levels this run measured (a step that reached its window)."""
+    steps = read_steps(run_dir / STEPS_FILE) if (run_dir / STEPS_FILE).exists() else []
+    return sorted({s["target_c"] for s in steps if s.get("target_rate") is None and s.get("steady_start_s")
+                   is not None})
+
+
+def pair_levels(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner) -> int:
+    """After ``--stop-after-saturation`` ended ladders at different levels: measure on each server the levels
+    another server ran and it skipped, so every level stays paired. Returns a failed run's exit code, else 0."""
+    have = {name: set(measured_levels(dirs[name])) for name in order}
+    every = set().union(*have.values())
+    for name in order:
+        missing = sorted(every - have[name])
+        if not missing:
+            continue
+        print(f"{name}: measuring {', '.join(f'C={c}' for c in missing)}, which another server ran, so the "
+              "levels stay paired", flush=True)
+        sub = dirs[name] / "paired"
+        code = run_levels(name, missing, sub, None)
+        if code not in (0, 3):
+            return code
+        merge_refined(dirs[name], sub, "p", refined=False)
+    return 0
+
+
+def budget_clock(total_s: float, began: float) -> Callable[[], float | None]:
+    """What is left of a time budget started at ``began`` (monotonic); None without a budget."""
+    return (lambda: total_s - (time.monotonic() - began)) if total_s else (lambda: None)
