@@ -28,28 +28,27 @@ from locustfiles import guards
 from locustfiles import run as runmod
 from locustfiles.console import install_console
 from locustfiles.fleet import Fleet
-from locustfiles.link import (
+from locustfiles.link import WorkerLink, add_link_options, run_token
+from locustfiles.messages import (
     CLOCK_MESSAGE,
     CPU_MESSAGE,
+    DROP_MESSAGE,
     HELLO_MESSAGE,
+    PLAN_MESSAGE,
+    RECORD_MESSAGE,
+    SEQ_ASK_MESSAGE,
+    SEQ_GRANT_MESSAGE,
+    START_MESSAGE,
+    STEP_MESSAGE,
     WELCOME_MESSAGE,
-    WorkerLink,
-    add_link_options,
-    run_token,
 )
 from locustfiles.prompts import PromptError
 from locustfiles.recorder import WRITE_FAILURES, on_write_failure, write_meta
-from locustfiles.sequencer import (
-    SEQ_ASK_MESSAGE,
-    SEQ_GRANT_MESSAGE,
-    LocalSequence,
-    StepCounters,
-    WorkerSequence,
-)
+from locustfiles.sequencer import LocalSequence, StepCounters, WorkerSequence
 from locustfiles.server_metrics import ServerMetricsSampler
 from locustfiles.target import EmulatorProcess, start_emulator_process
 from shapes.ladder import ConcurrencyLadder
-from shapes.live import DROP_MESSAGE, PLAN_MESSAGE, RECORD_MESSAGE, START_MESSAGE, STEP_MESSAGE, LiveStep
+from shapes.live import LiveStep
 
 log = logging.getLogger("specbench")
 

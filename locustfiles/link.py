@@ -23,14 +23,11 @@ from typing import Any
 
 import gevent
 
+from locustfiles.messages import CLOCK_MESSAGE, CPU_MESSAGE, HELLO_MESSAGE
 from shapes.loadcpu import process_busy_seconds
 
 log = logging.getLogger("specbench")
 
-HELLO_MESSAGE = "specbench_hello"  # worker -> master: {"token", "t0", "pid", "cwd"}
-WELCOME_MESSAGE = "specbench_welcome"  # master -> worker: {"t0", "tm"} or {"refused": reason}
-CLOCK_MESSAGE = "specbench_clock"  # worker -> master {"t0"}; master -> worker {"t0", "tm"}
-CPU_MESSAGE = "specbench_cpu"  # worker -> master, once a second: {"cpu_s", "t"} (its CPU seconds, monotonic time)
 TOKEN_ENV = "SPECBENCH_RUN_TOKEN"
 PROBE_EVERY_S = 10.0
 PROBES_AT_START = 4

@@ -18,9 +18,9 @@ from typing import Any
 import gevent
 from gevent.lock import Semaphore
 
+from locustfiles.messages import DROP_MESSAGE
 from locustfiles.run import RunContext
 from shapes.arrivals import ArrivalClock
-from shapes.live import DROP_MESSAGE
 
 _LOCKS: weakref.WeakKeyDictionary[ArrivalClock, Semaphore] = weakref.WeakKeyDictionary()
 

@@ -29,9 +29,9 @@ from gevent.lock import Semaphore
 
 from contract.settings import SuiteSettings
 from contract.traces import BLOCK_TOKENS, ReplayStep, TraceRow, load_trace, parse_windows, replay_steps
+from locustfiles.messages import DROP_MESSAGE
 from locustfiles.prompts import Prompt, PromptSet
 from locustfiles.workload import CHARS_PER_TOKEN
-from shapes.live import DROP_MESSAGE
 
 
 @dataclass(eq=False)  # one per process, hashed by identity (its lock is kept beside it)

@@ -20,10 +20,10 @@ from typing import Any
 
 from gevent.event import Event
 
+from locustfiles.messages import SEQ_ASK_MESSAGE
+
 log = logging.getLogger("specbench")
 
-SEQ_ASK_MESSAGE = "specbench_seq_ask"  # worker -> master: {"step", "n"}
-SEQ_GRANT_MESSAGE = "specbench_seq_grant"  # master -> one worker: {"step", "start", "n"}
 
 MIN_BLOCK = 4
 WAIT_S = 30.0

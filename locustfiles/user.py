@@ -24,6 +24,7 @@ from contract.redact import redact
 from contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, answer_digest
 from locustfiles.auth import auth_headers
 from locustfiles.conversation import Conversation
+from locustfiles.messages import RECORD_MESSAGE, START_MESSAGE
 from locustfiles.pacer import wait_for_due
 from locustfiles.prompts import Prompt
 from locustfiles.replay import wait_for_row
@@ -32,7 +33,6 @@ from locustfiles.sse import iter_events
 from locustfiles.streams import StreamState
 from locustfiles.wire import install as install_wire_timing
 from locustfiles.wire import on_wire
-from shapes.live import RECORD_MESSAGE, START_MESSAGE
 
 READ_SIZE = 65536
 BACKOFF_FIRST_S = 0.1

@@ -25,6 +25,7 @@ from locust.runners import MasterRunner
 from analysis.batch_means import window_precision
 from contract.schema import StepRecord
 from contract.settings import SuiteSettings, parse_duration, settings_of
+from locustfiles.messages import STEP_MESSAGE
 from shapes.books import (
     StepBook,
     close_step,
@@ -36,7 +37,7 @@ from shapes.books import (
 )
 from shapes.budget import describe_forecast, describe_plan, step_share
 from shapes.collector import RequestCollector
-from shapes.live import LOG_ONLY, STEP_MESSAGE, LiveStep
+from shapes.live import LOG_ONLY, LiveStep
 from shapes.loadcpu import LoadCpu
 from shapes.satstop import HOLD_MAX_S, SaturationStop
 

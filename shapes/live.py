@@ -4,8 +4,7 @@ The shape runs on the master (or the local runner) and decides step boundaries; 
 current step with a Locust message, so each record carries the global step index even on a worker that
 holds only a share of the users. Users tell the master when a request starts and send its record when it
 finishes, so the master can wait for stragglers before it closes a step's books; the master is the only
-writer of records.jsonl. With the local runner,
-``send_message`` calls the handler directly, so the same path serves both modes.
+writer of records.jsonl. The messages' names are the load side's (``locustfiles.messages``).
 """
 
 from __future__ import annotations
@@ -13,11 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-PLAN_MESSAGE = "specbench_plan"  # master -> workers: API, model, run directory and server of this run
-STEP_MESSAGE = "specbench_step"  # master -> workers: the current step
-START_MESSAGE = "specbench_start"  # worker -> master: a request started
-RECORD_MESSAGE = "specbench_record"  # worker -> master: {"n": its record number, "record": the whole record}
-DROP_MESSAGE = "specbench_drop"  # worker -> master: open loop, requests due while every user was busy
 # ``extra=`` of a progress line that belongs in the run's log but not on a ``--console progress`` terminal,
 # which shows one line per step (its figures) rather than a line at each start as well
 LOG_ONLY: dict[str, Any] = {"console": False}
