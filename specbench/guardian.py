@@ -3,8 +3,8 @@
 A user's server runs in its own session (``specbench.launch``), so a signal to specbench's process group never
 reaches it, and the kernel's parent-death signal (``contract.lifecycle``) reaches only its first process, not
 the workers a launcher script forks. This small process is specbench's child and dies with it (SIGTERM from
-the kernel); on that SIGTERM it stops the server's group as ``ServerCommand.stop`` would: SIGTERM, then
-SIGKILL to what is left after the stop timeout.
+the kernel); on that SIGTERM it stops the server's group as ``ServerCommand.stop`` does
+(``contract.lifecycle.stop_group``): SIGTERM, then SIGKILL to what is left after the stop timeout.
 
     python -m specbench.guardian PGID STOP_TIMEOUT_S
 """
@@ -12,39 +12,14 @@ SIGKILL to what is left after the stop timeout.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import sys
-import time
 from types import FrameType
 
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Signal the group; False once it is gone."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def stop_group(pgid: int, timeout_s: float) -> None:
-    """SIGTERM to the group, SIGKILL after ``timeout_s`` to whatever is left."""
-    if not _signal_group(pgid, signal.SIGTERM):
-        return
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not _signal_group(pgid, 0):
-            return
-        time.sleep(0.1)
-    _signal_group(pgid, signal.SIGKILL)
+from contract.lifecycle import die_with_parent, stop_group
 
 
 def main(argv: list[str]) -> int:
-    from contract.lifecycle import die_with_parent
-
     pgid, timeout_s = int(argv[0]), float(argv[1])
 
     def on_term(_sig: int, _frame: FrameType | None) -> None:

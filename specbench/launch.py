@@ -9,7 +9,6 @@ whose tail is shown when the server exits early or never becomes ready.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -23,6 +22,7 @@ from pathlib import Path
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
+from contract.lifecycle import signal_group, stop_group
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 
 
@@ -35,36 +35,6 @@ def free_port() -> int:
 
 class LaunchError(RuntimeError):
     """The server exited or did not become ready in time; the message says which, with its log tail."""
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any live (non-zombie) process is left in the group.
-
-    Zombies count as members for ``killpg``, and in a container whose init does not reap orphans they stay
-    forever, so on Linux the group is read from /proc instead.
-    """
-    proc = Path("/proc")
-    if proc.is_dir():
-        for stat in proc.glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-                return True
-        return False
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 @dataclass
@@ -133,19 +103,11 @@ class ServerCommand:
             return
         self._stop_guardian()
         pgid = proc.pid  # a new session's leader: its pid is the group id
-        _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + self.stop_timeout_s
-        while time.monotonic() < deadline:
-            proc.poll()  # reap the leader so a zombie does not keep the group "alive"
-            if not _group_alive(pgid):
-                break
-            time.sleep(0.1)
-        else:
-            _signal_group(pgid, signal.SIGKILL)
+        stop_group(pgid, self.stop_timeout_s, reap=proc.poll)  # reaped, the leader's zombie does not count
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            _signal_group(pgid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)
             proc.wait()
         self.process = None
 

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from contract.lifecycle import group_alive
 from emulator.costmodel import expected_throughput_for_prompts
 from emulator.profile import load_profile
 from specbench.cli import main as specbench_main
-from specbench.launch import ServerCommand, _group_alive
+from specbench.launch import ServerCommand
 from specbench_config import data_path
 from tests.conftest import ledger_window_tok_s, wait_until
 
@@ -340,7 +341,7 @@ def test_stop_ends_the_whole_process_group_even_a_child_ignoring_sigterm(tmp_pat
     assert time.monotonic() - t0 < 8
     time.sleep(0.2)
     assert not any(_alive(p) for p in started), [p for p in started if _alive(p)]
-    assert not _group_alive(started[-1])
+    assert not group_alive(started[-1])
 
 
 def test_several_specs_need_names(capsys: pytest.CaptureFixture[str]) -> None:
