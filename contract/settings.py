@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import re
 import time
@@ -48,7 +49,7 @@ from contract.policy import DEFAULT_LADDER
 from contract.redact import looks_like_env_name, register_key_env
 from contract.slo import SloError, parse_rates, parse_slo
 from contract.traces import FORMATS as TRACE_FORMATS
-from contract.traces import TraceError, load_trace, parse_windows, replay_steps
+from contract.traces import ReplayStep, TraceError, load_trace, parse_windows, replay_steps
 
 LOAD_MODES: tuple[str, ...] = ("ladder", "users")
 _OPTION = "specbench_option"  # key of an option's declaration in its field's metadata
@@ -454,10 +455,16 @@ class SuiteSettings:
             raise SettingsError("--trace: the trace sets each request's lengths and shared blocks; leave out "
                                 "--input-len, --output-len and --shared-prefix")
         try:
-            replay_steps(load_trace(self.trace, self.trace_format), parse_windows(self.trace_window),
-                         self.trace_speed)
+            self.trace_steps  # noqa: B018 - read now, so a bad trace fails here; kept for the shape and the users
         except TraceError as exc:
             raise SettingsError(str(exc)) from None
+
+    @functools.cached_property
+    def trace_steps(self) -> list[ReplayStep]:
+        """--trace: each window's rows and due times, the file read and parsed once per settings object (the
+        validation, the shape and the users' replay all read it here); TraceError for a bad trace."""
+        return replay_steps(load_trace(self.trace, self.trace_format), parse_windows(self.trace_window),
+                            self.trace_speed)
 
     def api_key(self) -> str | None:
         """The secret itself, read from the environment at the moment it is needed; never stored."""

@@ -2,48 +2,68 @@
 
 Locust's users are closed loops (send, wait for the answer, send again); ``constant_throughput`` paces each
 user on its own and fires them in bursts. Here a pool of ``--max-in-flight`` users shares one schedule per
-process (``shapes.arrivals``). Free users queue on one lock; the user holding it claims the next due time,
-sleeps until it, releases the lock and sends, so only one due time is ever held, arrivals follow the schedule
-however slow the answers are, and a step change is picked up at the next claim. When every user of the pool
-is busy nobody queues: the due times that pass are dropped, counted and reported to the master, which flags
-the step.
+process: the rate ladder's arrivals (``shapes.arrivals.ArrivalClock``) or the trace's rows
+(``locustfiles.replay.TraceSchedule``). Free users queue on one lock; the user holding it claims the next due
+time, sleeps until it, releases the lock and sends, so only one due time is ever held, arrivals follow the
+schedule however slow the answers are, and a step change is picked up at the next claim. When every user of
+the pool is busy nobody queues: the due times that pass are dropped, counted and reported to the master, which
+flags the step. One loop serves both schedules; each says only which due time comes next.
 """
 
 from __future__ import annotations
 
 import time
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 from gevent.lock import Semaphore
 
 from locustfiles.messages import DROP_MESSAGE
-from locustfiles.run import RunContext
-from shapes.arrivals import ArrivalClock
+from shapes.arrivals import Claim
+from shapes.live import LiveStep
 
-_LOCKS: weakref.WeakKeyDictionary[ArrivalClock, Semaphore] = weakref.WeakKeyDictionary()
+if TYPE_CHECKING:  # run.py imports this module (its Schedule)
+    from locustfiles.run import RunContext
 
 
-def wait_for_due(ctx: RunContext, runner: Any) -> float | None:
-    """Sleep until this user's turn in the schedule and return its due time; None when nothing is to be sent."""
-    clock = ctx.arrivals
-    assert clock is not None
+class Schedule(Protocol):
+    """One process's due times in open loop, handed out one claim at a time."""
+
+    def claim(self, live: LiveStep, now_s: float, free_since_s: float) -> Claim:
+        """The next due time of step ``live.index`` for a user free since ``free_since_s`` (this process's
+        clock), and how many due times passed unsent before it (see ``Claim``)."""
+        ...
+
+
+_LOCKS: weakref.WeakKeyDictionary[Schedule, Semaphore] = weakref.WeakKeyDictionary()
+
+
+def wait_for_turn(ctx: RunContext, runner: Any) -> Claim | None:
+    """Sleep until this user's turn in ``ctx.schedule`` and return its claim (due time in this process's clock);
+    None when nothing is to be sent now (between steps, the ladder draining, a step with nothing left)."""
+    schedule = ctx.schedule
+    assert schedule is not None
     free_since = time.time()
-    lock = _LOCKS.setdefault(clock, Semaphore())
+    lock = _LOCKS.setdefault(schedule, Semaphore())
     with lock:
         while True:
             live = ctx.live
-            if live.draining or live.index is None or not live.target_rate:
+            step = live.index
+            if live.draining or step is None:
                 gevent.sleep(0.05)
                 return None
-            step = live.index
-            due, dropped = clock.claim(step, float(live.target_rate), time.time(), free_since)
-            if dropped and runner is not None:
-                runner.send_message(DROP_MESSAGE, {"step": step, "count": dropped})
-            delay = due - time.time()
+            claim = schedule.claim(live, time.time(), free_since)
+            if claim.dropped and runner is not None:
+                runner.send_message(DROP_MESSAGE, {"step": step, "count": claim.dropped})
+            if claim.due_s is None:
+                if claim.dropped:  # the schedule moved past what it dropped: claim again
+                    continue
+                gevent.sleep(0.05)
+                return None
+            delay = claim.due_s - time.time()
             if delay > 0:
                 gevent.sleep(delay)
             if ctx.live.index == step and not ctx.live.draining:
-                return due
+                return claim
             free_since = time.time()  # the step changed while it slept: claim from the new step's schedule

@@ -5,8 +5,9 @@ Row k of a window is due at ``anchor + time_k / --trace-speed``, the anchor bein
 the master announced it (``LiveStep.steady_start_s``, in the master's clock), so every load process agrees on
 the due times. Rows are handed out with the prompt sequence numbers (``locustfiles.sequencer``): the master owns
 one counter per step, so every row is sent once whatever the number of processes. Free users queue on one lock
-per process as in the rate mode (``locustfiles.pacer``): the holder takes the next row, sleeps until it is due
-and sends; a row that fell due while every user of the process was busy is dropped and counted, never sent late.
+per process as in the rate mode (``locustfiles.pacer``, whose loop serves both: here the schedule is
+``TraceSchedule``): the holder takes the next row, sleeps until it is due and sends; a row that fell due while
+every user of the process was busy is dropped and counted, never sent late.
 
 Each request is built to the row's lengths: the input from the prompt set's real text, exactly ``input_tokens``
 x ``CHARS_PER_TOKEN`` characters (what a 4-characters-per-token tokenizer counts as that many tokens; a real
@@ -19,37 +20,30 @@ prefix and a prefix cache sees the trace's reuse. Rows without ids get text of t
 from __future__ import annotations
 
 import random
-import time
-import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import gevent
-from gevent.lock import Semaphore
 
 from contract.settings import SuiteSettings
-from contract.traces import BLOCK_TOKENS, ReplayStep, TraceRow, load_trace, parse_windows, replay_steps
-from locustfiles.messages import DROP_MESSAGE
+from contract.traces import BLOCK_TOKENS, ReplayStep, TraceRow
 from locustfiles.prompts import Prompt, PromptSet
 from locustfiles.workload import CHARS_PER_TOKEN
+from shapes.arrivals import Claim
+from shapes.live import LiveStep
 
 
-@dataclass(eq=False)  # one per process, hashed by identity (its lock is kept beside it)
+@dataclass
 class Replay:
     """One process's view of the replay: the steps (windows) and the text the prompts are cut from."""
 
     steps: list[ReplayStep]
     texts: tuple[str, ...]  # the prompt set's texts, in a seeded order
     seed: int
-    exhausted: set[int] = field(default_factory=set)  # steps whose rows this process has all taken
 
     @classmethod
     def from_settings(cls, settings: SuiteSettings, prompt_set: PromptSet) -> Replay:
-        trace = load_trace(settings.trace, settings.trace_format)
         texts = [p.as_text() for p in prompt_set.prompts]
         random.Random(f"{settings.seed}:trace-text").shuffle(texts)
-        return cls(replay_steps(trace, parse_windows(settings.trace_window), settings.trace_speed), tuple(texts),
-                   settings.seed)
+        return cls(settings.trace_steps, tuple(texts), settings.seed)
 
     def row(self, step: int, seq: int) -> TraceRow:
         return self.steps[step].rows[seq]
@@ -77,35 +71,32 @@ class Replay:
         return "".join(parts)[:chars]
 
 
-_LOCKS: weakref.WeakKeyDictionary[Replay, Semaphore] = weakref.WeakKeyDictionary()
+@dataclass(eq=False)  # one per process, hashed by identity (the pacer's lock is kept beside it)
+class TraceSchedule:
+    """The trace's rows as this process's open-loop schedule (``locustfiles.pacer.Schedule``).
 
+    Row k of a step's window is due at the window's start as the master announced it, in this process's clock,
+    plus ``due_s[k]``; the rows are taken in the master's order with the prompt sequence numbers, so each is
+    sent by one process only.
+    """
 
-def wait_for_row(ctx: Any, runner: Any) -> tuple[float, int] | None:
-    """Sleep until this user's row of the trace is due; (due time in this process's clock, row) or None when
-    there is nothing to send (between steps, the window's rows all taken, or the replay over)."""
-    replay: Replay = ctx.replay
-    free_since = time.time()
-    lock = _LOCKS.setdefault(replay, Semaphore())
-    with lock:
-        while True:
-            live = ctx.live
-            step = live.index
-            if live.draining or step is None or live.steady_start_s is None or step in replay.exhausted:
-                gevent.sleep(0.05)
-                return None
-            seq = ctx.next_seq(step)
-            plan = replay.steps[step]
-            if seq >= len(plan.rows):
-                replay.exhausted.add(step)
-                continue
-            due = live.steady_start_s - ctx.clock.offset_s + plan.due_s[seq]
-            if due < free_since:  # it fell due while every user here was busy: dropped, never sent late
-                if runner is not None:
-                    runner.send_message(DROP_MESSAGE, {"step": step, "count": 1})
-                continue
-            delay = due - time.time()
-            if delay > 0:
-                gevent.sleep(delay)
-            if ctx.live.index == step and not ctx.live.draining:
-                return due, seq
-            free_since = time.time()
+    replay: Replay
+    next_seq: Callable[[int], int]  # the run's prompt numbers (locustfiles.sequencer): the row to take next
+    offset_s: Callable[[], float]  # this process's clock offset against the master's, as now measured
+    exhausted: set[int] = field(default_factory=set)  # steps whose rows this process has all taken
+
+    def claim(self, live: LiveStep, now_s: float, free_since_s: float) -> Claim:
+        """The next row of the live step; a row already due before ``free_since_s`` (it fell due while every
+        user here was busy) is dropped, never sent late: one at a time, so the pacer re-reads the step between."""
+        step, anchor = live.index, live.steady_start_s
+        if step is None or anchor is None or step in self.exhausted:
+            return Claim(None, 0)
+        seq = self.next_seq(step)
+        plan = self.replay.steps[step]
+        if seq >= len(plan.rows):
+            self.exhausted.add(step)
+            return Claim(None, 0)
+        due = anchor - self.offset_s() + plan.due_s[seq]
+        if due < free_since_s:
+            return Claim(None, 1)
+        return Claim(due, 0, seq)

@@ -32,9 +32,10 @@ from contract.settings import SettingsError, SuiteSettings, default_run_dir
 from locustfiles.deadline import DeadlineExceeded
 from locustfiles.dialects import Dialect, Sampling, dialect
 from locustfiles.link import ClockOffset
+from locustfiles.pacer import Schedule
 from locustfiles.prompts import PromptOrder, PromptSet, load_prompts
 from locustfiles.recorder import JsonlAppender, write_meta
-from locustfiles.replay import Replay
+from locustfiles.replay import Replay, TraceSchedule
 from locustfiles.sequencer import LocalSequence, WorkerSequence
 from locustfiles.serverinfo import ServerIdentity, identify
 from locustfiles.workload import Workload
@@ -64,7 +65,7 @@ class RunContext:
     sequence: LocalSequence | WorkerSequence | None = None  # prompt sequence numbers (locustfiles.sequencer)
     clock: ClockOffset = field(default_factory=ClockOffset)  # this process's clock against the master's
     live: LiveStep = field(default_factory=LiveStep)
-    arrivals: ArrivalClock | None = None  # open loop: this process's schedule of due times
+    schedule: Schedule | None = None  # open loop: this process's due times (the rates' arrivals or the trace's rows)
     workload: Workload | None = None  # per-request input and output lengths (None: as the prompts and --max-tokens)
     replay: Replay | None = None  # --trace: the trace's windows, rows and prompt text (locustfiles.replay)
     run_token: str = field(default_factory=lambda: secrets.token_hex(3))
@@ -163,17 +164,20 @@ def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, writes_re
                         fixed_id=fixed)
     run_dir = Path(plan.run_dir)
     records = JsonlAppender(run_dir / RECORDS_FILE) if writes_records else None
-    return RunContext(
+    ctx = RunContext(
         settings=settings, run_dir=run_dir, api=plan.api, model=plan.model, server=plan.server,
         sampling=Sampling(settings.max_tokens, settings.temperature, settings.ignore_eos,
                           token_ids=settings.checks_output),
         prompt_set=prompt_set, prompts=order, worker=worker, records=records, sequence=sequence,
-        arrivals=(ArrivalClock(settings.arrivals, settings.seed, worker, workers)
-                  if settings.open_loop and not settings.trace else None),
         replay=Replay.from_settings(settings, prompt_set) if settings.trace else None,
         workload=(Workload.from_settings(settings, prompt_set)
                   if settings.input_len or settings.output_len or settings.shared_prefix else None),
     )
+    if ctx.replay is not None:  # rows are taken with the run's prompt numbers, due in the master's time line
+        ctx.schedule = TraceSchedule(ctx.replay, ctx.next_seq, lambda: ctx.clock.offset_s)
+    elif settings.open_loop:
+        ctx.schedule = ArrivalClock(settings.arrivals, settings.seed, worker, workers)
+    return ctx
 
 
 _SECRET_WORDS = ("key", "token", "secret", "password", "auth")

@@ -25,9 +25,8 @@ from contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, answer_di
 from locustfiles.auth import auth_headers
 from locustfiles.conversation import Conversation
 from locustfiles.messages import RECORD_MESSAGE, START_MESSAGE
-from locustfiles.pacer import wait_for_due
+from locustfiles.pacer import wait_for_turn
 from locustfiles.prompts import Prompt
-from locustfiles.replay import wait_for_row
 from locustfiles.run import RunContext
 from locustfiles.sse import iter_events
 from locustfiles.streams import StreamState
@@ -223,21 +222,16 @@ class LLMUser(HttpUser):
             self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)
 
     def _wait_turn(self, ctx: RunContext) -> tuple[bool, float | None]:
-        """(send now?, when it was due in the master's clock): closed loop sends at once; open loop at the
-        schedule's next due time; --trace when the trace's next row is due (its row kept for ``_turn``)."""
+        """(send now?, when it was due in the master's clock): closed loop sends at once; open loop at its
+        schedule's next due time (the rates' arrivals, or the trace's next row: its row kept for ``_turn``)."""
         self._trace_seq: int | None = None
-        if ctx.replay is not None:
-            due = wait_for_row(ctx, self.environment.runner)
-            if due is None:
-                return False, None
-            self._trace_seq = due[1]
-            return True, due[0] + ctx.clock.offset_s
-        if ctx.arrivals is not None:
-            scheduled_s = wait_for_due(ctx, self.environment.runner)
-            if scheduled_s is None:
-                return False, None
-            return True, scheduled_s + ctx.clock.offset_s  # recorded in the master's clock, as start_s is
-        return True, None
+        if ctx.schedule is None:
+            return True, None
+        claim = wait_for_turn(ctx, self.environment.runner)
+        if claim is None or claim.due_s is None:
+            return False, None
+        self._trace_seq = claim.row
+        return True, claim.due_s + ctx.clock.offset_s  # recorded in the master's clock, as start_s is
 
     def _prepare(self, ctx: RunContext, scheduled_s: float | None
                  ) -> tuple[str, dict[str, Any], dict[str, str], InFlight]:

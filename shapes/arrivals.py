@@ -11,6 +11,17 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from shapes.live import LiveStep
+
+
+class Claim(NamedTuple):
+    """A free user's claim on its process's open-loop schedule (``locustfiles.pacer``)."""
+
+    due_s: float | None  # when its request is due, in this process's clock; None: nothing to send from it
+    dropped: int  # due times that passed while every user was busy: dropped (never sent late), counted
+    row: int | None = None  # --trace: the row of the step's window it sends
 
 
 @dataclass
@@ -62,8 +73,12 @@ class ArrivalClock:
         self.workers = max(1, workers)
         self.schedule: ArrivalSchedule | None = None
 
-    def claim(self, step: int, rate: float, now_s: float, free_since_s: float) -> tuple[float, int]:
-        """The next due time of ``step`` for a user free since ``free_since_s`` (see ``ArrivalSchedule``)."""
+    def claim(self, live: LiveStep, now_s: float, free_since_s: float) -> Claim:
+        """The next due time of the live step at its rate for a user free since ``free_since_s`` (see
+        ``ArrivalSchedule``); none while the step has no rate (closed loop, or between steps)."""
+        step, rate = live.index, live.target_rate
+        if step is None or not rate:
+            return Claim(None, 0)
         sched = self.schedule
         if sched is None or sched.step != step:
             # Each of N processes sends 1/N of the rate; seeded per run seed, step and process.
@@ -71,4 +86,4 @@ class ArrivalClock:
                                     seed=f"{self.seed}:{step}:{self.worker}")
             self.schedule = sched
             free_since_s = now_s
-        return sched.claim(free_since_s)
+        return Claim(*sched.claim(free_since_s))
