@@ -195,10 +195,10 @@ class LLMUser(HttpUser):
             return
         if self._ready is None:  # its first task: ready now
             self._ready = time.perf_counter()
-        go, scheduled_s = self._wait_turn(ctx)
+        go, scheduled_s, row = self._wait_turn(ctx)
         if not go:
             return
-        name, body, headers, req = self._prepare(ctx, scheduled_s)
+        name, body, headers, req = self._prepare(ctx, scheduled_s, row)
         on_wire(lambda: self._sent(ctx, req))
         try:
             self._stream(ctx, name, body, headers, req)
@@ -221,24 +221,22 @@ class LLMUser(HttpUser):
             # Logged on the entry directly: its own row, without inflating the Aggregated row.
             self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)
 
-    def _wait_turn(self, ctx: RunContext) -> tuple[bool, float | None]:
-        """(send now?, when it was due in the master's clock): closed loop sends at once; open loop at its
-        schedule's next due time (the rates' arrivals, or the trace's next row: its row kept for ``_turn``)."""
-        self._trace_seq: int | None = None
+    def _wait_turn(self, ctx: RunContext) -> tuple[bool, float | None, int | None]:
+        """(send now?, when it was due in the master's clock, with --trace the row to send): closed loop sends at
+        once; open loop at its schedule's next due time (the rates' arrivals or the trace's next row)."""
         if ctx.schedule is None:
-            return True, None
+            return True, None, None
         claim = wait_for_turn(ctx, self.environment.runner)
         if claim is None or claim.due_s is None:
-            return False, None
-        self._trace_seq = claim.row
-        return True, claim.due_s + ctx.clock.offset_s  # recorded in the master's clock, as start_s is
+            return False, None, None
+        return True, claim.due_s + ctx.clock.offset_s, claim.row  # in the master's clock, as start_s is
 
-    def _prepare(self, ctx: RunContext, scheduled_s: float | None
+    def _prepare(self, ctx: RunContext, scheduled_s: float | None, row: int | None
                  ) -> tuple[str, dict[str, Any], dict[str, str], InFlight]:
-        """The next request: its prompt (the conversation's next turn, or the next of the shared order), body,
-        headers and Locust entry name, and its in-flight state."""
+        """The next request: its prompt (the conversation's next turn, the trace's ``row``, or the next of the
+        shared order), body, headers and Locust entry name, and its in-flight state."""
         step, target_c, target_rate = ctx.live.index, ctx.live.target_c, ctx.live.target_rate
-        conv = self._turn(ctx, step)
+        conv = self._turn(ctx, step, row)
         seq, prompt = conv.seq, conv.prompt
         sampling = ctx.sampling
         if ctx.workload is not None:  # --output-len: this request's own
@@ -274,16 +272,16 @@ class LLMUser(HttpUser):
             self.environment.runner.send_message(RECORD_MESSAGE, ctx.envelope(record, answer))
         return record
 
-    def _turn(self, ctx: RunContext, step: int | None) -> Conversation:
+    def _turn(self, ctx: RunContext, step: int | None, row: int | None) -> Conversation:
         """This request: the next turn of the user's conversation, or a new one (every request without
-        --multi-turn) on the next prompt of the shared order, met to its drawn lengths and shared prefix."""
+        --multi-turn) on the trace's ``row`` or the next prompt of the shared order, met to its drawn lengths
+        and shared prefix."""
         conv: Conversation | None = getattr(self, "_conversation", None)
         if conv is not None and conv.belongs(ctx, step):
             return conv
-        trace_seq = getattr(self, "_trace_seq", None)
-        if ctx.replay is not None and step is not None and trace_seq is not None:  # --trace: the row taken
-            prompt = ctx.replay.prompt(step, trace_seq)
-            return Conversation(ctx, step, trace_seq, 1, prompt.id, prompt)
+        if ctx.replay is not None and step is not None and row is not None:  # --trace: the row taken
+            prompt = ctx.replay.prompt(step, row)
+            return Conversation(ctx, step, row, 1, prompt.id, prompt)
         seq = ctx.next_seq(step)  # request N of a level gets prompt N (locustfiles.sequencer)
         prompt = ctx.prompts.at(seq)
         if ctx.workload is not None:  # --input-len / --shared-prefix: this request's own
