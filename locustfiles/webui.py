@@ -36,7 +36,7 @@ class TokensTab:
 
     def __init__(self, env: Environment, hooks: Any) -> None:
         self.env = env
-        self.hooks = hooks  # locustfiles.hooks.RunHooks: the shape, its collector and the run's label
+        self.hooks = hooks  # locustfiles.hooks.CoordinatorHooks (or MasterHooks): the shape, its collector and the run's label
         self.final: list[TabRow] = []
         self.run_dir: Path | None = None
         self.stopped_run: Path | None = None  # the last run whose directory was ended
