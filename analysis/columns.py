@@ -27,6 +27,8 @@ def _percentiles(row: StepRow, *cells: str) -> str:
 #: Marks a level added after the ladder to pin a crossover (``REFINED_NOTE`` explains it under a table).
 REFINED_MARK = "*"
 REFINED_NOTE = "* level added after the ladder to pin the crossover (same settings and prompt order on every server)"
+REFINED_RATE_NOTE = ("* rate added after the ladder to pin a capacity under the SLO (same settings and prompt order "
+                     "on every server)")
 
 
 STEP_COLUMNS: list[Column[StepRow]] = [
@@ -153,7 +155,8 @@ CATEGORY_COLUMNS: list[Column[CategoryRow]] = [
 def slo_level_columns(open_loop: bool) -> list[Column[SloLevel]]:
     """The SLO table of a comparison: attainment and goodput of both servers per level."""
     return [
-        Column("rate req/s" if open_loop else "C", lambda lv: f"{lv.level:g}"),
+        Column("rate req/s" if open_loop else "C",
+               lambda lv: f"{lv.level:g}{REFINED_MARK if lv.baseline.refined or lv.spec.refined else ''}"),
         Column("spec SLO met", lambda lv: fmt_pct(lv.spec.slo_attainment)),
         Column("base SLO met", lambda lv: fmt_pct(lv.baseline.slo_attainment)),
         Column("spec goodput req/s", lambda lv: fmt_num(lv.spec.goodput_req_s, 2)),

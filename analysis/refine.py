@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from analysis.slo_compare import Capacity
+
 TOLERANCE = 0.15  # the interval must lie within +-15% of the crossover's value
 DEFAULT_REFINE_LEVELS = 3  # extra levels per crossing at most
 #: The bracketing levels may be at most this factor apart: the interval comes from a straight line in log C
@@ -38,7 +40,12 @@ def is_tight(x: Crossing, tolerance: float = TOLERANCE) -> bool:
         return False
     if x.above_c > MAX_BRACKET * x.below_c and x.above_c - x.below_c >= 2:
         return False
-    return (x.c - x.c_low) / x.c <= tolerance + 1e-9 and (x.c_high - x.c) / x.c <= tolerance + 1e-9
+    return within(x.c, x.c_low, x.c_high, tolerance)
+
+
+def within(value: float, low: float, high: float, tolerance: float) -> bool:
+    """Both ends of an interval within ``tolerance`` of its (positive) value."""
+    return (value - low) / value <= tolerance + 1e-9 and (high - value) / value <= tolerance + 1e-9
 
 
 def next_level(x: Crossing, tested: Iterable[int]) -> int | None:
@@ -57,7 +64,7 @@ def next_level(x: Crossing, tested: Iterable[int]) -> int | None:
 class RefinePlan:
     """The levels one refinement round adds, and why the others need none."""
 
-    levels: tuple[int, ...]
+    levels: tuple[float, ...]  # concurrencies (whole) or, in rate mode, request rates
     done: tuple[str, ...]  # one line per crossing that needs no more levels, with the reason
 
 
@@ -102,3 +109,57 @@ def crossing_statement(x: Crossing, added: int) -> str:
     how = (f"from {added} added level{'s' if added != 1 else ''}" if added
            else f"interpolated between C={x.below_c} and C={x.above_c}")
     return f"C = {x.c:.3g} ({low}-{high}), {how}"
+
+
+def capacity_is_tight(cap: Capacity, tolerance: float = TOLERANCE) -> bool:
+    """A capacity under the SLO whose 95% interval lies within ``tolerance`` of its value."""
+    if cap.value is None or cap.at_least or cap.low is None or cap.high is None or cap.value <= 0:
+        return False
+    return within(cap.value, cap.low, cap.high, tolerance)
+
+
+def next_rate(cap: Capacity, tested: Iterable[float]) -> float | None:
+    """The geometric midpoint of the rates around an interpolated capacity, to 3 significant digits; None when
+    there is no bracket (capacity unknown or above every tested rate) or the midpoint is already tested."""
+    if cap.value is None or cap.at_least or not cap.last_held or not cap.first_missed:
+        return None
+    mid = float(f"{math.sqrt(cap.last_held * cap.first_missed):.3g}")
+    if any(abs(mid - r) <= 0.01 * mid for r in (*tested, cap.last_held, cap.first_missed)):
+        return None
+    return mid
+
+
+def plan_rate_round(capacities: dict[str, Capacity], tested: Iterable[float], added: dict[str, int], *,
+                    max_added: int = DEFAULT_REFINE_LEVELS, tolerance: float = TOLERANCE) -> RefinePlan:
+    """Rate mode: one new rate per server whose capacity under the SLO is bracketed but not yet tight.
+
+    ``added``: rates already added inside each server's bracket, so ``max_added`` is per server."""
+    tested = set(tested)
+    rates: list[float] = []
+    done: list[str] = []
+    for name, cap in capacities.items():
+        if cap.value is None or cap.at_least:
+            done.append(f"{name}: capacity not bracketed by the tested rates")
+        elif capacity_is_tight(cap, tolerance):
+            done.append(f"{name}: capacity {cap.value:.3g} req/s, interval within ±{tolerance:.0%}")
+        elif added.get(name, 0) >= max_added:
+            done.append(f"{name}: {added[name]} rates added, the most --refine-levels allows")
+        else:
+            rate = next_rate(cap, tested | set(rates))
+            if rate is None:
+                done.append(f"{name}: no untested rate between {cap.last_held:g} and {cap.first_missed:g} req/s")
+            else:
+                rates.append(rate)
+    return RefinePlan(tuple(sorted(set(rates))), tuple(done))
+
+
+def added_in_bracket(cap: Capacity, tested: Iterable[float], refined: Iterable[float]) -> int:
+    """Refined rates between the ladder's own (non-refined) rates around the capacity: an added rate that became
+    an end of the bracket still counts against ``--refine-levels``."""
+    if cap.value is None or cap.at_least or cap.last_held is None or cap.first_missed is None:
+        return 0
+    extra = set(refined)
+    ladder = [r for r in tested if r not in extra]
+    below = max((r for r in ladder if r <= cap.last_held), default=0.0)
+    above = min((r for r in ladder if r >= cap.first_missed), default=math.inf)
+    return sum(1 for r in extra if below < r < above)

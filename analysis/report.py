@@ -10,6 +10,7 @@ from analysis.columns import (
     CATEGORY_COLUMNS,
     LEVEL_COLUMNS,
     REFINED_NOTE,
+    REFINED_RATE_NOTE,
     SWITCH_COLUMNS,
     has_server_side,
     server_columns,
@@ -65,6 +66,7 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
             f"- **Capacity under the SLO, baseline**: {s.baseline_capacity.text(s.unit)}", "",
             markdown_table(slo_level_columns(s.open_loop), s.levels) if s.levels else "No level with SLO figures.",
             "",
+            *([REFINED_RATE_NOTE, ""] if any(lv.baseline.refined or lv.spec.refined for lv in s.levels) else []),
         ]
     if not c.open_loop:
         md += [

@@ -194,6 +194,7 @@ def _slo_comparison_json(c: Comparison) -> dict[str, Any] | None:
         "verdict": s.verdict, "recommendation": s.recommendation,
         "levels": [{
             "level": lv.level, "goodput_ratio": lv.goodput_ratio, "goodput_tok_ratio": lv.goodput_tok_ratio,
+            "refined": lv.baseline.refined or lv.spec.refined,
             **{f"{side}_{key}": getattr(row, key) for side, row in (("spec", lv.spec), ("baseline", lv.baseline))
                for key in ("slo_attainment", "goodput_req_s", "goodput_tok_s", "slo_requests", "achieved_rate",
                            "dropped", "ttft_p99_s", "tpot_p99_s")},

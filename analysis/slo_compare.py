@@ -4,6 +4,9 @@ A server's capacity under the SLO is the highest load (request rate in open loop
 at which its SLO attainment stays at or above ``contract.slo.CAPACITY_ATTAINMENT`` (90%) at that level and
 every lower tested one. Between the last level that holds and the first that does not, it is interpolated
 linearly in attainment; a server that holds at every tested level has a capacity of "at least" the highest.
+Its 95% interval repeats the interpolation with both levels' attainment at the low, then the high end of
+their Wilson intervals (each a share of the window's requests), kept within the two levels: the sampling
+error of the attainment, not the curve's shape between the levels, which only added levels narrow (#27).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from analysis.equivalence import wilson
 from analysis.summary import RunSummary, StepRow
 from contract.slo import CAPACITY_ATTAINMENT, Slo
 
@@ -42,13 +46,17 @@ class Capacity:
     at_least: bool  # held at every tested level: the capacity is this or more
     last_held: float | None  # highest tested level that held (and all below it)
     first_missed: float | None  # lowest tested level that did not
+    low: float | None = None  # 95% interval of an interpolated value (between last_held and first_missed)
+    high: float | None = None
 
     def text(self, unit: str) -> str:
         if self.value is None:
             return f"none (misses the SLO at the lowest tested level, {self.first_missed:g} {unit})"
         if self.at_least:
             return f"at least {self.value:.3g} {unit} (holds at every tested level)"
-        return f"{self.value:.3g} {unit} (holds at {self.last_held:g}, misses at {self.first_missed:g})"
+        interval = f" (95% {self.low:.3g}-{self.high:.3g})" if self.low is not None and self.high is not None else ""
+        return (f"{self.value:.3g} {unit}{interval} (holds at {self.last_held:g}, misses at "
+                f"{self.first_missed:g})")
 
 
 @dataclass(frozen=True)
@@ -78,13 +86,33 @@ def capacity(rows: Sequence[StepRow], threshold: float = CAPACITY_ATTAINMENT) ->
             if held is None:
                 return Capacity(None, False, None, row.level)
             assert held.slo_attainment is not None
-            a0, a1 = held.slo_attainment, row.slo_attainment
-            value = held.level + (a0 - threshold) / (a0 - a1) * (row.level - held.level)
-            return Capacity(value, False, held.level, row.level)
+            value = _crossing(held.level, held.slo_attainment, row.level, row.slo_attainment, threshold)
+            ends = [_crossing(held.level, a0, row.level, a1, threshold)
+                    for a0, a1 in zip(_attainment_bounds(held), _attainment_bounds(row), strict=True)]
+            return Capacity(value, False, held.level, row.level, min(ends), max(ends))
         held = row
     if held is None:
         return Capacity(None, False, None, None)
     return Capacity(held.level, True, held.level, None)
+
+
+def _crossing(l0: float, a0: float, l1: float, a1: float, threshold: float) -> float:
+    """Where attainment falls through ``threshold`` on the straight line from (l0, a0) to (l1, a1), kept in
+    [l0, l1]: an end whose bound is already on the other side of the threshold pins that end."""
+    if a0 < threshold:
+        return l0
+    if a1 >= threshold:
+        return l1
+    return l0 + (a0 - threshold) / (a0 - a1) * (l1 - l0)
+
+
+def _attainment_bounds(row: StepRow) -> tuple[float, float]:
+    """The 95% Wilson interval of a level's attainment, from its count of requests."""
+    assert row.slo_attainment is not None
+    n = row.slo_requests or 0
+    if n == 0:
+        return row.slo_attainment, row.slo_attainment
+    return wilson(round(row.slo_attainment * n), n)
 
 
 def _paired(base: RunSummary, spec: RunSummary) -> list[SloLevel]:
