@@ -3,10 +3,10 @@ statement, and saturation on the seed case and on curves whose saturation point 
 
 from __future__ import annotations
 
-from analysis.compare import Comparison
-from analysis.crossover import Crossover, RatioPoint, find_crossovers
-from analysis.refine import added_near, crossing_statement, is_tight, next_level, plan_round
-from analysis.saturation import LoadPoint, find_saturation, skipped_levels
+from analysis.verdicts.compare import Comparison
+from analysis.verdicts.crossover import Crossover, RatioPoint, find_crossovers
+from analysis.verdicts.refine import added_near, crossing_statement, is_tight, next_level, plan_round
+from analysis.verdicts.saturation import LoadPoint, find_saturation, skipped_levels
 
 
 def _x(c: float, low: float | None, high: float | None, below: int = 10, above: int = 30) -> Crossover:
