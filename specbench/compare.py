@@ -14,7 +14,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from analysis.refine import DEFAULT_REFINE_LEVELS
+from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from contract.redact import redact
 from contract.schema import LOG_FILE
 from locustfiles.auth import auth_headers
@@ -133,7 +133,7 @@ def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tup
     report.md and written to trace.json."""
     import json
 
-    from analysis.trace_compare import compare_trace
+    from analysis.verdicts.trace_compare import compare_trace
     from contract.schema import read_run
 
     base = read_run(baseline[1])

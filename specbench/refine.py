@@ -1,6 +1,6 @@
 """After the ladders: measure extra levels around each crossover until its 95% interval is pinned (#27).
 
-Each round asks ``analysis.refine.plan_round`` for one new level per crossing that is not yet pinned (the
+Each round asks ``analysis.verdicts.refine.plan_round`` for one new level per crossing that is not yet pinned (the
 bracket's geometric midpoint), runs those levels on every server with the ladder's own settings and prompt
 order (a short ladder of just those levels, into ``RUN/refined/round-N``), and appends its steps, records,
 answers and server samples to the server's run directory, steps marked ``refined`` and renumbered after the
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.refine import (
+from analysis.verdicts.refine import (
     DEFAULT_REFINE_LEVELS,
     Crossing,
     RefinePlan,
@@ -27,7 +27,7 @@ from analysis.refine import (
     plan_rate_round,
     plan_round,
 )
-from analysis.slo_compare import Capacity, capacity
+from analysis.verdicts.slo_compare import Capacity, capacity
 from contract.schema import ANSWERS_FILE, RECORDS_FILE, STEPS_FILE, read_steps
 from contract.server_metrics import SERVER_METRICS_FILE
 from shapes.budget import fmt_duration

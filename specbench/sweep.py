@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.refine import DEFAULT_REFINE_LEVELS
+from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from specbench.compare import refine_summary, run_ladder, write_report
 from specbench.launch import LaunchError, ServerCommand, free_port
 from specbench.preflight import check_server

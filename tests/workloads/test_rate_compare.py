@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from analysis.slo_compare import capacity
-from analysis.summary import StepRow
+from analysis.records.summary import StepRow
+from analysis.verdicts.slo_compare import capacity
 
 
 def _row(rate: float, attainment: float | None) -> StepRow:
