@@ -77,23 +77,14 @@ def refine(out: Path, order: Sequence[str], dirs: dict[str, Path], run_levels: L
            max_levels: int = DEFAULT_REFINE_LEVELS, time_left: Callable[[], float | None] = lambda: None
            ) -> RefineResult:
     """Rounds of added levels on every server in ``order`` (the baseline first) until the crossings are pinned."""
-    added: list[int] = []
-    rounds = 0
-    while True:
+    def plan(rounds: int) -> RefinePlan | str:
         crossings, levels, refined = crossings_of(out, (order[0], dirs[order[0]]), [(n, dirs[n]) for n in order[1:]])
         if not crossings:
-            return RefineResult(rounds, tuple(added), "no crossover between tested levels" if not rounds
-                                else "the added levels removed the crossing")
-        plan = plan_round(crossings, levels, {x.c: added_near(x, levels, refined) for x in crossings},
+            return "no crossover between tested levels" if not rounds else "the added levels removed the crossing"
+        return plan_round(crossings, levels, {x.c: added_near(x, levels, refined) for x in crossings},
                           max_added=max_levels)
-        if not plan.levels:
-            return RefineResult(rounds, tuple(added), "; ".join(plan.done))
-        rounds += 1
-        stop = _run_round(order, dirs, run_levels, plan, rounds, time_left, "the crossover",
-                          ", ".join(f"C={c}" for c in plan.levels))
-        if stop is not None:
-            return RefineResult(rounds - (stop.returncode == 0), tuple(added), stop.reason, stop.returncode)
-        added.extend(plan.levels)
+
+    return _rounds(order, dirs, run_levels, plan, time_left, "the crossover", lambda c: f"C={c:g}")
 
 
 def refine_rates(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner, *,
@@ -104,22 +95,34 @@ def refine_rates(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelR
     Each server whose capacity lies between two tested rates gets the bracket's geometric midpoint, run on
     every server so the rates stay paired; until its interval is within +-15%, ``max_levels`` rates were
     added in its bracket, or the time budget is spent."""
+    def plan(_rounds: int) -> RefinePlan | str:
+        capacities, tested, refined = capacities_of(order, dirs)
+        if not capacities:
+            return "no SLO to judge a capacity by (give --slo)"
+        return plan_rate_round(capacities, tested, {name: added_in_bracket(cap, tested, refined)
+                                                    for name, cap in capacities.items()}, max_added=max_levels)
+
+    return _rounds(order, dirs, run_levels, plan, time_left, "the capacity under the SLO", lambda r: f"{r:g} req/s")
+
+
+def _rounds(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner,
+            plan: Callable[[int], RefinePlan | str], time_left: Callable[[], float | None], what: str,
+            shown: Callable[[float], str]) -> RefineResult:
+    """Plan a round from the runs as they are (a reason in words: nothing to refine), run it, repeat."""
     added: list[float] = []
     rounds = 0
     while True:
-        capacities, tested, refined = capacities_of(order, dirs)
-        if not capacities:
-            return RefineResult(rounds, tuple(added), "no SLO to judge a capacity by (give --slo)")
-        plan = plan_rate_round(capacities, tested, {name: added_in_bracket(cap, tested, refined)
-                                                    for name, cap in capacities.items()}, max_added=max_levels)
-        if not plan.levels:
-            return RefineResult(rounds, tuple(added), "; ".join(plan.done))
-        rounds += 1
-        stop = _run_round(order, dirs, run_levels, plan, rounds, time_left, "the capacity under the SLO",
-                          ", ".join(f"{r:g} req/s" for r in plan.levels))
+        planned = plan(rounds)
+        if isinstance(planned, str) or not planned.levels:
+            reason = planned if isinstance(planned, str) else "; ".join(planned.done)
+            return RefineResult(rounds, tuple(added), reason)
+        stop = _run_round(order, dirs, run_levels, planned, rounds + 1, time_left, what,
+                          ", ".join(shown(level) for level in planned.levels))
         if stop is not None:
-            return RefineResult(rounds - (stop.returncode == 0), tuple(added), stop.reason, stop.returncode)
-        added.extend(plan.levels)
+            ran = rounds + (stop.returncode != 0)  # a budget stop runs nothing; a failed run was a round
+            return RefineResult(ran, tuple(added), stop.reason, stop.returncode)
+        rounds += 1
+        added.extend(planned.levels)
 
 
 def _run_round(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner, plan: RefinePlan, round_no: int,

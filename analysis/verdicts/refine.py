@@ -10,7 +10,7 @@ Pure functions: the load side (``specbench.refine``) runs what these ask for.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,6 +68,36 @@ class RefinePlan:
     done: tuple[str, ...]  # one line per crossing that needs no more levels, with the reason
 
 
+@dataclass(frozen=True)
+class Target:
+    """One figure to pin (a crossing, or a server's capacity under the SLO), as the planner sees it."""
+
+    name: str  # how the stop reasons name it: "C≈14.6", "spec"
+    pinned: str | None  # why it needs no more levels (its interval is tight), or None
+    used: int  # levels already added for it
+    propose: Callable[[set[float]], float | None]  # its next level given the tested ones; None: no room
+    no_room: str  # the reason when ``propose`` finds none
+
+
+def _plan(targets: Iterable[Target], tested: Iterable[float], max_added: int, unit: str) -> RefinePlan:
+    """One new level per target that is not pinned, has room in its bracket and levels left to add."""
+    taken = set(tested)
+    levels: list[float] = []
+    done: list[str] = []
+    for t in targets:
+        if t.pinned is not None:
+            done.append(f"{t.name}: {t.pinned}")
+        elif t.used >= max_added:
+            done.append(f"{t.name}: {t.used} {unit} added, the most --refine-levels allows")
+        else:
+            level = t.propose(taken | set(levels))
+            if level is None:
+                done.append(f"{t.name}: {t.no_room}")
+            else:
+                levels.append(level)
+    return RefinePlan(tuple(sorted(set(levels))), tuple(done))
+
+
 def plan_round(crossings: Sequence[Crossing], tested: Iterable[int], added: dict[float, int] | None = None,
                *, max_added: int = DEFAULT_REFINE_LEVELS, tolerance: float = TOLERANCE) -> RefinePlan:
     """One new level per crossing that is not yet tight, has room in its bracket and levels left to add.
@@ -75,22 +105,12 @@ def plan_round(crossings: Sequence[Crossing], tested: Iterable[int], added: dict
     ``added``: levels already added near each crossing (keyed by its C; a crossing counts the added levels
     that lie between the ladder levels around it), so ``max_added`` is per crossing.
     """
-    tested = set(tested)
-    levels: list[int] = []
-    done: list[str] = []
-    for x in crossings:
-        used = (added or {}).get(x.c, 0)
-        if is_tight(x, tolerance):
-            done.append(f"C≈{x.c:.3g}: interval within ±{tolerance:.0%}")
-        elif used >= max_added:
-            done.append(f"C≈{x.c:.3g}: {used} levels added, the most --refine-levels allows")
-        else:
-            level = next_level(x, tested | set(levels))
-            if level is None:
-                done.append(f"C≈{x.c:.3g}: no untested level between C={x.below_c} and C={x.above_c}")
-            else:
-                levels.append(level)
-    return RefinePlan(tuple(sorted(set(levels))), tuple(done))
+    def target(x: Crossing) -> Target:
+        return Target(f"C≈{x.c:.3g}", f"interval within ±{tolerance:.0%}" if is_tight(x, tolerance) else None,
+                      (added or {}).get(x.c, 0), lambda taken: next_level(x, {int(c) for c in taken}),
+                      f"no untested level between C={x.below_c} and C={x.above_c}")
+
+    return _plan([target(x) for x in crossings], tested, max_added, "levels")
 
 
 def added_near(x: Crossing, levels: Sequence[int], refined: Iterable[int]) -> int:
@@ -134,23 +154,15 @@ def plan_rate_round(capacities: dict[str, Capacity], tested: Iterable[float], ad
     """Rate mode: one new rate per server whose capacity under the SLO is bracketed but not yet tight.
 
     ``added``: rates already added inside each server's bracket, so ``max_added`` is per server."""
-    tested = set(tested)
-    rates: list[float] = []
-    done: list[str] = []
-    for name, cap in capacities.items():
-        if cap.value is None or cap.at_least:
-            done.append(f"{name}: capacity not bracketed by the tested rates")
-        elif capacity_is_tight(cap, tolerance):
-            done.append(f"{name}: capacity {cap.value:.3g} req/s, interval within ±{tolerance:.0%}")
-        elif added.get(name, 0) >= max_added:
-            done.append(f"{name}: {added[name]} rates added, the most --refine-levels allows")
-        else:
-            rate = next_rate(cap, tested | set(rates))
-            if rate is None:
-                done.append(f"{name}: no untested rate between {cap.last_held:g} and {cap.first_missed:g} req/s")
-            else:
-                rates.append(rate)
-    return RefinePlan(tuple(sorted(set(rates))), tuple(done))
+    def target(name: str, cap: Capacity) -> Target:
+        if cap.value is None or cap.at_least or cap.last_held is None or cap.first_missed is None:
+            return Target(name, "capacity not bracketed by the tested rates", 0, lambda _taken: None, "")
+        pinned = (f"capacity {cap.value:.3g} req/s, interval within ±{tolerance:.0%}"
+                  if capacity_is_tight(cap, tolerance) else None)
+        return Target(name, pinned, added.get(name, 0), lambda taken: next_rate(cap, taken),
+                      f"no untested rate between {cap.last_held:g} and {cap.first_missed:g} req/s")
+
+    return _plan([target(name, cap) for name, cap in capacities.items()], tested, max_added, "rates")
 
 
 def added_in_bracket(cap: Capacity, tested: Iterable[float], refined: Iterable[float]) -> int:
