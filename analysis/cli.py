@@ -12,13 +12,13 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from analysis.compare import DEFAULT_N_BOOT, DEFAULT_SEED
-from analysis.load import load_run
-from analysis.multi import compare_many
 from analysis.outputs import write_outputs, write_summary_outputs
-from analysis.render import render_comparison, render_summary_table
-from analysis.serialize import comparison_json, summary_json
-from analysis.summary import run_label, summarize_run
+from analysis.records.load import load_run
+from analysis.records.summary import run_label, summarize_run
+from analysis.reporting.render import render_comparison, render_summary_table
+from analysis.reporting.serialize import comparison_json, summary_json
+from analysis.verdicts.compare import DEFAULT_N_BOOT, DEFAULT_SEED
+from analysis.verdicts.multi import compare_many
 from contract.schema import RECORDS_FILE, RunData, RunFormatError
 from contract.slo import Slo, SloError, parse_slo
 
@@ -116,8 +116,8 @@ def _compare(args: argparse.Namespace) -> int:
         comparison = multi.pairs[0]
         print(json.dumps(comparison_json(comparison), indent=2) if args.json else render_comparison(comparison))
     else:
-        from analysis.multi_render import render_multi
-        from analysis.multi_serialize import multi_json
+        from analysis.reporting.multi_render import render_multi
+        from analysis.reporting.multi_serialize import multi_json
 
         print(json.dumps(multi_json(multi), indent=2) if args.json else render_multi(multi))
     if args.out:

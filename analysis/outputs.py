@@ -5,21 +5,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analysis.compare import Comparison
-from analysis.equivalence_report import Named, equivalence_csv
-from analysis.html import write_html
-from analysis.multi import MultiComparison, multi_equivalences
-from analysis.render import render_comparison, render_summary_table
-from analysis.report import render_report
-from analysis.serialize import comparison_csv, comparison_json, decomposition_csv, steps_csv, summary_json
-from analysis.summary import RunSummary
+from analysis.records.summary import RunSummary
+from analysis.reporting.equivalence_report import Named, equivalence_csv
+from analysis.reporting.html import write_html
+from analysis.reporting.render import render_comparison, render_summary_table
+from analysis.reporting.report import render_report
+from analysis.reporting.serialize import comparison_csv, comparison_json, decomposition_csv, steps_csv, summary_json
+from analysis.verdicts.compare import Comparison
+from analysis.verdicts.multi import MultiComparison, multi_equivalences
 
 
 def _equivalence_plot(named: Named, out: Path, baseline_name: str) -> list[Path]:
     """equivalence_vs_c.png when at least one pair's answers were checked."""
     if not any(eq.checked for _, eq in named):
         return []
-    from analysis.equivalence_plots import plot_equivalence
+    from analysis.charts.equivalence_plots import plot_equivalence
 
     return [plot_equivalence(named, out / "equivalence_vs_c.png", baseline_name)]
 
@@ -31,7 +31,7 @@ def _write(path: Path, text: str) -> Path:
 
 def write_summary_outputs(summary: RunSummary, out_dir: str | Path) -> list[Path]:
     """summary.txt, summary.json, summary.csv and the run's plots; returns the paths written."""
-    from analysis.plots import summary_plots  # matplotlib only when files are asked for
+    from analysis.charts.plots import summary_plots  # matplotlib only when files are asked for
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -45,7 +45,7 @@ def write_summary_outputs(summary: RunSummary, out_dir: str | Path) -> list[Path
 
 def write_comparison_outputs(comparison: Comparison, out_dir: str | Path) -> list[Path]:
     """comparison.txt, report.md, report.html, comparison.csv, comparison.json and four plots; the paths."""
-    from analysis.plots import comparison_plots  # matplotlib only when files are asked for
+    from analysis.charts.plots import comparison_plots  # matplotlib only when files are asked for
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -78,9 +78,9 @@ def write_multi_outputs(multi: MultiComparison, out_dir: str | Path) -> list[Pat
     Each ``pairs/NAME/`` holds that configuration's full two-run report against the baseline (latency and
     per-category figures included), so nothing the two-run report shows is lost in the combined one.
     """
-    from analysis.multi_plots import multi_plots  # matplotlib only when files are asked for
-    from analysis.multi_render import render_multi, render_multi_report
-    from analysis.multi_serialize import multi_csv, multi_json
+    from analysis.charts.multi_plots import multi_plots  # matplotlib only when files are asked for
+    from analysis.reporting.multi_render import render_multi, render_multi_report
+    from analysis.reporting.multi_serialize import multi_csv, multi_json
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

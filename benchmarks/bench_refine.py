@@ -29,35 +29,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from emulator.costmodel import expected_throughput_for_prompts
-from emulator.profile import load_profile
-from locustfiles.target import start_emulator_process
+from costcross import model_crossing
 
-from suiteprompts import load_suite_prompts
+from locustfiles.target import start_emulator_process
 
 PAIRS = {"steps5": ("baseline", "eagle3-steps5"), "steps3": ("baseline", "eagle3-steps3"),
          "s1-s5": ("eagle3-steps1", "eagle3-steps5")}
 LADDER = "5,10,30"
-
-
-def analytic_crossing(base: str, spec: str, max_tokens: int, lo: float = 1.0, hi: float = 250.0) -> float:
-    """C where the cost model's spec / baseline throughput is 1 (bisection on log C)."""
-    prompts, _ = load_suite_prompts()
-    bp, sp = load_profile(base), load_profile(spec)
-
-    def f(c: float) -> float:
-        return math.log(expected_throughput_for_prompts(sp, c, prompts, max_tokens)
-                        / expected_throughput_for_prompts(bp, c, prompts, max_tokens))
-
-    x0, x1 = math.log(lo), math.log(hi)
-    first = f(lo) > 0
-    for _ in range(60):
-        mid = (x0 + x1) / 2
-        if (f(math.exp(mid)) > 0) == first:
-            x0 = mid
-        else:
-            x1 = mid
-    return math.exp((x0 + x1) / 2)
 
 
 def ledger_tok_s(ledger: Path, t0: float, t1: float) -> float:
@@ -137,7 +115,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-refine-") as tmp:
         for name in names:
             base, spec = PAIRS[name]
-            truth = analytic_crossing(base, spec, args.max_tokens)
+            truth = model_crossing(base, spec, args.max_tokens)
             held = tight = done = held_delivered = 0
             times = []
             print(f"\n{name}: {spec} against {base}, analytic crossing C = {truth:.2f}", flush=True)

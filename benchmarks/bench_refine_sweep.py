@@ -20,34 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from emulator.costmodel import expected_throughput_for_prompts
-from emulator.profile import load_profile
-
-from suiteprompts import load_suite_prompts
+from costcross import model_crossing
 
 PROFILES = {"off": "baseline", "steps5": "eagle3-steps5", "steps3": "eagle3-steps3", "steps1": "eagle3-steps1"}
 LADDER = "1,5,16,100"
-
-
-def crossing(a: str, b: str, max_tokens: int, lo: float = 1.0, hi: float = 250.0) -> float | None:
-    """C in [lo, hi] where the cost model's curves of a and b meet (bisection on log C); None if they do not."""
-    prompts, _ = load_suite_prompts()
-
-    def f(c: float) -> float:
-        return math.log(expected_throughput_for_prompts(load_profile(PROFILES[a]), c, prompts, max_tokens)
-                        / expected_throughput_for_prompts(load_profile(PROFILES[b]), c, prompts, max_tokens))
-
-    if (f(lo) > 0) == (f(hi) > 0):
-        return None
-    x0, x1 = math.log(lo), math.log(hi)
-    first = f(lo) > 0
-    for _ in range(60):
-        mid = (x0 + x1) / 2
-        if (f(math.exp(mid)) > 0) == first:
-            x0 = mid
-        else:
-            x1 = mid
-    return math.exp((x0 + x1) / 2)
 
 
 def main() -> int:
@@ -79,7 +55,7 @@ def main() -> int:
           f"{report.get('refined_levels')}")
     print(f"policy: {report['policy']['text']}")
     for s, line in zip(report["policy"]["switches"], report["policy"].get("switch_lines", []), strict=False):
-        truth = crossing(s["from_name"], s["to_name"], args.max_tokens)
+        truth = model_crossing(PROFILES[s["from_name"]], PROFILES[s["to_name"]], args.max_tokens)
         low = s["c_low"] if s["c_low"] is not None else 0.0
         high = s["c_high"] if s["c_high"] is not None else math.inf
         holds = truth is not None and low <= truth <= high

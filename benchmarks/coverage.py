@@ -9,8 +9,8 @@ the run's long-run throughput: the mean over all its other windows (leave-one-ou
 contains the window it judges; with K windows this makes the check slightly stricter, not looser). The truth
 of a ratio is the ratio of the two runs' long-run throughputs at the same C and seed; window i of the
 baseline is paired with window i of the spec run (independent processes). Each window gets both methods'
-intervals: the new batch means (``analysis.batch_means``) and the fallback batches of one median request
-(``analysis.bootstrap``); a window where a method gives no interval is counted apart, not as a miss. The
+intervals: the new batch means (``analysis.stats.batch_means``) and the fallback batches of one median request
+(``analysis.stats.bootstrap``); a window where a method gives no interval is counted apart, not as a miss. The
 emulator's analytic curve (``emulator.costmodel``) is printed beside the long-run figure as a sanity check.
 """
 
@@ -29,8 +29,8 @@ from typing import Any
 import gevent
 import numpy as np
 
-from analysis.batch_means import LIFETIME, batch_means_estimate, ratio_interval_t
-from analysis.bootstrap import ratio_interval, window_batches
+from analysis.stats.batch_means import LIFETIME, batch_means_estimate, ratio_interval_t
+from analysis.stats.bootstrap import ratio_interval, window_batches
 from contract.window import t975, window_throughput
 from emulator import costmodel
 from emulator.profile import load_profile

@@ -9,7 +9,7 @@ as it was at ``--old-commit`` (extracted with ``git archive``), ``--step-ci 0.03
 median request, warm-up until every user finished a request, ``max(30, 3*C)`` requests. Both use the same
 ``--max-tokens``, ``--min-step-time 2`` and ``--max-step-time``. Prints per level each run's step wall time
 (warm-up included) and its throughput's 95% half-width as each method's own report computes it (old: t over
-batches of one median request; new: ``analysis.batch_means``), then the totals and their ratio.
+batches of one median request; new: ``analysis.stats.batch_means``), then the totals and their ratio.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 from analysis import load_run
-from analysis.batch_means import estimate_throughput
-from analysis.bootstrap import window_batches
-from analysis.steps import overlapping, step_windows
-from analysis.summary import summarize_run
+from analysis.records.steps import overlapping, step_windows
+from analysis.records.summary import summarize_run
+from analysis.stats.batch_means import estimate_throughput
+from analysis.stats.bootstrap import window_batches
 from contract.window import t975
 from locustfiles.target import start_emulator_process
 

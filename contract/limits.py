@@ -53,9 +53,11 @@ LIMITS: dict[str, Limit] = {
     "max_tokens": Limit(1, 1_048_576, "no model generates more than a million tokens per request"),
     "temperature": Limit(0, 2, "the OpenAI range; servers refuse values outside it"),
     "seed": Limit(0, 2**63 - 1, "a 64-bit seed; anything larger is a typo"),
-    "connect_timeout": Limit(0, 600, "a connection not made in 10 minutes will not be made", lo_open=True),
-    "read_timeout": Limit(0, DAY_S, "a positive, finite wait: an infinite one would hang the run", lo_open=True),
-    "request_timeout": Limit(0, 7 * DAY_S, "a positive, finite wait per request", lo_open=True),
+    "connect_timeout": Limit(0.001, 600, "a connection not made in 10 minutes will not be made; none is made in "
+                                         "under a millisecond"),
+    "read_timeout": Limit(0.001, DAY_S, "a finite wait of at least a millisecond: an infinite one would hang the "
+                                      "run, a shorter one ends every stream"),
+    "request_timeout": Limit(0.001, 7 * DAY_S, "a finite wait per request of at least a millisecond"),
     "warmup_time": Limit(0, DAY_S, "a warm-up longer than a day is a typo"),
     "min_requests": Limit(0, 10_000_000, "every record of a step is held in memory"),
     "min_step_time": Limit(0, DAY_S, "a step longer than a day is a typo"),
@@ -66,8 +68,10 @@ LIMITS: dict[str, Limit] = {
     "max_in_flight": Limit(1, 1_000_000, "each request in flight holds a connection"),
     "multi_turn": Limit(1, 1000, "each turn resends the whole conversation; beyond this no context fits"),
     "stop_after_saturation": Limit(-1, 1000, "a count of ladder levels (-1: off); a ladder has fewer than this"),
-    "emulator_speed": Limit(0, 1000, "a positive, finite time scale; faster than 1000x the emulator's timers "
-                                     "cannot keep up", lo_open=True),
+    "emulator_speed": Limit(0.001, 1000, "a positive, finite time scale; faster than 1000x the emulator's timers "
+                                         "cannot keep up, slower than 1/1000 never ends a request"),
+    "trace_speed": Limit(0.001, 1_000_000, "a positive, finite replay speed; at 1/1000 a trace minute takes "
+                                          "17 hours"),
 }
 
 

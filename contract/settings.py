@@ -50,6 +50,7 @@ from contract.redact import looks_like_env_name, register_key_env
 from contract.slo import SloError, parse_rates, parse_slo
 from contract.traces import FORMATS as TRACE_FORMATS
 from contract.traces import ReplayStep, TraceError, load_trace, parse_windows, replay_steps
+from specbench_config import data_path
 
 LOAD_MODES: tuple[str, ...] = ("ladder", "users")
 _OPTION = "specbench_option"  # key of an option's declaration in its field's metadata
@@ -134,10 +135,12 @@ def explicit_dests(argv: list[str]) -> set[str]:
 def load_profile(path: str) -> dict[str, Any]:
     """Read a YAML suite profile into {dest: value}, checking keys and types against OPTIONS."""
     file = Path(path)
-    if not file.is_file():
-        raise SettingsError(f"{path}: suite config file not found")
     try:
+        if not file.is_file():
+            raise SettingsError(f"--suite-config {path[:200]}: no such file")
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except OSError as exc:  # a name the file system refuses (too long, NUL byte) or an unreadable file
+        raise SettingsError(f"--suite-config {path[:200]!r}: cannot read it ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -290,6 +293,42 @@ def _check_budget(text: str, flag: str) -> None:
         parse_duration(text, flag)
 
 
+_NAME_MAX_BYTES = 255  # one file-name component on Linux, macOS and Windows file systems
+_PATH_MAX_BYTES = 4096
+
+
+def check_text(text: str, flag: str) -> None:
+    """Names and labels go into records, headers and file names: a control character is a paste error."""
+    bad = next((i for i, ch in enumerate(text) if ord(ch) < 32 or ord(ch) == 127), None)
+    if bad is not None:
+        raise SettingsError(f"{flag}: control character {ord(text[bad]):#04x} at position {bad + 1}; "
+                            "expected printable text")
+
+
+def check_path_text(text: str, flag: str) -> None:
+    """A path the file system can hold: printable, each name at most 255 bytes, the whole at most 4096."""
+    check_text(text, flag)
+    if len(text.encode("utf-8")) > _PATH_MAX_BYTES:
+        raise SettingsError(f"{flag}: a path of {len(text.encode('utf-8'))} bytes; expected at most {_PATH_MAX_BYTES}")
+    longest = max((part for part in re.split(r"[/\\]", text)), key=lambda p: len(p.encode("utf-8")), default="")
+    if len(longest.encode("utf-8")) > _NAME_MAX_BYTES:
+        raise SettingsError(f"{flag}: the name {longest[:40]!r}... is {len(longest.encode('utf-8'))} bytes; a file "
+                            f"system holds at most {_NAME_MAX_BYTES} per name")
+
+
+def check_emulator_profile(name: str, flag: str) -> None:
+    """A built-in profile name or a YAML file, known before any process starts (no --host needs it)."""
+    check_path_text(name, flag)
+    if name.endswith((".yaml", ".yml")) or "/" in name or "\\" in name:
+        if not Path(name).is_file():
+            raise SettingsError(f"{flag}: {name}: no such profile file")
+        return
+    builtin = sorted(p.stem for p in data_path("emulator").glob("*.yaml"))
+    if name not in builtin:
+        raise SettingsError(f"{flag}: no built-in profile named {name!r}; expected one of {', '.join(builtin)} "
+                            "or a YAML file")
+
+
 def default_run_dir(label: str) -> Path:
     """runs/LABEL-YYYYmmdd-HHMMSS: a fresh directory for every run (and every Start in the web UI)."""
     return Path("runs") / f"{safe_label(label)}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -309,9 +348,10 @@ class SuiteSettings:
                               choices=("diverse", "fixed"))
     prompt_id: str = option("", "with --prompt-mode fixed: the prompt id to repeat (default: the first in order)")
     seed: int = option(0, "seed of the prompt order")
-    label: str = option("run", "run label written into every record (e.g. baseline, eagle3)")
-    out: str = option("", "run directory (default runs/LABEL-YYYYmmdd-HHMMSS)", web_ui=False)
-    model: str = option("", "model name for the OpenAI routes (default: the first of the server's /v1/models)")
+    label: str = option("run", "run label written into every record (e.g. baseline, eagle3)", check=check_text)
+    out: str = option("", "run directory (default runs/LABEL-YYYYmmdd-HHMMSS)", web_ui=False, check=check_path_text)
+    model: str = option("", "model name for the OpenAI routes (default: the first of the server's /v1/models)",
+                        check=check_text)
     api_key_env: str = option("", "name of the environment variable holding the API key (never the key itself)",
                               check=check_api_key_env)
     connect_timeout: float = option(10.0, "seconds to connect")
@@ -379,11 +419,11 @@ class SuiteSettings:
                                         "saturation every server shows; levels stay paired); -1: off")
     # -- this process, not the run (kept out of meta.json) --
     emulator_profile: str = option("baseline", "with no --host: built-in emulator profile to start", web_ui=False,
-                                   meta=False)
+                                   meta=False, check=check_emulator_profile)
     emulator_speed: float = option(1.0, "with no --host: time scale of the built-in emulator", web_ui=False,
                                    meta=False)
     suite_config: str = option("", "YAML profile setting any of these options (command line wins)", web_ui=False,
-                               meta=False)
+                               meta=False, check=check_path_text)
     console: str = option("locust", "terminal output: locust (Locust's own), progress (the suite's lines only; "
                           "Locust's log and tables go to --logfile), all (everything, and --logfile too)",
                           choices=("locust", "progress", "all"), web_ui=False, meta=False)

@@ -228,6 +228,13 @@ def load_prompts(spec: str | Path) -> PromptSet:
     spec_str = str(spec)
     if not spec_str.strip():
         raise PromptError(f"empty prompt set name; built-in sets: {_available_text()}")
+    try:
+        return _find_and_load(spec, spec_str)
+    except OSError as e:  # a name the file system refuses (too long, NUL): the user's input, not our fault
+        raise PromptError(f"{spec_str[:80]!r}: not a usable file name ({e.strerror or e})") from None
+
+
+def _find_and_load(spec: str | Path, spec_str: str) -> PromptSet:
     path = Path(spec_str).expanduser()
     is_bare_name = isinstance(spec, str) and _NAME_RE.match(spec_str) is not None and path.suffix == ""
     if is_bare_name:

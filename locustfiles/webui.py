@@ -3,7 +3,7 @@
 Served by Locust's own Flask app (``environment.web_ui.app``) through the React UI's extension points: the tab
 and its columns are ``extended_tabs`` / ``extended_tables`` template arguments, its rows ride along in the
 ``/stats/requests`` JSON the UI polls every 2 s (``extended_stats``), and the CSV and report links are
-``extended_csv_files`` (the "Download Data" tab). The figures are ``analysis.live``'s, computed on the process
+``extended_csv_files`` (the "Download Data" tab). The figures are ``analysis.reporting.live``'s, computed on the process
 that serves the UI: the master, which receives every record by message (``shapes.collector``).
 """
 
@@ -20,7 +20,16 @@ from flask import Response, request, send_from_directory
 from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
-from analysis.live import OpenStep, TabRow, closing_row, final_row, live_row, tab_cells, tab_csv, tab_structure
+from analysis.reporting.live import (
+    OpenStep,
+    TabRow,
+    closing_row,
+    final_row,
+    live_row,
+    tab_cells,
+    tab_csv,
+    tab_structure,
+)
 from contract.schema import RunFormatError, StepRecord
 
 log = logging.getLogger("specbench.webui")
@@ -36,7 +45,7 @@ class TokensTab:
 
     def __init__(self, env: Environment, hooks: Any) -> None:
         self.env = env
-        self.hooks = hooks  # locustfiles.hooks.CoordinatorHooks (or MasterHooks): the shape, its collector and the run's label
+        self.hooks = hooks  # locustfiles.hooks.CoordinatorHooks: the shape, its collector and the run's label
         self.final: list[TabRow] = []
         self.run_dir: Path | None = None
         self.stopped_run: Path | None = None  # the last run whose directory was ended
@@ -110,10 +119,11 @@ class TokensTab:
 
 
 def _render_report(run_dir: Path, base: str) -> str:
-    from analysis.load import load_run  # matplotlib and the rest of the analysis only when a report is asked for
+    # matplotlib and the rest of the analysis only when a report is asked for
     from analysis.outputs import write_summary_outputs
-    from analysis.render import render_summary_table
-    from analysis.summary import summarize_run
+    from analysis.records.load import load_run
+    from analysis.records.summary import summarize_run
+    from analysis.reporting.render import render_summary_table
 
     try:
         summary = summarize_run(load_run(run_dir))

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from locust import LoadTestShape
 from locust.runners import MasterRunner
 
-from analysis.batch_means import window_precision
+from analysis.stats.batch_means import window_precision
 from contract.schema import StepRecord
 from contract.settings import SuiteSettings, parse_duration, settings_of
 from locustfiles.messages import STEP_MESSAGE

@@ -1,7 +1,7 @@
 """``--stop-after-saturation N``: end a closed-loop ladder N levels after the server saturated (#27).
 
 The ladder notes each closed step's throughput (with its 95% half-width) and median TTFT, and before starting
-the next level asks ``analysis.saturation.find_saturation``: once a level is at the maximum throughput within
+the next level asks ``analysis.verdicts.saturation.find_saturation``: once a level is at the maximum throughput within
 noise while TTFT grows above it, the levels more than N beyond it are skipped. The decision waits for the
 step's books to close (its last requests finish, about one request lifetime, while the users keep the level's
 load), so it judges the same exact figures the report does. ``specbench compare`` then measures on every
@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from analysis.saturation import LoadPoint, Saturation, find_saturation
+from analysis.verdicts.saturation import LoadPoint, Saturation, find_saturation
 from contract.schema import RequestRecord, StepRecord
 from contract.settings import SuiteSettings
 

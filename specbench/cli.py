@@ -278,7 +278,8 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
                      extra=passed_on(args) + extra, time_budget_s=budget, verbose=args.verbose,
-                     refine_levels=refine, stop_after_saturation=settings.stop_after_saturation)
+                     refine_levels=refine, stop_after_saturation=settings.stop_after_saturation,
+                     rate_mode=bool(settings.rate_ladder))
     return run_compare(job)
 
 

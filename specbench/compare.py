@@ -14,7 +14,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from analysis.refine import DEFAULT_REFINE_LEVELS
+from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from contract.redact import redact
 from contract.schema import LOG_FILE
 from locustfiles.auth import auth_headers
@@ -28,6 +28,7 @@ from specbench.refine import (
     budget_clock,
     pair_levels,
     refine,
+    refine_rates,
 )
 
 
@@ -48,6 +49,7 @@ class CompareJob:
     verbose: bool = False  # Locust's own output on the terminal too (always in each run's locust.log)
     refine_levels: int = DEFAULT_REFINE_LEVELS  # extra levels per crossover after the ladders; 0: none (#27)
     stop_after_saturation: int = -1  # the validated --stop-after-saturation (flag or profile); -1: off (#27)
+    rate_mode: bool = False  # --rate-ladder: refinement adds rates around each capacity under the SLO (#27)
 
     def common_api(self) -> str:
         """One API for every run, so all are measured the same way."""
@@ -131,7 +133,7 @@ def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tup
     report.md and written to trace.json."""
     import json
 
-    from analysis.trace_compare import compare_trace
+    from analysis.verdicts.trace_compare import compare_trace
     from contract.schema import read_run
 
     base = read_run(baseline[1])
@@ -196,11 +198,11 @@ def level_runner(job: CompareJob, api: str) -> LevelRunner:
     """Runs just some levels on one server with the job's settings (its prompt order, API, options) (#27)."""
     urls = {job.baseline_name: job.baseline.identity.url, **{name: pre.identity.url for name, pre in job.specs}}
 
-    def run_levels(name: str, levels: list[int], sub: Path, share: float | None) -> int:
+    def run_levels(name: str, levels: list[float], sub: Path, share: float | None) -> int:
         budget = ["--time-budget", f"{share:.0f}s"] if share else []
+        ladder = ["--rate-ladder" if job.rate_mode else "--ladder", ",".join(f"{level:g}" for level in levels)]
         return run_ladder(name, urls[name], sub, api=api, suite_config=job.suite_config, processes=job.processes,
-                          extra=[*budget, *job.extra, "--ladder", ",".join(map(str, levels)),
-                                 "--stop-after-saturation", "-1"],
+                          extra=[*budget, *job.extra, *ladder, "--stop-after-saturation", "-1"],
                           flush=job.flush_cache, api_key=job.api_key, verbose=job.verbose).returncode
 
     return run_levels
@@ -208,13 +210,21 @@ def level_runner(job: CompareJob, api: str) -> LevelRunner:
 
 def refine_compare(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
     """Extra levels around each crossover on every server, same settings and prompt order (#27)."""
-    result = refine(job.out, list(dirs), dirs, level_runner(job, api), max_levels=job.refine_levels,
-                    time_left=budget_clock(job.time_budget_s, began))
-    print(refine_summary(result.levels, result.reason), flush=True)
+    clock = budget_clock(job.time_budget_s, began)
+    if job.rate_mode:
+        result = refine_rates(list(dirs), dirs, level_runner(job, api), max_levels=job.refine_levels,
+                              time_left=clock)
+    else:
+        result = refine(job.out, list(dirs), dirs, level_runner(job, api), max_levels=job.refine_levels,
+                        time_left=clock)
+    print(refine_summary(result.levels, result.reason, rates=job.rate_mode), flush=True)
     return result.returncode
 
 
-def refine_summary(levels: tuple[int, ...], reason: str) -> str:
+def refine_summary(levels: tuple[float, ...], reason: str, *, rates: bool = False) -> str:
     """One line on what refinement added and why it stopped."""
-    added = ", ".join(f"C={c}" for c in levels) if levels else "no level"
+    if rates:
+        added = ", ".join(f"{r:g} req/s" for r in levels) if levels else "no rate"
+        return f"capacity refinement: added {added}; stopped: {reason}"
+    added = ", ".join(f"C={c:g}" for c in levels) if levels else "no level"
     return f"crossover refinement: added {added}; stopped: {reason}"

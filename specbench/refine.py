@@ -1,6 +1,6 @@
 """After the ladders: measure extra levels around each crossover until its 95% interval is pinned (#27).
 
-Each round asks ``analysis.refine.plan_round`` for one new level per crossing that is not yet pinned (the
+Each round asks ``analysis.verdicts.refine.plan_round`` for one new level per crossing that is not yet pinned (the
 bracket's geometric midpoint), runs those levels on every server with the ladder's own settings and prompt
 order (a short ladder of just those levels, into ``RUN/refined/round-N``), and appends its steps, records,
 answers and server samples to the server's run directory, steps marked ``refined`` and renumbered after the
@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.refine import DEFAULT_REFINE_LEVELS, Crossing, added_near, plan_round
+from analysis.verdicts.refine import (
+    DEFAULT_REFINE_LEVELS,
+    Crossing,
+    RefinePlan,
+    added_in_bracket,
+    added_near,
+    plan_rate_round,
+    plan_round,
+)
+from analysis.verdicts.slo_compare import Capacity, capacity
 from contract.schema import ANSWERS_FILE, RECORDS_FILE, STEPS_FILE, read_steps
 from contract.server_metrics import SERVER_METRICS_FILE
 from shapes.budget import fmt_duration
@@ -26,15 +35,16 @@ from shapes.budget import fmt_duration
 REFINE_SHARE = 0.25  # of a --time-budget kept for refinement when it is on (the ladders share the rest)
 ROUND_OVERHEAD_S = 6.0  # starting Locust and closing a one-level ladder, on top of the step itself
 
-#: Runs one short ladder of ``levels`` on the named server into ``run_dir`` with ``budget_s`` (None: no budget);
-#: returns the Locust exit code (0, 3 for too many errors, 130 when interrupted, else failed).
-LevelRunner = Callable[[str, list[int], Path, float | None], int]
+#: Runs one short ladder of ``levels`` (concurrencies, or request rates in rate mode) on the named server into
+#: ``run_dir`` with ``budget_s`` (None: no budget); returns the Locust exit code (0, 3 for too many errors, 130
+#: when interrupted, else failed).
+LevelRunner = Callable[[str, list[float], Path, float | None], int]
 
 
 @dataclass(frozen=True)
 class RefineResult:
     rounds: int
-    levels: tuple[int, ...]  # every level added, in order
+    levels: tuple[float, ...]  # every level (or rate) added, in order
     reason: str  # why it stopped, in words
     returncode: int = 0  # a failed or interrupted refinement run's code; 0 otherwise
 
@@ -67,34 +77,94 @@ def refine(out: Path, order: Sequence[str], dirs: dict[str, Path], run_levels: L
            max_levels: int = DEFAULT_REFINE_LEVELS, time_left: Callable[[], float | None] = lambda: None
            ) -> RefineResult:
     """Rounds of added levels on every server in ``order`` (the baseline first) until the crossings are pinned."""
-    added: list[int] = []
-    rounds = 0
-    while True:
+    def plan(rounds: int) -> RefinePlan | str:
         crossings, levels, refined = crossings_of(out, (order[0], dirs[order[0]]), [(n, dirs[n]) for n in order[1:]])
         if not crossings:
-            return RefineResult(rounds, tuple(added), "no crossover between tested levels" if not rounds
-                                else "the added levels removed the crossing")
-        plan = plan_round(crossings, levels, {x.c: added_near(x, levels, refined) for x in crossings},
+            return "no crossover between tested levels" if not rounds else "the added levels removed the crossing"
+        return plan_round(crossings, levels, {x.c: added_near(x, levels, refined) for x in crossings},
                           max_added=max_levels)
-        if not plan.levels:
-            return RefineResult(rounds, tuple(added), "; ".join(plan.done))
-        need = len(order) * (len(plan.levels) * _step_s(dirs[order[0]]) + ROUND_OVERHEAD_S)
-        left = time_left()
-        if left is not None and need > left:
-            return RefineResult(rounds, tuple(added), f"time budget spent: the next round needs about "
-                                f"{fmt_duration(need)}, {fmt_duration(max(0.0, left))} is left")
+
+    return _rounds(order, dirs, run_levels, plan, time_left, "the crossover", lambda c: f"C={c:g}")
+
+
+def refine_rates(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner, *,
+                 max_levels: int = DEFAULT_REFINE_LEVELS, time_left: Callable[[], float | None] = lambda: None
+                 ) -> RefineResult:
+    """Rate mode: rounds of added rates on every server until each capacity under the SLO is pinned (#27).
+
+    Each server whose capacity lies between two tested rates gets the bracket's geometric midpoint, run on
+    every server so the rates stay paired; until its interval is within +-15%, ``max_levels`` rates were
+    added in its bracket, or the time budget is spent."""
+    def plan(_rounds: int) -> RefinePlan | str:
+        capacities, tested, refined = capacities_of(order, dirs)
+        if not capacities:
+            return "no SLO to judge a capacity by (give --slo)"
+        return plan_rate_round(capacities, tested, {name: added_in_bracket(cap, tested, refined)
+                                                    for name, cap in capacities.items()}, max_added=max_levels)
+
+    return _rounds(order, dirs, run_levels, plan, time_left, "the capacity under the SLO", lambda r: f"{r:g} req/s")
+
+
+def _rounds(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner,
+            plan: Callable[[int], RefinePlan | str], time_left: Callable[[], float | None], what: str,
+            shown: Callable[[float], str]) -> RefineResult:
+    """Plan a round from the runs as they are (a reason in words: nothing to refine), run it, repeat."""
+    added: list[float] = []
+    rounds = 0
+    while True:
+        planned = plan(rounds)
+        if isinstance(planned, str) or not planned.levels:
+            reason = planned if isinstance(planned, str) else "; ".join(planned.done)
+            return RefineResult(rounds, tuple(added), reason)
+        stop = _run_round(order, dirs, run_levels, planned, rounds + 1, time_left, what,
+                          ", ".join(shown(level) for level in planned.levels))
+        if stop is not None:
+            ran = rounds + (stop.returncode != 0)  # a budget stop runs nothing; a failed run was a round
+            return RefineResult(ran, tuple(added), stop.reason, stop.returncode)
         rounds += 1
-        at = ", ".join(f"C={c}" for c in plan.levels)
-        print(f"refining the crossover: round {rounds} adds {at} on every server", flush=True)
-        for n, name in enumerate(order):
-            share = None if left is None else max(1.0, left / (len(order) - n))
-            sub = dirs[name] / "refined" / f"round-{rounds}"
-            code = run_levels(name, list(plan.levels), sub, share)
-            if code not in (0, 3):
-                return RefineResult(rounds, tuple(added), "a refinement run failed or was interrupted", code)
-            merge_refined(dirs[name], sub, f"r{rounds}")
-            left = time_left()
-        added.extend(plan.levels)
+        added.extend(planned.levels)
+
+
+def _run_round(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner, plan: RefinePlan, round_no: int,
+               time_left: Callable[[], float | None], what: str, at: str) -> RefineResult | None:
+    """One round's levels on every server, merged into each run; a RefineResult when the refinement must stop
+    (the budget cannot hold the round: returncode 0, nothing run; a run failed: its code)."""
+    need = len(order) * (len(plan.levels) * _step_s(dirs[order[0]]) + ROUND_OVERHEAD_S)
+    left = time_left()
+    if left is not None and need > left:
+        return RefineResult(0, (), f"time budget spent: the next round needs about {fmt_duration(need)}, "
+                            f"{fmt_duration(max(0.0, left))} is left")
+    print(f"refining {what}: round {round_no} adds {at} on every server", flush=True)
+    for n, name in enumerate(order):
+        share = None if left is None else max(1.0, left / (len(order) - n))
+        sub = dirs[name] / "refined" / f"round-{round_no}"
+        code = run_levels(name, list(plan.levels), sub, share)
+        if code not in (0, 3):
+            return RefineResult(0, (), "a refinement run failed or was interrupted", code)
+        merge_refined(dirs[name], sub, f"r{round_no}")
+        left = time_left()
+    return None
+
+
+def capacities_of(order: Sequence[str], dirs: dict[str, Path]
+                  ) -> tuple[dict[str, Capacity], list[float], list[float]]:
+    """Each server's capacity under its run's SLO (rates with a window), every tested rate, the added ones."""
+    from analysis import load_run, summarize_run
+
+    capacities: dict[str, Capacity] = {}
+    tested: set[float] = set()
+    refined: set[float] = set()
+    for name in order:
+        if not (dirs[name] / RECORDS_FILE).exists():
+            continue
+        summary = summarize_run(load_run(dirs[name]), name=name)
+        if summary.slo is None:
+            return {}, [], []
+        rows = [r for r in summary.rows if r.target_rate is not None and r.window_s]
+        capacities[name] = capacity(rows)
+        tested.update(r.level for r in rows)
+        refined.update(r.level for r in rows if r.refined)
+    return capacities, sorted(tested), sorted(refined)
 
 
 def _step_s(run_dir: Path) -> float:

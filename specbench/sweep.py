@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.refine import DEFAULT_REFINE_LEVELS
+from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from specbench.compare import refine_summary, run_ladder, write_report
 from specbench.launch import LaunchError, ServerCommand, free_port
 from specbench.preflight import check_server
@@ -68,11 +68,11 @@ def refine_sweep(job: SweepJob, api: str) -> int:
     entries = {e.name: e for e in job.sweep.entries}
     order = [job.sweep.baseline.name, *(e.name for e in job.sweep.entries if not e.baseline)]
 
-    def run_levels(name: str, levels: list[int], sub: Path, share: float | None) -> int:
+    def run_levels(name: str, levels: list[float], sub: Path, share: float | None) -> int:
         budget = ["--time-budget", f"{share:.0f}s"] if share else []
         try:
             return _one(entries[name], job, api, run_dir=sub,
-                        extra=[*budget, *job.extra, "--ladder", ",".join(map(str, levels))])[1]
+                        extra=[*budget, *job.extra, "--ladder", ",".join(f"{c:g}" for c in levels)])[1]
         except KeyboardInterrupt:
             return 130
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.summary import summarize_run
+from analysis.records.summary import summarize_run
 from contract.policy import CLIENT_LAG_FLOOR_MS
 from contract.schema import read_run
 from tests.conftest import FAST_LADDER, REPO, ledger, locust_cmd

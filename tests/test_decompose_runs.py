@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 from analysis import compare_runs, load_run
-from analysis.compare import Comparison
-from analysis.decompose import Decomposition
-from analysis.decompose_report import DECOMPOSITION_FIELDS
-from analysis.multi import compare_many
 from analysis.outputs import write_comparison_outputs, write_multi_outputs
-from analysis.steps import measured_ok, step_windows
+from analysis.records.steps import measured_ok, step_windows
+from analysis.reporting.decompose_report import DECOMPOSITION_FIELDS
+from analysis.verdicts.compare import Comparison
+from analysis.verdicts.decompose import Decomposition
+from analysis.verdicts.multi import compare_many
 from contract.schema import RunData
 from tests.conftest import ledger, run_locust
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from analysis import compare_many, compare_runs, load_run, write_outputs
-from analysis.equivalence import Answer, Changes, first_difference, run_answers, verdict
-from analysis.multi_render import render_multi
+from analysis.reporting.multi_render import render_multi
+from analysis.verdicts.equivalence import Answer, Changes, first_difference, run_answers, verdict
 from contract.schema import ANSWERS_FILE, RunData
 from locustfiles.target import start_emulator_process
 from tests.conftest import FAST_LADDER, ledger, read_jsonl, run_locust

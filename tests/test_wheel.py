@@ -91,6 +91,23 @@ def test_the_wheel_carries_code_data_and_locustfile_and_nothing_of_the_checkout(
     assert found["demo"]
 
 
+def test_the_wheel_carries_every_package_of_the_checkout(installed: Path, tmp_path: Path) -> None:
+    """pyproject lists packages by name: a subpackage left off the list (analysis.stats, ...) is not installed."""
+    packages = sorted(".".join(init.parent.relative_to(REPO).parts)
+                      for top in ("analysis", "contract", "emulator", "locustfiles", "shapes", "specbench")
+                      for init in (REPO / top).rglob("__init__.py"))
+    assert "analysis.stats" in packages
+    code = ("import importlib, json, sys; print(json.dumps({name: importlib.import_module(name).__file__"
+            " for name in sys.argv[1:]}))")
+    python = installed / ("python.exe" if os.name == "nt" else "python")
+    found = json.loads(_run([str(python), "-c", code, *packages], cwd=tmp_path, timeout=60,
+                            env=_outside_env(tmp_path)).stdout)
+    venv_root = installed.parent.resolve()
+    assert sorted(found) == packages
+    for name, path in found.items():
+        assert Path(path).resolve().is_relative_to(venv_root), f"{name} is not from the installed wheel"
+
+
 def test_specbench_demo_runs_from_the_installed_wheel_outside_the_checkout(installed: Path, tmp_path: Path) -> None:
     specbench = installed / ("specbench.exe" if os.name == "nt" else "specbench")
     proc = _run([str(specbench), "demo", "--out", "report", *SHORT_DEMO], cwd=tmp_path, timeout=180,

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis.batch_means import (
+from analysis.stats.batch_means import (
     BATCH_MEANS,
     LIFETIME,
     NO_INTERVAL,
@@ -21,7 +21,7 @@ from analysis.batch_means import (
     ratio_interval_t,
     window_precision,
 )
-from analysis.rate_series import token_rate_series
+from analysis.stats.rate_series import token_rate_series
 from contract.window import window_throughput
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from synthetic_runs import DEFAULT_PROMPTS, Prompt, small_pair, write_run
 
-from analysis.categories import ALL
-from analysis.compare import compare_runs
-from analysis.load import load_run
-from analysis.render import render_comparison
+from analysis.records.load import load_run
+from analysis.reporting.render import render_comparison
+from analysis.verdicts.categories import ALL
+from analysis.verdicts.compare import compare_runs
 
 
 @pytest.fixture(scope="module")

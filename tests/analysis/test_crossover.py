@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from analysis.crossover import RatioPoint, crossing_log_c, find_crossovers, judge
-from analysis.recommend import LevelThroughput, recommend
+from analysis.verdicts.crossover import RatioPoint, crossing_log_c, find_crossovers, judge
+from analysis.verdicts.recommend import LevelThroughput, recommend
 
 
 def test_crossing_is_interpolated_on_log_concurrency() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analysis.equivalence import run_answers
+from analysis.verdicts.equivalence import run_answers
 from contract.schema import RunData
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis import compare_runs, comparison_json, load_run, render_comparison, render_summary_table
-from analysis.summary import summarize_run
+from analysis.records.summary import summarize_run
 from tests.analysis.synthetic_runs import small_pair, write_run
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from synthetic_runs import Level, RunSpec, write_run
 
-from analysis.columns import STEP_COLUMNS
-from analysis.live import OpenStep, exact_until, final_row, live_row, tab_cells, tab_csv, tab_structure
-from analysis.load import load_run
-from analysis.summary import summarize_run
+from analysis.records.load import load_run
+from analysis.records.summary import summarize_run
+from analysis.reporting.columns import STEP_COLUMNS
+from analysis.reporting.live import OpenStep, exact_until, final_row, live_row, tab_cells, tab_csv, tab_structure
 
 SPEC = RunSpec("tab", [Level(1, 100.0, tokens=16), Level(3, 240.0, tokens=16, error_every=7),
                        Level(5, 300.0, tokens=16, users=4)])

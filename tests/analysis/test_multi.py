@@ -14,11 +14,11 @@ import pytest
 from synthetic_runs import Level, RunSpec, write_run
 
 from analysis.cli import main as analysis_main
-from analysis.crossover import crossing_log_c
-from analysis.load import load_run
-from analysis.multi import compare_many
 from analysis.outputs import write_comparison_outputs, write_outputs
-from analysis.policy import Candidate, switching_policy
+from analysis.records.load import load_run
+from analysis.verdicts.crossover import crossing_log_c
+from analysis.verdicts.multi import compare_many
+from analysis.verdicts.policy import Candidate, switching_policy
 
 LEVELS = (1, 4, 16, 64)
 CURVES = {"off": (100.0, 300.0, 600.0, 800.0), "s5": (200.0, 420.0, 560.0, 560.0),

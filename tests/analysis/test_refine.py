@@ -3,10 +3,21 @@ statement, and saturation on the seed case and on curves whose saturation point 
 
 from __future__ import annotations
 
-from analysis.compare import Comparison
-from analysis.crossover import Crossover, RatioPoint, find_crossovers
-from analysis.refine import added_near, crossing_statement, is_tight, next_level, plan_round
-from analysis.saturation import LoadPoint, find_saturation, skipped_levels
+from analysis.verdicts.compare import Comparison
+from analysis.verdicts.crossover import Crossover, RatioPoint, find_crossovers
+from analysis.verdicts.refine import (
+    added_in_bracket,
+    added_near,
+    capacity_is_tight,
+    crossing_statement,
+    is_tight,
+    next_level,
+    next_rate,
+    plan_rate_round,
+    plan_round,
+)
+from analysis.verdicts.saturation import LoadPoint, find_saturation, skipped_levels
+from analysis.verdicts.slo_compare import Capacity
 
 
 def _x(c: float, low: float | None, high: float | None, below: int = 10, above: int = 30) -> Crossover:
@@ -96,3 +107,31 @@ def test_skip_rule_needs_every_server_saturated() -> None:
     assert (a.target_c, b.target_c) == (70, 30)
     assert skipped_levels(ladder, [a, b], 1) == (150, 250)  # one level beyond C=70, the later saturation
     assert skipped_levels(ladder, [a, find_saturation("c", [LoadPoint(1, 1.0), LoadPoint(2, 2.0)])], 1) == ()
+
+
+def _cap(value: float | None, held: float | None, missed: float | None, low: float | None = None,
+         high: float | None = None, at_least: bool = False) -> Capacity:
+    return Capacity(value, at_least, held, missed, low, high)
+
+
+def test_rate_mode_adds_the_brackets_geometric_midpoint_until_the_capacity_is_pinned() -> None:
+    wide = _cap(6.0, 4.0, 16.0, 4.5, 9.0)
+    assert not capacity_is_tight(wide) and next_rate(wide, [4.0, 16.0]) == 8.0
+    assert capacity_is_tight(_cap(6.0, 4.0, 8.0, 5.5, 6.6))
+    assert next_rate(_cap(6.0, 4.0, 8.0, 5.0, 7.0), [4.0, 5.66, 8.0]) is None  # its midpoint is tested already
+    assert next_rate(_cap(16.0, 16.0, None, at_least=True), [4.0, 16.0]) is None  # above every tested rate
+    assert next_rate(_cap(None, None, 4.0), [4.0, 16.0]) is None  # misses at the lowest: nothing to bisect
+    plan = plan_rate_round({"baseline": _cap(16.0, 16.0, None, at_least=True), "spec": wide}, [4.0, 16.0],
+                           {"spec": 0})
+    assert plan.levels == (8.0,) and plan.done == ("baseline: capacity not bracketed by the tested rates",)
+    spent = plan_rate_round({"spec": wide}, [4.0, 16.0], {"spec": 3}, max_added=3)
+    assert spent.levels == () and "3 rates added" in spent.done[0]
+
+
+def test_an_added_rate_that_became_a_bracket_end_still_counts() -> None:
+    # ladder 4, 16; 8 added; the capacity now lies between 8 and 16: one rate was added for it
+    assert added_in_bracket(_cap(10.0, 8.0, 16.0, 9.0, 12.0), [4.0, 8.0, 16.0], [8.0]) == 1
+    assert added_in_bracket(_cap(5.0, 4.0, 8.0, 4.5, 6.0), [4.0, 8.0, 16.0], [8.0]) == 1
+    assert added_in_bracket(_cap(20.0, 16.0, 32.0, 18.0, 24.0), [4.0, 8.0, 16.0, 32.0], [8.0]) == 0
+    # a capacity exactly at the held rate (attainment 90% there) is still inside its bracket
+    assert added_in_bracket(_cap(4.0, 4.0, 8.0, 4.0, 4.6), [4.0, 8.0, 16.0], [8.0]) == 1

@@ -11,9 +11,9 @@ from itertools import combinations
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from analysis import load_run
-from analysis.render import server_section
-from analysis.server_plots import label_rows, step_label, timeline_figure
-from analysis.summary import summarize_run
+from analysis.charts.server_plots import label_rows, step_label, timeline_figure
+from analysis.records.summary import summarize_run
+from analysis.reporting.render import server_section
 from tests.analysis.synthetic_runs import Level, RunSpec, write_run
 
 # long windows at C=1-2, then six short ones close together: where names used to run into each other

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from synthetic_runs import Level, Prompt, RunSpec, small_pair, write_run
 
-from analysis.checks import WARNING_CODES
-from analysis.compare import Comparison, compare_runs
-from analysis.load import load_run
-from analysis.render import render_comparison
-from analysis.report import render_report
-from analysis.serialize import comparison_json
+from analysis.records.checks import WARNING_CODES
+from analysis.records.load import load_run
+from analysis.reporting.render import render_comparison
+from analysis.reporting.report import render_report
+from analysis.reporting.serialize import comparison_json
+from analysis.verdicts.compare import Comparison, compare_runs
 
 Mutation = Callable[[RunSpec, RunSpec], None]
 

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis.request_metrics import acceptance_length, itl_samples_s, per_request_tok_s, tpot_s, ttft_s
+from analysis.records.request_metrics import acceptance_length, itl_samples_s, per_request_tok_s, tpot_s, ttft_s
 from contract.window import (
     achieved_concurrency,
     batch_throughputs,

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from analysis import compare_runs, load_run
-from analysis.equivalence import run_answers
+from analysis.verdicts.equivalence import run_answers
 from locustfiles.dialects import Sampling, dialect
 from locustfiles.prompts import load_prompts
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.summary import cached_share
+from analysis.records.summary import cached_share
 from contract.schema import read_run
 from tests.conftest import run_locust
 

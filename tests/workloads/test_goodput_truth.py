@@ -8,8 +8,8 @@ import json
 import pytest
 
 from analysis.cli import main as analysis_main
-from analysis.goodput import meets_slo
-from analysis.summary import summarize_run
+from analysis.records.goodput import meets_slo
+from analysis.records.summary import summarize_run
 from contract.schema import read_run
 from contract.slo import parse_slo
 from tests.conftest import ledger, run_locust

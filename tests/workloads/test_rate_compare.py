@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from analysis.slo_compare import capacity
-from analysis.summary import StepRow
+from analysis.records.summary import StepRow
+from analysis.verdicts.slo_compare import capacity
 
 
 def _row(rate: float, attainment: float | None) -> StepRow:
@@ -26,38 +26,54 @@ def test_capacity_is_the_highest_rate_held_here_and_below_interpolated_to_90_per
     cap = capacity([_row(1, 1.0), _row(2, 0.95), _row(4, 0.55), _row(8, 0.97)])
     assert (cap.last_held, cap.first_missed, cap.at_least) == (2, 4, False)
     assert cap.value == pytest.approx(2 + (0.95 - 0.90) / (0.95 - 0.55) * 2)  # 2.25: a later recovery at 8 is ignored
+    assert cap.low == cap.high == cap.value  # no request counts: no sampling interval to state
+    counted = capacity([replace(_row(2, 0.95), slo_requests=200), replace(_row(4, 0.55), slo_requests=200)])
+    assert 2 < counted.low < counted.value < counted.high < 4  # the attainments' Wilson bounds, interpolated
+    few = capacity([replace(_row(2, 0.95), slo_requests=20), replace(_row(4, 0.55), slo_requests=20)])
+    assert few.low < counted.low and few.high > counted.high  # fewer requests, a wider interval
+    assert f"(95% {counted.low:.3g}-{counted.high:.3g})" in counted.text("req/s")
     held = capacity([_row(1, 1.0), _row(2, 0.9)])
     assert held.at_least and held.value == 2  # 90% exactly holds
     assert capacity([_row(1, 0.5)]).value is None
     assert "misses the SLO at the lowest tested level, 1 req/s" in capacity([_row(1, 0.5)]).text("req/s")
 
 
-def test_rate_mode_compare_names_each_servers_capacity_under_the_slo(tmp_path, emulator):
+def test_rate_mode_compare_names_each_servers_capacity_under_the_slo_and_pins_it_with_an_added_rate(
+        tmp_path, emulator):
     # Speed 4 with 128 tokens: the seed-scale rates 1 and 4 req/s, and the seed-scale SLO TTFT<=2s, TPOT<=50ms.
     base = emulator("baseline", speed=4)
     spec = emulator("eagle3", speed=4)
     out = tmp_path / "report"
     cmd = [sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec", spec.url,
            "--out", str(out), "--rate-ladder", "4,16", "--slo", "ttft=500ms,tpot=12.5ms", "--max-tokens", "128",
-           "--min-requests", "16", "--min-step-time", "2", "--max-step-time", "6", "--warmup-time", "1"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+           "--min-requests", "16", "--min-step-time", "2", "--max-step-time", "6", "--warmup-time", "1",
+           "--refine-levels", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     data = json.loads((out / "comparison.json").read_text())
     slo = data["slo"]
     assert slo["slo"] == "TTFT<=500ms, TPOT<=12.5ms" and slo["open_loop"] and slo["unit"] == "req/s"
-    assert [lv["level"] for lv in slo["levels"]] == [4.0, 16.0]
-    # EAGLE-3 (capped at 48 running, slower per step under load) misses the SLO at 16 req/s; the baseline holds
-    assert slo["spec_capacity"]["last_held"] == 4.0 and slo["spec_capacity"]["first_missed"] == 16.0
+    # EAGLE-3 (capped at 48 running, slower per step under load) misses the SLO at 16 req/s; the baseline holds.
+    # Its capacity lies between 4 and 16, so the refinement measures their geometric midpoint, 8 req/s, on both
+    # servers (one rate: --refine-levels 1), marked as added.
+    assert "refining the capacity under the SLO: round 1 adds 8 req/s on every server" in proc.stdout
+    assert "capacity refinement: added 8 req/s; stopped: " in proc.stdout
+    assert [(lv["level"], lv["refined"]) for lv in slo["levels"]] == [(4.0, False), (8.0, True), (16.0, False)]
+    cap = slo["spec_capacity"]
+    assert (cap["last_held"], cap["first_missed"]) in ((4.0, 8.0), (8.0, 16.0))
+    assert cap["last_held"] <= cap["low"] <= cap["value"] <= cap["high"] <= cap["first_missed"]
     assert slo["baseline_capacity"]["at_least"] and slo["baseline_capacity"]["value"] == 16.0
-    assert slo["levels"][1]["goodput_ratio"] < 0.5
+    assert slo["levels"][2]["goodput_ratio"] < 0.5
     assert data["recommendation"]["kind"] == "slo_capacity"
-    assert data["recommendation"]["text"] == "keep speculation off above 4 req/s"
+    assert data["recommendation"]["text"] == f"keep speculation off above {cap['last_held']:g} req/s"
     report = (out / "report.md").read_text()
-    spec_cap = slo["spec_capacity"]["value"]
-    assert f"**Capacity under the SLO, spec**: {spec_cap:.3g} req/s (holds at 4, misses at 16)" in report
+    assert (f"**Capacity under the SLO, spec**: {cap['value']:.3g} req/s (95% {cap['low']:.3g}-{cap['high']:.3g}) "
+            f"(holds at {cap['last_held']:g}, misses at {cap['first_missed']:g})") in report
     assert "**Capacity under the SLO, baseline**: at least 16 req/s" in report
-    assert "Keep speculation off above 4 req/s." in report
-    # both runs carry the workload settings they ran with
+    assert "| 8* |" in report and "* rate added after the ladder to pin a capacity under the SLO" in report
+    # both runs carry the workload settings they ran with; the added rate's own run, its one rate
     for side in ("baseline", "spec"):
         meta = json.loads((out / side / "meta.json").read_text())
         assert meta["settings"]["rate_ladder"] == [4.0, 16.0] and meta["settings"]["slo"] == "ttft=500ms,tpot=12.5ms"
+        added = json.loads((out / side / "refined" / "round-1" / "meta.json").read_text())
+        assert added["settings"]["rate_ladder"] == [8.0]

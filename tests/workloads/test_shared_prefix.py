@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.summary import cached_share
+from analysis.records.summary import cached_share
 from contract.lengths import LengthError, parse_shared_prefix
 from contract.schema import read_run
 from emulator.prefixcache import PrefixCache

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.goodput import meets_slo
+from analysis.records.goodput import meets_slo
 from contract.schema import read_run
 from contract.settings import SettingsError, SuiteSettings
 from contract.slo import Slo

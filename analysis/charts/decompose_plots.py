@@ -1,0 +1,90 @@
+"""The decomposition's plots: its factors and product against C beside the measured ratio, and acceptance
+histograms per level and per category. Figures come from ``analysis.verdicts.decompose`` (via ``decompose_report``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+from analysis.charts.plots import COLOURS, level_axis
+from analysis.reporting.decompose_report import by_category, histogram
+from analysis.verdicts.decompose import Decomposition, Estimate
+
+
+def _errorbar(ax: Axes, xs: list[int], ests: Sequence[Estimate], scale: float = 1.0, **kw: object) -> None:
+    pairs = [(x, e) for x, e in zip(xs, ests, strict=True) if e.value is not None]
+    ys = [e.value * scale for _, e in pairs]  # type: ignore[operator]
+    lows = [(e.value - e.low) * scale if e.low is not None else 0.0 for _, e in pairs]  # type: ignore[operator]
+    highs = [(e.high - e.value) * scale if e.high is not None else 0.0 for _, e in pairs]  # type: ignore[operator]
+    kw.setdefault("marker", "o")
+    ax.errorbar([x for x, _ in pairs], ys, yerr=[lows, highs], capsize=3, **kw)  # type: ignore[arg-type]
+
+
+def plot_decomposition(levels: Sequence[Decomposition], path: Path) -> Path:
+    """Left: tokens per pass, baseline step / verify pass and their product (log y) beside the measured
+    per-request ratio. Right: the verify pass and the baseline step in ms, against C."""
+    fig = Figure(figsize=(12, 4.8), dpi=110)
+    xs = [d.target_c for d in levels]
+    ax = fig.add_subplot(1, 2, 1)
+    speed = [Estimate(1 / d.pass_cost.value if d.pass_cost.value else None,
+                      1 / d.pass_cost.high if d.pass_cost.high else None,
+                      1 / d.pass_cost.low if d.pass_cost.low else None) for d in levels]
+    _errorbar(ax, xs, [d.spec.tokens_per_pass for d in levels], color="tab:orange", label="tokens per verify pass")
+    _errorbar(ax, xs, speed, color="tab:blue", label="baseline step / verify pass")
+    _errorbar(ax, xs, [d.product for d in levels], color="tab:purple", linewidth=2, label="product")
+    _errorbar(ax, xs, [d.measured for d in levels], color="black", linestyle="none", marker="x",
+              label="measured per-request ratio")
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    level_axis(ax, xs)
+    if xs:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel("factor (log scale)")
+    ax.set_title("Per-request ratio = tokens per pass x step/pass time")
+    ax.legend(fontsize="small")
+    ax_t = fig.add_subplot(1, 2, 2)
+    _errorbar(ax_t, xs, [d.spec.pass_s for d in levels], 1000.0, color=COLOURS[0], label="spec verify pass")
+    _errorbar(ax_t, xs, [d.baseline.pass_s for d in levels], 1000.0, color=COLOURS[1], label="baseline step")
+    level_axis(ax_t, xs)
+    ax_t.set_ylim(bottom=0)
+    ax_t.set_ylabel("time of one pass (ms)")
+    ax_t.set_title("What one pass costs (decode time / passes)")
+    ax_t.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def _hist(ax: Axes, values: Sequence[float], label: str, colour: str) -> None:
+    hist = histogram(values)
+    edges, counts = hist["edges"], hist["counts"]
+    total = sum(counts)  # type: ignore[arg-type]
+    if total:
+        ax.stairs([c / total for c in counts], edges, color=colour, label=f"{label} ({total})")  # type: ignore[operator]
+
+
+def plot_acceptance(levels: Sequence[Decomposition], path: Path) -> Path:
+    """Per-request tokens per verify pass: one histogram per level, and per category at the lowest level."""
+    fig = Figure(figsize=(12, 4.5), dpi=110)
+    ax = fig.add_subplot(1, 2, 1)
+    for i, d in enumerate(levels):
+        _hist(ax, d.spec_tokens_per_pass, f"C={d.target_c}", f"C{i % 10}")
+    ax.set_title("Tokens per verify pass per request, by level")
+    ax_c = fig.add_subplot(1, 2, 2)
+    if levels:
+        for i, (cat, values) in enumerate(by_category(levels[0]).items()):
+            _hist(ax_c, values, cat, f"C{i % 10}")
+        ax_c.set_title(f"By prompt category at C={levels[0].target_c}")
+    for a in (ax, ax_c):
+        a.set_xlabel("tokens per verify pass (decode tokens / passes)")
+        a.set_ylabel("share of requests")
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    return path

@@ -1,0 +1,152 @@
+"""Validity checks on one run: each problem becomes a warning with a stable code and a sentence.
+
+The codes are part of the output contract (JSON, CSV flags, report); the sentences name the run and level
+so a reader knows which number to distrust. Pairwise checks (two runs' settings) live in ``pair_checks``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from analysis.records.server_side import MAX_TOKEN_GAP
+from contract.policy import CLIENT_BOUND_CPU, MIN_ACHIEVED_FRACTION, client_lag_limit_ms, client_lagged, rate_held
+from contract.schema import RunData
+
+if TYPE_CHECKING:
+    from analysis.records.summary import StepRow
+
+MAX_ERROR_RATE = 0.01  # more failures than this share of the window's requests
+
+# Stable warning codes (documented in analysis/README.md).
+LOW_CONCURRENCY = "low_concurrency"
+FEW_REQUESTS = "few_requests"
+SINGLE_PROMPT = "single_prompt"
+CHUNK_COUNTED_TOKENS = "chunk_counted_tokens"
+ERROR_RATE = "error_rate"
+PARTIAL_RUN = "partial_run"
+NO_WINDOW = "no_window"
+MISSING_META = "missing_meta"
+SETTINGS_MISMATCH = "settings_mismatch"
+SPEC_NOT_SPECULATIVE = "spec_not_speculative"
+BASELINE_SPECULATIVE = "baseline_speculative"
+SPEC_MAX_RUNNING_LOWER = "spec_max_running_lower"
+UNMATCHED_LEVEL = "unmatched_level"
+NO_INTERVAL = "no_interval"
+PROMPT_CACHE_MISMATCH = "prompt_cache_mismatch"
+SERVER_TOKEN_GAP = "server_token_gap"
+CLIENT_BOUND = "client_bound"
+CLIENT_LAG = "client_lag"
+DROPPED_REQUESTS = "dropped_requests"
+LOW_RATE = "low_rate"
+WARNING_CODES: tuple[str, ...] = (
+    LOW_CONCURRENCY, FEW_REQUESTS, SINGLE_PROMPT, CHUNK_COUNTED_TOKENS, ERROR_RATE, PARTIAL_RUN, NO_WINDOW,
+    MISSING_META, SETTINGS_MISMATCH, SPEC_NOT_SPECULATIVE, BASELINE_SPECULATIVE, SPEC_MAX_RUNNING_LOWER,
+    UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH, SERVER_TOKEN_GAP, CLIENT_BOUND,
+    DROPPED_REQUESTS, LOW_RATE, CLIENT_LAG,
+)
+
+
+@dataclass(frozen=True)
+class ValidityWarning:
+    """A reason to distrust part of a result. ``run``/``target_c`` are None when the warning is broader."""
+
+    code: str
+    message: str
+    run: str | None = None
+    target_c: int | None = None
+
+
+def step_warnings(run_name: str, row: StepRow) -> list[ValidityWarning]:
+    """Warnings about one step's window: held concurrency, enough requests, errors, partial data."""
+    where = f"{run_name}, {row.level_text}"
+    found: list[ValidityWarning] = []
+
+    def warn(code: str, text: str) -> None:
+        found.append(ValidityWarning(code, f"{where}: {text}", run_name, row.target_c))
+
+    if row.partial:
+        rebuilt = "its window was rebuilt from its measured records" if row.window_s else "nothing was measured"
+        warn(PARTIAL_RUN, f"the run was killed during this step (no steps.jsonl line); {rebuilt}")
+    if row.window_s is None:
+        warn(NO_WINDOW, "no measured window (the step never reached steady state); no figures")
+        return found
+    if row.achieved_c is not None and row.achieved_c < MIN_ACHIEVED_FRACTION * row.target_c:
+        warn(LOW_CONCURRENCY, f"achieved concurrency {row.achieved_c:.1f} is "
+             f"{row.achieved_c / row.target_c:.0%} of the target {row.target_c} (below 95%)")
+    for code, text in open_loop_problems(row):
+        warn(code, text)
+    if row.requests_ok < row.min_requests:
+        warn(FEW_REQUESTS, f"{row.requests_ok} successful requests measured, {row.min_requests} needed")
+    if row.error_rate is not None and row.error_rate > MAX_ERROR_RATE:
+        kinds = ", ".join(f"{n} {status}" for status, n in row.failures.items())
+        warn(ERROR_RATE, f"error rate {row.error_rate:.1%} ({kinds} of {row.requests_total} requests)")
+    if row.server_token_gap is not None and abs(row.server_token_gap) > MAX_TOKEN_GAP:
+        warn(SERVER_TOKEN_GAP, f"the server's generation-token counter ({row.server_gen_tok_s:.1f} tok/s) and the "
+             f"client's output tokens differ by {row.server_token_gap:+.1%} over the same seconds (over "
+             f"{MAX_TOKEN_GAP:.0%}): one of the two counts is wrong")
+    for code, text in client_problems(row):
+        warn(code, text)
+    return found
+
+
+def client_problems(row: StepRow) -> list[tuple[str, str]]:
+    """The load side limited the step: a process ran hot over it, or requests went on the wire late."""
+    found = []
+    if row.client_cpu_max is not None and row.client_cpu_max > CLIENT_BOUND_CPU:
+        found.append((CLIENT_BOUND, f"a load process used {row.client_cpu_max:.0%} of a core (over "
+                      f"{CLIENT_BOUND_CPU:.0%}): the client may have limited this step (late reads inflate TTFT and "
+                      "ITL, late sends lower throughput); run more load processes (--processes)"))
+    if client_lagged(row.send_lag_p90_ms, row.ttft_p50_s):
+        found.append((CLIENT_LAG, client_lag_text(row)))
+    return found
+
+
+def client_lag_text(row: StepRow) -> str:
+    """Why a step's send lag matters, with its figure and the fix."""
+    assert row.send_lag_p90_ms is not None
+    return (f"send lag p90 {row.send_lag_p90_ms:.0f} ms (median {row.send_lag_p50_ms or 0:.0f} ms; limit "
+            f"{client_lag_limit_ms(row.ttft_p50_s):.0f} ms): users' requests went on the wire late after they were "
+            "ready, so the server saw less than the offered load (and ends that come in bursts pushed later sends "
+            "further); run more load processes (--processes)")
+
+
+def open_loop_problems(row: StepRow) -> list[tuple[str, str]]:
+    """A rate step's drops, and a send rate short of the asked one beyond what chance explains."""
+    found = []
+    if row.dropped:
+        found.append((DROPPED_REQUESTS, f"{row.dropped} request(s) fell due while all --max-in-flight users were "
+                      "busy and were never sent; the server did not see the asked rate (raise --max-in-flight, "
+                      "or read this level as overload)"))
+    if row.target_rate is not None and row.achieved_rate is not None and row.window_s and not rate_held(
+            round(row.achieved_rate * row.window_s), row.target_rate, row.window_s, "poisson"):
+        found.append((LOW_RATE, f"requests were sent at {row.achieved_rate:.3g}/s, short of the asked "
+                      f"{row.target_rate:g}/s beyond what chance explains"))
+    return found
+
+
+def run_warnings(run_name: str, run: RunData, *, has_meta: bool, rows: list[StepRow]) -> list[ValidityWarning]:
+    """Warnings about a whole run: missing or partial files, prompt diversity, token counting."""
+    found: list[ValidityWarning] = []
+    if not has_meta:
+        found.append(ValidityWarning(MISSING_META, f"{run_name}: no meta.json; settings and server identity "
+                                     "are unknown and cannot be checked", run_name))
+    elif run.meta.partial and not any(r.partial for r in rows):
+        found.append(ValidityWarning(PARTIAL_RUN, f"{run_name}: meta.json says the run did not end on its own",
+                                     run_name))
+    if run.skipped_lines:
+        found.append(ValidityWarning(PARTIAL_RUN, f"{run_name}: {run.skipped_lines} torn line(s) in records.jsonl "
+                                     "skipped (killed mid-write)", run_name))
+    prompts = {r.get("prompt_id") for r in run.records if r.get("prompt_id") is not None}
+    if len(prompts) == 1:
+        found.append(ValidityWarning(SINGLE_PROMPT, f"{run_name}: every request used the same prompt "
+                                     f"({next(iter(prompts))!r}); one prompt's acceptance rate is not the "
+                                     "workload's", run_name))
+    counted = [r for r in rows if r.chunk_counted_requests]
+    if counted:
+        total = sum(r.chunk_counted_requests for r in counted)
+        levels = ", ".join(f"C={r.target_c}" for r in counted)
+        found.append(ValidityWarning(CHUNK_COUNTED_TOKENS, f"{run_name}: {total} measured request(s) at {levels} "
+                                     "counted output tokens from stream chunks (no server count); multi-token "
+                                     "chunks make tok/s too low", run_name))
+    return found

@@ -1,0 +1,282 @@
+"""One run's per-step table: the figures ``summarize`` prints, the reports reuse and ``compare`` pairs up.
+
+Every figure comes from the records through one definition (``contract.window`` for window figures,
+``analysis.records.request_metrics`` for per-request ones); nothing is taken from the live ladder's own numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from analysis.records.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
+from analysis.records.goodput import sent_in, slo_figures
+from analysis.records.request_metrics import (
+    acceptance_length,
+    itl_samples_s,
+    mean_or_none,
+    per_request_tok_s,
+    percentile_or_none,
+    tpot_s,
+    ttft_s,
+)
+from analysis.records.server_side import server_step
+from analysis.records.steps import StepWindow, overlapping, step_windows
+from analysis.stats.batch_means import estimate_throughput
+from contract.policy import MIN_PERCENTILE_REQUESTS, default_min_requests, default_min_requests_at_rate
+from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta
+from contract.server_metrics import ServerMetricsSample
+from contract.slo import Slo, SloError, parse_slo
+from contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One ladder step's figures. Times in seconds, speeds in output tokens per second; None = no data."""
+
+    step: int
+    target_c: int
+    achieved_c: float | None  # time-averaged requests in flight in the window, all statuses
+    window_start_s: float | None
+    window_end_s: float | None
+    window_s: float | None
+    partial: bool  # window rebuilt from records of a killed run
+    requests_ok: int  # ok requests that started and finished in the window (open loop: sent in it)
+    requests_total: int  # all requests that started and finished in the window (open loop: sent in it)
+    failures: dict[str, int]  # status -> count among requests_total
+    error_rate: float | None  # failures / requests_total
+    min_requests: int  # requests the step needed: the ladder's min_requests, else max(30, 3*C)
+    throughput_tok_s: float | None  # ok-request tokens that arrived in the window / window length
+    per_request_tok_s: float | None  # mean over ok requests of output_tokens / e2e_s
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    itl_p50_s: float | None  # per-token ITL pooled over the step's ok requests
+    itl_p99_s: float | None
+    tpot_p50_s: float | None  # (e2e - ttft) / (output_tokens - 1) per request
+    tpot_p99_s: float | None
+    e2e_avg_s: float | None
+    e2e_p50_s: float | None
+    e2e_p99_s: float | None
+    accept_length: float | None  # total output tokens / total verify passes (speculative runs)
+    chunk_counted_requests: int  # ok requests whose output_tokens were counted from chunks
+    flags: tuple[str, ...] = ()  # warning codes that concern this step
+    # The server's side of the window (server_metrics.jsonl; analysis.records.server_side), None without samples.
+    server_samples: int = 0
+    server_running: float | None = None  # mean requests running, as the server counts them
+    server_running_max: float | None = None
+    server_queued: float | None = None  # mean requests waiting for a batch slot
+    server_kv_usage: float | None = None  # mean KV-cache use, 0..1
+    server_accept_length: float | None = None  # tokens per verify pass, as the server counts them
+    server_gen_tok_s: float | None = None  # the server's generation-token counter as a rate
+    server_token_gap: float | None = None  # server_gen_tok_s / client tok/s over the same span - 1
+    client_cpu_max: float | None = None  # the busiest load process's CPU over the step, 1.0 = one core
+    send_lag_p50_ms: float | None = None  # from a user being ready to its request on the wire (send_lag_ms)
+    send_lag_p90_ms: float | None = None
+    target_rate: float | None = None  # open loop: requests/s asked for (target_c is then 0)
+    achieved_rate: float | None = None  # open loop: requests sent in the window / window length
+    dropped: int = 0  # open loop: requests due while every user was busy, never sent
+    slo_requests: int | None = None  # with an SLO: requests sent in the window (all statuses)
+    slo_attainment: float | None = None  # share of those that met every SLO target
+    goodput_req_s: float | None = None  # requests meeting the SLO / window length
+    goodput_tok_s: float | None = None  # in-window output tokens of requests meeting the SLO / window length
+
+    @property
+    def level(self) -> float:
+        """What the step held: its request rate in open loop, its concurrency in closed loop."""
+        return self.target_rate if self.target_rate is not None else float(self.target_c)
+
+    @property
+    def level_text(self) -> str:
+        return f"rate={self.target_rate:g}/s" if self.target_rate is not None else f"C={self.target_c}"
+    throughput_ci_rel: float | None = None  # 95% half-width of throughput_tok_s, relative (None: no interval)
+    throughput_ci_method: str | None = None  # batch_means, lifetime_batches (fallback) or none
+    refined: bool = False  # a level added after the ladder to pin a crossover (steps.jsonl ``refined``)
+
+    @property
+    def indicative_percentiles(self) -> bool:
+        """Latency percentiles rest on ``requests_ok`` complete requests; under 30 they only indicate."""
+        return self.requests_ok < MIN_PERCENTILE_REQUESTS
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run's identity, its per-step rows and every validity warning about it."""
+
+    name: str  # how outputs refer to the run: meta label, else the directory name
+    path: Path
+    meta: RunMeta
+    has_meta: bool
+    rows: list[StepRow]
+    warnings: list[ValidityWarning] = field(default_factory=list)
+    skipped_lines: int = 0
+    cached_share: float | None = None  # prompt tokens the server served from its cache (ok requests)
+    server_samples: list[ServerMetricsSample] = field(default_factory=list)  # for the timeline plot
+    slo: Slo | None = None  # the SLO the rows' attainment and goodput were judged by
+
+    @property
+    def open_loop(self) -> bool:
+        return any(r.target_rate is not None for r in self.rows)
+
+    def row_at(self, target_c: int) -> StepRow | None:
+        """The last step with this target concurrency that has a window (a re-run step wins)."""
+        rows = [r for r in self.rows if r.target_c == target_c and r.window_s]
+        return rows[-1] if rows else None
+
+
+def run_label(run: RunData) -> str:
+    """The run's --label ('' when it has no meta.json)."""
+    return run.meta.settings.label if run.meta.settings else ""
+
+
+def run_slo(run: RunData) -> Slo | None:
+    """The SLO the run was started with (meta.json settings), None when it had none or it does not parse."""
+    try:
+        return parse_slo(run.meta.settings.slo if run.meta.settings else "")
+    except SloError:
+        return None
+
+
+def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = None) -> RunSummary:
+    """Per-step rows and validity warnings for one run directory's data.
+
+    ``slo``: judge attainment and goodput by this SLO; default: the one the run was started with (if any).
+    """
+    run_name = name or run_label(run) or run.path.name
+    slo = slo if slo is not None else run_slo(run)
+    rows: list[StepRow] = []
+    warnings: list[ValidityWarning] = []
+    cpu = {s["index"]: max(s["load_cpu"].values()) / 100.0 if s.get("load_cpu") else None for s in run.steps}
+    refined = {s["index"] for s in run.steps if s.get("refined")}
+    for window in step_windows(run):
+        row = with_server_side(summarize_step(run, window, slo), run, window)
+        row, found = flag_step(run_name, replace(row, client_cpu_max=cpu.get(window.index),
+                                                 refined=window.index in refined))
+        warnings.extend(found)
+        rows.append(row)
+    has_meta = (run.path / META_FILE).exists()
+    warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
+    return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
+                      cached_share(run.records), run.server_samples, slo)
+
+
+def flag_step(run_name: str, row: StepRow) -> tuple[StepRow, list[ValidityWarning]]:
+    """The row with its flags filled in, and the warnings behind them."""
+    found = step_warnings(run_name, row)
+    codes = [w.code for w in found] + ([CHUNK_COUNTED_TOKENS] if row.chunk_counted_requests else [])
+    return replace(row, flags=tuple(dict.fromkeys(codes))), found
+
+
+def cached_share(records: Sequence[RequestRecord]) -> float | None:
+    """Cached prompt tokens / prompt tokens over ok requests where the server reported both."""
+    prompt = cached = 0
+    for rec in records:
+        p, c = rec.get("prompt_tokens"), rec.get("cached_tokens")
+        if rec["status"] == "ok" and isinstance(p, int) and isinstance(c, int) and p > 0:
+            prompt, cached = prompt + p, cached + c
+    return cached / prompt if prompt else None
+
+
+def summarize_step(run: RunData, window: StepWindow, slo: Slo | None = None) -> StepRow:
+    """The figures of one step (flags are filled in by ``summarize_run``)."""
+    return step_figures(run.records, window, slo)
+
+
+def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo | None = None) -> StepRow:
+    """A step's figures from any set of records holding those in flight during its window.
+
+    The live web-UI tab calls this on the master's records as a run goes, ``summarize`` on the run directory.
+    """
+    if window.min_requests:
+        min_requests = window.min_requests
+    elif window.target_rate is not None:
+        min_requests = default_min_requests_at_rate(window.target_rate)
+    else:
+        min_requests = default_min_requests(window.target_c)
+    if window.bounds is None:
+        return replace(_empty_row(window, min_requests), target_rate=window.target_rate, dropped=window.dropped)
+    t0, t1 = window.bounds
+    nearby = overlapping(records, t0, t1)
+    # Closed loop: requests that started and finished in the window. Open loop: every request sent in it (the
+    # slowest finish after the window; leaving them out would flatter an overloaded level's latencies).
+    inside = sent_in(nearby, t0, t1) if window.target_rate is not None else measured_in_window(nearby, t0, t1)
+    inside = [r for r in inside if r["status"] not in NOT_SERVER_FAILURES]
+    ok = [r for r in inside if r["status"] == "ok"]
+    failures = Counter(r["status"] for r in inside if r["status"] not in ("ok", *NOT_SERVER_FAILURES))
+    speeds = [s for s in (per_request_tok_s(r) for r in ok) if s is not None]
+    ttfts = [t for t in (ttft_s(r) for r in ok) if t is not None]
+    tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
+    itls = np.concatenate([itl_samples_s(r) for r in ok]) if ok else np.zeros(0)
+    e2es = [r["e2e_s"] for r in ok]
+    median_e2e = percentile_or_none(e2es, 50)
+    estimate = estimate_throughput(nearby, t0, t1, median_e2e)
+    ci = estimate.relative_halfwidth()
+    lag_p50, lag_p90 = send_lag_percentiles(inside)
+    row = StepRow(
+        step=window.index,
+        target_c=window.target_c,
+        achieved_c=achieved_concurrency(nearby, t0, t1),
+        window_start_s=t0,
+        window_end_s=t1,
+        window_s=t1 - t0,
+        partial=window.partial,
+        requests_ok=len(ok),
+        requests_total=len(inside),
+        failures=dict(sorted(failures.items())),
+        error_rate=sum(failures.values()) / len(inside) if inside else None,
+        min_requests=min_requests,
+        throughput_tok_s=window_throughput(nearby, t0, t1),
+        per_request_tok_s=mean_or_none(speeds),
+        ttft_p50_s=percentile_or_none(ttfts, 50),
+        ttft_p99_s=percentile_or_none(ttfts, 99),
+        itl_p50_s=percentile_or_none(itls, 50),
+        itl_p99_s=percentile_or_none(itls, 99),
+        tpot_p50_s=percentile_or_none(tpots, 50),
+        tpot_p99_s=percentile_or_none(tpots, 99),
+        e2e_avg_s=mean_or_none(e2es),
+        e2e_p50_s=percentile_or_none(e2es, 50),
+        e2e_p99_s=percentile_or_none(e2es, 99),
+        accept_length=acceptance_length(ok),
+        chunk_counted_requests=sum(r.get("output_tokens_source") == "chunks" for r in ok),
+        target_rate=window.target_rate,
+        achieved_rate=len(sent_in(nearby, t0, t1)) / (t1 - t0) if window.target_rate is not None else None,
+        dropped=window.dropped,
+        throughput_ci_rel=ci if math.isfinite(ci) else None,
+        throughput_ci_method=estimate.method,
+        send_lag_p50_ms=lag_p50,
+        send_lag_p90_ms=lag_p90,
+    )
+    if slo is None:
+        return row
+    figures = slo_figures(nearby, t0, t1, slo)
+    return replace(row, slo_requests=figures.requests, slo_attainment=figures.attainment,
+                   goodput_req_s=figures.goodput_req_s, goodput_tok_s=figures.goodput_tok_s)
+
+
+def with_server_side(row: StepRow, run: RunData, window: StepWindow) -> StepRow:
+    """The row with the server's own figures over its window, when the run sampled ``/metrics``."""
+    if window.bounds is None or not run.server_samples:
+        return row
+    t0, t1 = window.bounds
+    side = server_step(run.server_samples, overlapping(run.records, t0, t1), t0, t1)
+    if side is None:
+        return row
+    return replace(row, server_samples=side.samples, server_running=side.running,
+                   server_running_max=side.running_max, server_queued=side.queued,
+                   server_kv_usage=side.kv_cache_usage, server_accept_length=side.accept_length,
+                   server_gen_tok_s=side.gen_tok_s, server_token_gap=side.token_gap)
+
+
+def _empty_row(window: StepWindow, min_requests: int) -> StepRow:
+    return StepRow(
+        step=window.index, target_c=window.target_c, achieved_c=None, window_start_s=window.t0,
+        window_end_s=window.t1, window_s=None, partial=window.partial, requests_ok=0, requests_total=0,
+        failures={}, error_rate=None, min_requests=min_requests, throughput_tok_s=None,
+        per_request_tok_s=None, ttft_p50_s=None, ttft_p99_s=None, itl_p50_s=None, itl_p99_s=None,
+        tpot_p50_s=None, tpot_p99_s=None, e2e_avg_s=None, e2e_p50_s=None, e2e_p99_s=None,
+        accept_length=None, chunk_counted_requests=0,
+    )

@@ -1,0 +1,183 @@
+"""Terminal text for ``summarize`` and ``compare``: aligned tables, the verdict and every warning."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from analysis.records.checks import ValidityWarning
+from analysis.records.server_side import NOT_REPORTED, unreported_figures
+from analysis.records.summary import RunSummary
+from analysis.reporting.columns import (
+    CATEGORY_COLUMNS,
+    LEVEL_COLUMNS,
+    REFINED_NOTE,
+    SWITCH_COLUMNS,
+    has_server_side,
+    server_columns,
+    slo_level_columns,
+    step_columns,
+)
+from analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from analysis.reporting.equivalence_report import equivalence_lines
+from analysis.table import text_table
+from analysis.verdicts.categories import ALL
+from analysis.verdicts.compare import Comparison
+from analysis.verdicts.decompose import Decomposition
+from analysis.verdicts.saturation import Saturation
+from contract.servertext import describe_speculative
+
+PERCENTILE_NOTE = ("tok/s 95% CI: bm = batch means, life = batches of one median request; latency percentiles "
+                   "rest on 'pct reqs' complete requests, ~ marks fewer than 30 (indicative only)")
+
+
+def describe_run(summary: RunSummary) -> str:
+    """One line naming the run, its server and the settings that make runs comparable."""
+    meta, server = summary.meta, summary.meta.server
+    parts = [f"{summary.name}: {summary.path}"]
+    if summary.has_meta:
+        parts.append(f"server {server.get('kind') or '?'} {server.get('model') or '?'}, "
+                     f"{describe_speculative(server.get('speculative'))}, "
+                     f"max_running_requests={server.get('max_running_requests') or '?'}")
+        prompts = meta.prompts
+        settings = meta.settings
+        parts.append(f"api {meta.api or '?'}, max_tokens {settings.max_tokens if settings else '?'}, "
+                     f"ignore_eos {settings.ignore_eos if settings else '?'}, "
+                     f"prompts {prompts.get('name') or '?'} ({prompts.get('count') or '?'}, "
+                     f"{prompts.get('mode') or '?'})")
+    else:
+        parts.append("no meta.json")
+    return " | ".join(parts)
+
+
+def render_warnings(warnings: Sequence[ValidityWarning]) -> str:
+    if not warnings:
+        return "Warnings: none"
+    lines = [f"Warnings ({len(warnings)}):"]
+    lines.extend(f"  [{w.code}] {w.message}" for w in warnings)
+    return "\n".join(lines)
+
+
+def render_summary_table(summary: RunSummary) -> str:
+    """The seed-style per-step table of one run, then its warnings."""
+    return "\n".join([
+        describe_run(summary),
+        "",
+        text_table(step_columns(summary), summary.rows) if summary.rows else "(no ladder steps in this run)",
+        *server_section(summary),
+        "",
+        PERCENTILE_NOTE,
+        "",
+        render_warnings(summary.warnings),
+    ])
+
+
+SERVER_NOTE = ("means of the server's /metrics samples inside each window; server tok/s is its generation-token "
+               "counter, client tok/s the window throughput; client CPU: the busiest load process, 100% = one core; "
+               "send lag: from a user being ready to its request on the wire")
+
+
+def server_section(summary: RunSummary) -> list[str]:
+    """The server's side of each step, when the run sampled /metrics or measured its CPU."""
+    if not has_server_side(summary.rows):
+        return []
+    missing = unreported_figures(summary.server_samples, summary.meta.server, [r.accept_length for r in summary.rows])
+    note = [f"{NOT_REPORTED.capitalize()}: {', '.join(missing)}"] if missing else []
+    table = text_table(server_columns(summary), summary.rows)
+    return ["", f"Server side, {summary.name} ({SERVER_NOTE})", table, *note]
+
+
+def why_lines(comparison: Comparison) -> list[str]:
+    """'C=70: spec queued 22 requests on average: capped at 48 running' for each level with a reason."""
+    return [f"C={lv.target_c}: {lv.why}" for lv in comparison.levels if lv.why]
+
+
+def render_comparison(comparison: Comparison) -> str:
+    """Per-level ratios, verdict, recommendation with its price, per-category spread and warnings."""
+    c = comparison
+    out = [
+        f"Baseline  {describe_run(c.baseline)}",
+        f"Spec      {describe_run(c.spec)}",
+        "",
+    ]
+    if not c.open_loop:
+        out += [
+            "Per level: ratios are spec / baseline (>1x: spec higher); ratio 95% CI from batch means sized by the "
+            "token rate's autocorrelation (bm), or by bootstrap over batches of one median request where the data "
+            f"allow no shorter batch (life; seed {c.seed}, {c.n_boot} resamples)",
+            text_table(LEVEL_COLUMNS, c.levels) if c.levels else "(no level measured in both runs)",
+            *([REFINED_NOTE] if any(lv.refined for lv in c.levels) else []),
+            "",
+            *decomposition_section(c),
+            *(["Why, per level (the servers' own figures and the decomposition):",
+               *(f"  {line}" for line in why_lines(c)), ""] if why_lines(c) else []),
+        ]
+    out += [*slo_section(c), ""] if c.slo is not None else []
+    out += [*equivalence_lines(c.equivalence), ""] if c.equivalence is not None else []
+    out += [
+        f"Verdict: {c.verdict.text}",
+        *(f"Crossover: {line}" for line in c.crossover_lines),
+        f"Recommendation: {c.recommendation.text}",
+        *saturation_lines(c.saturation),
+        *([f"Skipped: {c.skipped}"] if c.skipped else []),
+    ]
+    if c.recommendation.levels:
+        out += ["", text_table(SWITCH_COLUMNS, c.recommendation.levels)]
+    out += [line for s in (c.baseline, c.spec) for line in server_section(s)]
+    if not c.open_loop:  # open loop: levels are rates, compared under the SLO, not per category
+        out += ["", *category_section(c)]
+    out += ["", render_warnings(c.warnings)]
+    return "\n".join(out)
+
+
+def saturation_lines(found: Sequence[Saturation]) -> list[str]:
+    """'Saturation: baseline saturates near C=80 at 7,100 tok/s (server queue from C=100)' per server."""
+    return [f"Saturation: {s.text}" for s in found]
+
+
+def decompositions(comparison: Comparison) -> list[Decomposition]:
+    """The levels' decompositions, lowest C first (levels without one are left out)."""
+    return [lv.decomposition for lv in comparison.levels if lv.decomposition is not None]
+
+
+def decomposition_section(comparison: Comparison) -> list[str]:
+    """'Why the ratio moves': tokens per pass and pass cost per level, then a blank line; nothing without data."""
+    found = decompositions(comparison)
+    if not found:
+        return []
+    return [f"Why the ratio moves ({DECOMPOSITION_NOTE})", text_table(DECOMPOSITION_COLUMNS, found), ""]
+
+
+def slo_heading(comparison: Comparison) -> str:
+    slo = comparison.slo
+    assert slo is not None
+    return (f"Under the SLO ({slo.slo.text()}): attainment = share of requests sent in the window that met every "
+            f"target; goodput counts only those (DistServe); capacity = highest {slo.unit.split()[-1]} "
+            f"with attainment >= {slo.threshold:.0%} there and below")
+
+
+def slo_section(comparison: Comparison) -> list[str]:
+    """The SLO table and each server's capacity under the SLO."""
+    slo = comparison.slo
+    assert slo is not None
+    return [
+        slo_heading(comparison),
+        text_table(slo_level_columns(slo.open_loop), slo.levels) if slo.levels else "(no level with SLO figures)",
+        f"Capacity under the SLO: spec {slo.spec_capacity.text(slo.unit)}; baseline "
+        f"{slo.baseline_capacity.text(slo.unit)}",
+    ]
+
+
+def category_section(comparison: Comparison) -> list[str]:
+    """The per-category table at the lowest compared level, where a single prompt misleads most."""
+    rows = comparison.categories.rows
+    if not rows:
+        return ["Per category: no level to compare"]
+    level = min(r.target_c for r in rows)
+    at_level = [r for r in rows if r.target_c == level]
+    lines = [f"Per category at C={level} (speed-up = spec per-request tok/s / baseline per-request tok/s; "
+             "best/worst prompt matched by prompt_id; every level in comparison.json)",
+             text_table(CATEGORY_COLUMNS, at_level)]
+    if not any(r.category != ALL for r in at_level):
+        lines.append("(no categories)")
+    lines.extend(f"Note: {t}" for t in comparison.categories.traps)
+    return lines

@@ -1,0 +1,119 @@
+"""report.md for a comparison: the terminal's content as Markdown, plus both runs' step tables and plots."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from analysis.reporting.columns import (
+    CATEGORY_COLUMNS,
+    LEVEL_COLUMNS,
+    REFINED_NOTE,
+    REFINED_RATE_NOTE,
+    SWITCH_COLUMNS,
+    has_server_side,
+    server_columns,
+    slo_level_columns,
+    step_columns,
+)
+from analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from analysis.reporting.equivalence_report import equivalence_markdown
+from analysis.reporting.render import PERCENTILE_NOTE, SERVER_NOTE, decompositions, describe_run, slo_heading, why_lines
+from analysis.table import fmt_num, markdown_table
+from analysis.verdicts.categories import ALL
+from analysis.verdicts.compare import Comparison
+
+PLOT_CAPTIONS = {
+    "throughput_vs_c.png": "Throughput against concurrency",
+    "ratio_vs_c.png": "Spec / baseline throughput ratio with 95% intervals and the crossover band",
+    "latency_vs_c.png": "TTFT and end-to-end latency percentiles",
+    "categories.png": "Acceptance length and per-request speed-up by category",
+    "server_timeline.png": "Requests running and queued, and KV-cache use, as the servers reported them",
+    "equivalence_vs_c.png": "Changed answers at temperature 0 against C, with each server's noise floor",
+}
+
+
+def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
+    """The whole comparison as one Markdown document; ``plots`` are embedded by file name."""
+    c = comparison
+    md = [
+        "# Speculative decoding against baseline",
+        "",
+        f"- **Baseline**: {describe_run(c.baseline)}",
+        f"- **Spec**: {describe_run(c.spec)}",
+        "",
+        "## Verdict",
+        "",
+        c.verdict.text[0].upper() + c.verdict.text[1:] + ".",
+        "",
+        *(f"- **Crossover**: {line}" for line in c.crossover_lines),
+        *(f"- **Saturation**: {s.text}" for s in c.saturation),
+        *([f"- **Skipped**: {c.skipped}"] if c.skipped else []),
+        *([""] if c.crossover_lines or c.saturation else []),
+        "## Recommendation",
+        "",
+        c.recommendation.text[0].upper() + c.recommendation.text[1:] + ".",
+        "",
+    ]
+    if c.recommendation.levels:
+        md += [markdown_table(SWITCH_COLUMNS, c.recommendation.levels), ""]
+    md += equivalence_markdown(c.equivalence) if c.equivalence is not None else []
+    if c.slo is not None:
+        s = c.slo
+        md += [
+            "## Under the SLO", "", slo_heading(c) + ".", "",
+            f"- **Capacity under the SLO, spec**: {s.spec_capacity.text(s.unit)}",
+            f"- **Capacity under the SLO, baseline**: {s.baseline_capacity.text(s.unit)}", "",
+            markdown_table(slo_level_columns(s.open_loop), s.levels) if s.levels else "No level with SLO figures.",
+            "",
+            *([REFINED_RATE_NOTE, ""] if any(lv.baseline.refined or lv.spec.refined for lv in s.levels) else []),
+        ]
+    if not c.open_loop:
+        md += [
+            "## Per level",
+            "",
+            "Ratios are spec / baseline. 95% intervals: `bm` = batch means with the batch length taken from the "
+            "token rate's own autocorrelation (Welch t on the log ratio); `life` = the conservative fallback, a "
+            f"bootstrap over batches of one median request (seed {c.seed}, {c.n_boot} resamples).",
+            "",
+            markdown_table(LEVEL_COLUMNS, c.levels) if c.levels else "No level was measured in both runs.",
+            "",
+            *([REFINED_NOTE, ""] if any(lv.refined for lv in c.levels) else []),
+        ]
+    if decompositions(c):
+        md += ["### Why the ratio moves", "", DECOMPOSITION_NOTE[0].upper() + DECOMPOSITION_NOTE[1:] + ".", "",
+               markdown_table(DECOMPOSITION_COLUMNS, decompositions(c)), ""]
+    if why_lines(c):
+        md += ["### Why, per level", "", "From the servers' own figures (`/metrics`), the load processes' CPU and "
+               "the decomposition above:", "", *(f"- {line}" for line in why_lines(c)), ""]
+    md += _categories(c)
+    md += ["## Warnings", ""]
+    md += [f"- `{w.code}`: {w.message}" for w in c.warnings] or ["None."]
+    md += [""]
+    for summary in (c.baseline, c.spec):
+        md += [f"## Steps: {summary.name}", "", markdown_table(step_columns(summary), summary.rows), "",
+               PERCENTILE_NOTE, ""]
+        if has_server_side(summary.rows):
+            md += [f"Server side ({SERVER_NOTE}):", "", markdown_table(server_columns(summary), summary.rows), ""]
+    if plots:
+        md += ["## Plots", ""]
+        md += [f"![{PLOT_CAPTIONS.get(p.name, p.stem)}]({p.name})\n" for p in plots]
+    md += ["Figures are defined in `analysis/README.md` (throughput in the measured window, per-token ITL, "
+           "TPOT, acceptance length, bootstrap interval).", ""]
+    return "\n".join(md)
+
+
+def _categories(c: Comparison) -> list[str]:
+    rows = c.categories.rows
+    if not rows:
+        return []
+    md = ["## Per category", ""]
+    for level in sorted({r.target_c for r in rows}):
+        at_level = [r for r in rows if r.target_c == level]
+        if level != min(r.target_c for r in rows) and not any(r.category != ALL for r in at_level):
+            continue
+        md += [f"### C={level}", "", markdown_table(CATEGORY_COLUMNS, at_level), ""]
+    md += [f"- {t}" for t in c.categories.traps]
+    accept = ", ".join(f"{cat} {fmt_num(v, 2)}" for cat, v in c.categories.accept_by_category)
+    md += ["", f"Acceptance length by category (spec run, all compared levels): {accept or '-'}.", ""]
+    return md

@@ -1,0 +1,117 @@
+"""Why a level came out as it did, in the servers' own words: one line per level where the data support one.
+
+Built from the server-side figures of each step (``analysis.records.server_side``) and the load processes' CPU:
+a server that queued because it capped its running batch, a KV cache near full, acceptance that fell as
+load rose, a client that ran out of CPU. Levels without such evidence get no line rather than a guess.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from analysis.records.summary import StepRow
+from analysis.verdicts.decompose import Decomposition
+from contract.policy import CLIENT_BOUND_CPU, client_lagged
+
+MIN_QUEUED = 1.0  # mean requests waiting for a slot before queueing counts as a cause
+KV_FULL = 0.90
+ACCEPT_DROP = 0.90  # acceptance length below this share of its value at the lowest level
+RATIO_MOVED = 0.05  # the decomposed ratio moved by more than this share since the lowest level
+FACTOR_HELD = 0.05  # a factor that moved less than this share "held"
+MAIN_SHARE = 2 / 3  # a factor carrying this share of the ratio's (log) change is "the" cause
+
+
+def _side(name: str, row: StepRow, other: StepRow) -> list[str]:
+    found = []
+    queued = row.server_queued
+    other_queued = other.server_queued
+    if queued is not None and queued >= MIN_QUEUED and (other_queued is None or other_queued < queued / 2):
+        cap = f": capped at {row.server_running_max:.0f} running" if row.server_running_max is not None else ""
+        found.append(f"{name} queued {queued:.0f} requests on average{cap}")
+    if row.server_kv_usage is not None and row.server_kv_usage >= KV_FULL:
+        found.append(f"{name} KV cache {row.server_kv_usage:.0%} full")
+    if row.client_cpu_max is not None and row.client_cpu_max > CLIENT_BOUND_CPU:
+        found.append(f"{name}'s load process used {row.client_cpu_max:.0%} of a core: the client may set the pace")
+    if client_lagged(row.send_lag_p90_ms, row.ttft_p50_s):
+        found.append(f"{name}'s requests went on the wire late (send lag p90 {row.send_lag_p90_ms:.0f} ms): the client "
+                     "may set the pace")
+    return found
+
+
+def accept_length(row: StepRow) -> float | None:
+    """The server's acceptance length when it reports one, else the one the records give."""
+    return row.server_accept_length if row.server_accept_length is not None else row.accept_length
+
+
+def level_why(base: StepRow, spec: StepRow, spec_rows: Sequence[StepRow], *, acceptance: bool = True) -> str | None:
+    """The reasons for one level, joined by '; ', or None when the data show none.
+
+    ``acceptance=False`` leaves out the server's acceptance drop, for levels whose decomposition line
+    (``load_why``) already tells how acceptance moved.
+    """
+    reasons = [*_side("spec", spec, base), *_side("baseline", base, spec)]
+    measured = [r for r in spec_rows if r.window_s and accept_length(r) is not None]
+    first = min(measured, key=lambda r: r.target_c) if measured else None
+    now = accept_length(spec)
+    if acceptance and first is not None and now is not None and first.target_c < spec.target_c:
+        then = accept_length(first)
+        if then and now < ACCEPT_DROP * then:
+            reasons.append(f"spec acceptance length {now:.2f}, down from {then:.2f} at C={first.target_c}")
+    return "; ".join(reasons) or None
+
+
+def _acceptance_text(first: Decomposition, now: Decomposition) -> str:
+    a, b = first.spec.tokens_per_pass, now.spec.tokens_per_pass
+    assert a.value is not None and b.value is not None
+    span = f"from C={first.target_c} to C={now.target_c}"
+    if abs(b.value / a.value - 1) < FACTOR_HELD:
+        widths = [w for w in (a.half_width, b.half_width) if w is not None]
+        spread = f" (+-{max(widths):.2f})" if widths else ""
+        return f"acceptance held at {b.value:.2f} tokens/pass {span}{spread}"
+    way = "fell" if b.value < a.value else "rose"
+    return f"acceptance {way} from {a.value:.2f} to {b.value:.2f} tokens/pass {span}"
+
+
+def _cost_text(first: Decomposition, now: Decomposition) -> str:
+    a, b = first.pass_cost.value, now.pass_cost.value
+    assert a is not None and b is not None
+    if abs(b / a - 1) < FACTOR_HELD:
+        return f"a verify pass stayed at {b:.2f}x a baseline step ({a:.2f}x at C={first.target_c})"
+    return f"a verify pass went from {a:.2f}x to {b:.2f}x a baseline step"
+
+
+def _cause(draft: float, verify: float, change: str) -> str:
+    total = draft + verify
+    draft_share, verify_share = draft / total, verify / total
+    if verify_share >= MAIN_SHARE:
+        return f"the {change} under load is verify cost, not draft quality"
+    if draft_share >= MAIN_SHARE:
+        return f"the {change} under load is draft quality, not verify cost"
+    return f"the {change} under load is both: draft quality {draft_share:.0%}, verify cost {verify_share:.0%} of it"
+
+
+def load_why(decompositions: Sequence[Decomposition], target_c: int) -> str | None:
+    """Whether draft yield or verify cost moved the speed ratio from the lowest level to this one.
+
+    log(ratio) = log(tokens per pass) - log(pass cost), so the change since the lowest decomposed level splits
+    exactly into the two; the larger share (two thirds or more) is named, else both with their shares. None at
+    the lowest level, where the ratio moved less than ``RATIO_MOVED``, or without figures.
+    """
+    usable = [d for d in decompositions if d.spec.tokens_per_pass.value and d.pass_cost.value]
+    now = next((d for d in usable if d.target_c == target_c), None)
+    if now is None or not usable:
+        return None
+    first = min(usable, key=lambda d: d.target_c)
+    if first.target_c >= target_c or first.product.value is None or now.product.value is None:
+        return None
+    moved = now.product.value / first.product.value
+    if abs(moved - 1) < RATIO_MOVED:
+        return None
+    draft = math.log(now.spec.tokens_per_pass.value / first.spec.tokens_per_pass.value)
+    verify = -math.log(now.pass_cost.value / first.pass_cost.value)
+    text = (f"{_acceptance_text(first, now)} while {_cost_text(first, now)}: "
+            f"{_cause(draft, verify, 'loss' if moved < 1 else 'gain')}")
+    if now.spec.source.startswith("server"):
+        text += f" (passes from the {now.spec.source.split(':')[0]})"
+    return text
