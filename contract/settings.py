@@ -561,23 +561,29 @@ def passthrough_argv(args: Any, dests: tuple[str, ...]) -> list[str]:
     return argv
 
 
-_VALIDATED: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], SuiteSettings]] = weakref.WeakKeyDictionary()
+#: Locust's own options that ``check_machine`` reads: a change (the web form's user count) validates anew
+MACHINE_OPTIONS = ("processes", "expect_workers", "master", "num_users")
+#: id(options) -> (a weak reference to them, their values, the settings validated from those values)
+_VALIDATED: dict[int, tuple[weakref.ref[Any], tuple[Any, ...], SuiteSettings]] = {}
 
 
 def settings_of(options: Any) -> SuiteSettings:
     """The one validated ``SuiteSettings`` for Locust's parsed options, built once per distinct set of values.
 
     The users' context, the ladder and the hooks all ask here, so each Start (whose web-UI form may have
-    changed the values) is validated once and everyone reads the same object. Cached beside the options
-    object, never on it: Locust ships the options' attributes to workers.
+    changed the values) is validated once (a --trace file read once) and everyone reads the same object.
+    Cached beside the options object, never on it: Locust ships the options' attributes to workers. Keyed by
+    identity: an argparse Namespace compares by value and so cannot be a dictionary key itself.
     """
-    values = tuple(getattr(options, opt.dest, None) for opt in OPTIONS)
-    try:
-        cached = _VALIDATED.get(options)
-    except TypeError:  # an options object that takes no weak reference (tests' SimpleNamespace)
-        return SuiteSettings.from_options(options)
-    if cached is not None and cached[0] == values:
-        return cached[1]
+    values = tuple(getattr(options, dest, None) for dest in (*_BY_DEST, *MACHINE_OPTIONS))
+    key = id(options)
+    cached = _VALIDATED.get(key)
+    if cached is not None and cached[0]() is options and cached[1] == values:
+        return cached[2]
     settings = SuiteSettings.from_options(options)
-    _VALIDATED[options] = (values, settings)
+    try:
+        ref = weakref.ref(options, lambda _ref: _VALIDATED.pop(key, None))
+    except TypeError:  # an options object that takes no weak reference: validated at every call
+        return settings
+    _VALIDATED[key] = (ref, values, settings)
     return settings
