@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +17,10 @@ from contract.settings import (
     explicit_dests,
     load_profile,
     parse_ladder,
+    settings_of,
 )
+from locustfiles.prompts import load_prompts
+from locustfiles.replay import Replay
 
 
 class _Parser(argparse.ArgumentParser):
@@ -86,3 +91,36 @@ def test_public_settings_keep_the_variable_name_never_the_key(monkeypatch):
 def test_every_option_has_help_and_a_typed_default():
     for opt in OPTIONS:
         assert opt.help and opt.default is not None
+
+
+# -- validated once per distinct set of values; a --trace file read once per process --
+# The trace was read three times per process (validation, the users' replay, the shape), and settings_of never
+# hit its cache for Locust's argparse options (a Namespace compares by value, so it cannot be a dictionary key):
+# every call validated again. The users' replay below is built after the file is gone, so it can only come from
+# the one read at validation (no Locust import: pytest's process stays unpatched).
+
+
+def test_same_values_same_settings_and_a_changed_value_validates_anew() -> None:
+    options = parse(["--max-tokens", "64"])
+    first = settings_of(options)
+    assert settings_of(options) is first
+    options.max_tokens = 32  # as a web-UI Start with another value in the form
+    second = settings_of(options)
+    assert second is not first and second.max_tokens == 32
+    options.max_tokens = -1
+    with pytest.raises(SettingsError):
+        settings_of(options)
+
+
+def test_the_trace_is_read_once_and_shared_by_the_shape_and_the_users(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    rows = [{"timestamp": t, "input_length": 100 + t, "output_length": 5} for t in (0, 500, 1500)]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    options = parse(["--trace", str(trace), "--trace-window", "0:1,1:1"])
+    settings = settings_of(options)
+    trace.unlink()  # from here on, nothing can read it again
+    assert settings_of(options) is settings
+    replay = Replay.from_settings(settings, load_prompts(settings.prompts))
+    assert [len(s.rows) for s in replay.steps] == [2, 1]
+    assert [r.input_tokens for r in replay.steps[0].rows] == [100, 600]
+    assert replay.steps is settings.trace_steps  # the shape (shapes.rate.TraceReplay) reads the same attribute
