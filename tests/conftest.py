@@ -151,3 +151,22 @@ def run_locust(host: str | None, out: Path, *args: str, timeout: float = 180.0,
 # Steps end on their minimums: tests that check records, faults and wiring need no +-3% precision target (the
 # default --step-ci 0.03 would run each step to it, up to --max-step-time); precision has tests of its own.
 FAST_LADDER = ("--min-step-time", "1", "--max-step-time", "60", "--step-ci", "0")
+
+
+# One shortened `specbench demo` serves two tests that judge different things of the same command: the report's
+# seed pattern (tests/test_specbench.py) and what the terminal and the run logs show (tests/test_console.py).
+# Its top level, above 100, makes the ladder start users at a rate Locust warns about, so the spawn-rate warning
+# is really provoked.
+SHORT_DEMO_LADDER = (1, 10, 120)
+
+
+@pytest.fixture(scope="session")
+def short_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The demo's output directory and its finished process (exit status, stdout, stderr), run once per session."""
+    root = tmp_path_factory.mktemp("short_demo")
+    out = root / "demo"
+    proc = subprocess.run([sys.executable, "-m", "specbench.cli", "demo", "--out", str(out), "--ladder",
+                           ",".join(map(str, SHORT_DEMO_LADDER)), "--max-tokens", "64", "--min-requests", "10",
+                           "--min-step-time", "1", "--step-ci", "0"],
+                          capture_output=True, text=True, timeout=400, cwd=root)
+    return out, proc

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis import compare_runs, comparison_json, load_run
-from tests.conftest import wait_until
+from tests.conftest import SHORT_DEMO_LADDER, wait_until
 from tests.tinyservers import tiny_server
 
 SHORT = ["--ladder", "1,4", "--max-tokens", "48", "--min-requests", "10", "--min-step-time", "1",
@@ -60,14 +60,13 @@ def test_compare_against_two_emulators_reports_the_analysis_of_its_own_runs(tmp_
     assert all(lv["ratio"] < 1 for lv in written["levels"]), "the calibrated eagle3 profile loses to baseline"
 
 
-def test_shortened_demo_shows_the_seed_pattern(tmp_path):
-    out = tmp_path / "demo"
-    proc = specbench("demo", "--out", str(out), "--ladder", "1,10,40", "--max-tokens", "64", "--min-requests", "10",
-                     "--min-step-time", "1", "--step-ci", "0", timeout=400, cwd=tmp_path)
+def test_shortened_demo_shows_the_seed_pattern(short_demo):
+    out, proc = short_demo  # also judged by tests/test_console.py: one run of the command for both
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     assert "report: " in proc.stdout
     comparison = json.loads((out / "comparison.json").read_text())
     ratios = [lv["ratio"] for lv in comparison["levels"]]
+    assert [lv["target_c"] for lv in comparison["levels"]] == list(SHORT_DEMO_LADDER)
     assert comparison["verdict"]["kind"] == "baseline_wins_all", comparison["verdict"]
     assert ratios[0] > ratios[-1], ratios  # the gap widens with load
 
