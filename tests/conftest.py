@@ -170,3 +170,23 @@ def short_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subproce
                            "--min-step-time", "1", "--step-ci", "0"],
                           capture_output=True, text=True, timeout=400, cwd=root)
     return out, proc
+
+
+# One `specbench compare` of a baseline and a lossless eagle3 emulator (ladder 1,4) serves two tests that judge
+# different things of the same command: the report's figures against the analysis of its own runs
+# (tests/test_specbench.py) and the output-equivalence check it makes by default (tests/test_equivalence.py).
+COMPARE_PAIR_LADDER = (1, 4)
+
+
+@pytest.fixture(scope="session")
+def compare_pair(tmp_path_factory: pytest.TempPathFactory
+                 ) -> tuple[Path, subprocess.CompletedProcess[str], str, str]:
+    """The report directory, the finished process, and the baseline's and spec server's URLs (since stopped)."""
+    out = tmp_path_factory.mktemp("compare_pair") / "report"
+    with start_emulator_process("baseline", speed=20) as base, start_emulator_process("eagle3", speed=20) as spec:
+        proc = subprocess.run([sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec",
+                               spec.url, "--out", str(out), "--ladder", ",".join(map(str, COMPARE_PAIR_LADDER)),
+                               "--max-tokens", "48", "--min-requests", "12", "--min-step-time", "1",
+                               "--max-step-time", "60", "--step-ci", "0"],
+                              capture_output=True, text=True, timeout=300)
+    return out, proc, base.url, spec.url
