@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from analysis import compare_runs, load_run, summarize_run
-from tests.conftest import locust_cmd, wait_until_or_timeout
+from tests.conftest import locust_cmd, run_locust, wait_until_or_timeout
 
 QUICK = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "12", "--min-step-time", "1",
          "--max-step-time", "60", "--step-ci", "0")
@@ -33,32 +33,21 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     try:
         made: dict[str, Path] = {}
 
-        def start(name: str, server_url: str, *extra: str) -> subprocess.Popen[str]:
+        def run(name: str, server_url: str, *extra: str, exit_codes: tuple[int, ...] = (0, 1)) -> None:
+            proc = run_locust(server_url, root / name, *QUICK, *extra)
+            assert proc.returncode in exit_codes, proc.stderr[-2000:]
             made[name] = root / name
-            with (root / f"{name}.log").open("w") as log:  # a file, not a pipe: no run waits on a full pipe
-                return subprocess.Popen(locust_cmd(server_url, root / name, *QUICK, *extra),
-                                        stdout=subprocess.DEVNULL, stderr=log, text=True, cwd=root)
 
-        def finish(proc: subprocess.Popen[str], exit_codes: tuple[int, ...] = (0, 1)) -> None:
-            proc.wait(timeout=180)
-            log = Path(proc.args[proc.args.index("--out") + 1]).with_suffix(".log")
-            assert proc.returncode in exit_codes, log.read_text()[-2000:]
-
-        # The pair whose figures are compared runs alone, one run after the other.
-        finish(start("base", servers["baseline"].url))
+        run("base", servers["baseline"].url)
         # Its steps measure about 1 s, as long as the default /metrics period: a window could then hold no sample
         # at all (CI saw it: no queue figure, no warning). Five samples a second put several in every window, and
         # 3 s windows keep the gauges' refresh lag (SGLang refreshes them every 40 decode steps, which a loaded
         # machine stretches; a CI-style run saw the C=6 window's mean queue below 1) a small part of the window.
-        finish(start("spec", servers["eagle3"].url, "--server-metrics-interval", "0.2", "--min-step-time", "3"))
-        # The runs that provoke one warning each run at the same time: each warning comes from its own run's
-        # settings, failures, request count or end, which sharing the machine (or a server) does not change.
-        others = [
-            (start("base_fixed_48", servers["baseline"].url, "--prompt-mode", "fixed", "--max-tokens", "48"), (0, 1)),
-            # ~15% of requests fail, above the default --max-error-rate of 5%: the run says so with exit 3
-            (start("base_errors", flaky.url), (3,)),
-            (start("base_short", servers["baseline"].url, "--min-requests", "400", "--max-step-time", "2"), (0, 1)),
-        ]
+        run("spec", servers["eagle3"].url, "--server-metrics-interval", "0.2", "--min-step-time", "3")
+        run("base_fixed_48", servers["baseline"].url, "--prompt-mode", "fixed", "--max-tokens", "48")
+        # ~15% of requests fail, above the default --max-error-rate of 5%: the run says so with exit 3
+        run("base_errors", flaky.url, exit_codes=(3,))
+        run("base_short", servers["baseline"].url, "--min-requests", "400", "--max-step-time", "2")
         killed = root / "spec_killed"
         proc = subprocess.Popen(locust_cmd(servers["eagle3"].url, killed, *QUICK[:-2], "--max-step-time", "120",
                                            "--min-requests", "400"),
@@ -68,8 +57,6 @@ def runs(tmp_path_factory) -> dict[str, Path]:
                               and (killed / "records.jsonl").read_text().count("\n") > 20, timeout_s=60, poll_s=0.2)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
-        for other, exit_codes in others:
-            finish(other, exit_codes)
         made["spec_killed"] = killed
         yield made
     finally:
