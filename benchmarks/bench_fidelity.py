@@ -7,8 +7,10 @@ against the emulator's ledger (its own receive time ``arrival_s`` and first-toke
 request id):
 
 * C=8, a server that streams 100 tok/s (10 ms decode steps): TTFT error = the record's ``ttft_s`` minus the
-  server's own ``first_token_s - arrival_s``, median and p90; send lag (``send_lag_ms``) and the server's receive
-  after ``start_s`` (``arrival_s - start_s``);
+  server's own ``first_token_s - arrival_s``, median and p90; send lag (``send_lag_ms``), the server's receive
+  after ``start_s`` (``arrival_s - start_s``) and the turnaround as the server saw it (a request's ``arrival_s``
+  after its user's previous request's ``finished_s``: the send lag plus the time the end of the stream waited
+  in the client before its read returned);
 * C=250, lock-step endings: 40 ms decode steps, every request admitted in one step and ending in one step (the
   emulator starts the request that wakes it alone; the other 249 share steps), so 249 streams end together;
 * flood, C=64 against the baseline profile at speed 100 (decode steps well under a millisecond): SSE events/s and
@@ -81,18 +83,22 @@ def fidelity(url: str, users: int, seconds: float, max_tokens: int, tmp: Path) -
     step, records = suite_run(url, users, seconds, max_tokens, tmp / f"c{users}")
     truth = ledger(url)
     t0, t1 = step["steady_start_s"], step["end_s"]
-    errors, received, lags = [], [], []
-    for r in records:
+    errors, received, lags, gaps = [], [], [], []
+    previous: dict[str, dict] = {}  # per user, the ledger entry of its last request
+    for r in sorted(records, key=lambda r: r["start_s"]):
         e = truth.get(r.get("server_request_id") or "")
+        before, previous[r["user"]] = previous.get(r["user"]), e
         if r["status"] != "ok" or e is None or not (t0 <= r["start_s"] and r["start_s"] + r["e2e_s"] <= t1):
             continue
         errors.append(1000 * (r["ttft_s"] - (e["first_token_s"] - e["arrival_s"])))
         received.append(1000 * (e["arrival_s"] - r["start_s"]))
         if r.get("send_lag_ms") is not None:
             lags.append(r["send_lag_ms"])
+        if before is not None and before.get("finished_s") is not None:
+            gaps.append(1000 * (e["arrival_s"] - before["finished_s"]))
     return {"n": len(errors), "err_p50": pct(errors, 50), "err_p90": pct(errors, 90),
             "recv_p50": pct(received, 50), "recv_p90": pct(received, 90),
-            "lag_p50": pct(lags, 50), "lag_p90": pct(lags, 90),
+            "lag_p50": pct(lags, 50), "lag_p90": pct(lags, 90), "gap_p50": pct(gaps, 50), "gap_p90": pct(gaps, 90),
             "cpu": max(step.get("load_cpu", {"-": float("nan")}).values()), "flags": ",".join(step["flags"]) or "-"}
 
 
@@ -149,9 +155,10 @@ def raw_flood(url: str, users: int, seconds: float) -> tuple[float, float]:
 
 
 def timing_part(seconds: float, tmp: Path) -> None:
-    print("TTFT error = record ttft_s - (ledger first_token_s - arrival_s); recv = arrival_s - start_s (ms)")
+    print("TTFT error = record ttft_s - (ledger first_token_s - arrival_s); recv = arrival_s - start_s; gap = the "
+          "server's view of the user's turnaround, ledger arrival_s of its request - finished_s of its previous (ms)")
     print(f"{'case':<28} {'n':>5} {'err p50':>8} {'err p90':>8} {'lag p50':>8} {'lag p90':>8} {'recv p50':>9} "
-          f"{'recv p90':>9} {'cpu %':>6}  flags")
+          f"{'recv p90':>9} {'gap p50':>8} {'gap p90':>8} {'cpu %':>6}  flags")
     for label, users, step_ms, tokens in (("C=8, 100 tok/s", 8, 10.0, 64),
                                           ("C=250, lock-step ends", 250, 40.0, 24)):
         profile = tmp / f"steps{step_ms:g}.yaml"
@@ -162,7 +169,8 @@ def timing_part(seconds: float, tmp: Path) -> None:
         finally:
             emu.stop()
         print(f"{label:<28} {f['n']:>5} {f['err_p50']:>8.2f} {f['err_p90']:>8.2f} {f['lag_p50']:>8.2f} "
-              f"{f['lag_p90']:>8.2f} {f['recv_p50']:>9.2f} {f['recv_p90']:>9.2f} {f['cpu']:>6.0f}  {f['flags']}")
+              f"{f['lag_p90']:>8.2f} {f['recv_p50']:>9.2f} {f['recv_p90']:>9.2f} {f['gap_p50']:>8.2f} "
+              f"{f['gap_p90']:>8.2f} {f['cpu']:>6.0f}  {f['flags']}")
 
 
 def capacity_part(users: int, seconds: float, rounds: int, tmp: Path) -> None:

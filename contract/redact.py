@@ -68,7 +68,7 @@ def looks_like_env_name(name: str) -> bool:
 
 def redact(text: str, keys: tuple[str, ...] = ()) -> str:
     """``text`` with URL credentials and every known key (plus ``keys``) replaced by a mask."""
-    if not text:
+    if not text or (not _KEYS and not keys and "@" not in text):  # no secret known, no user@ in a URL
         return text
     out = _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{MASK}@", text)
     for key in sorted({*_KEYS, *(k for k in keys if k and len(k) >= _MIN_KEY)}, key=len, reverse=True):

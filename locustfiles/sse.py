@@ -1,6 +1,7 @@
 """Server-sent events split from raw socket reads, each stamped with the time its bytes arrived.
 
-Timing lives here, next to the read: an event's time is the moment the read that completed it returned, so
+Timing lives here, next to the read: an event's time is the moment the read that completed it returned (or,
+when the read waited on the event loop, the moment the loop saw its bytes: ``locustfiles.wakeclock``), so
 TTFT never waits on a buffer filling (the trap in Locust's FastHttp ``iter_lines``, which waits for 1,024
 bytes). Comment lines (``:`` pings) and ``event:``/``id:`` fields are skipped; ``data:`` lines of one event
 are joined with newlines as the SSE specification says. Some llama.cpp builds send a failure as an ``error:``
@@ -13,6 +14,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+
+from locustfiles.wakeclock import wake_clock
 
 DONE = b"[DONE]"
 
@@ -29,7 +32,12 @@ def error_field_payload(value: bytes) -> bytes:
 
 
 class SSESplitter:
-    """Incremental SSE parser: feed byte blocks, get complete ``data`` payloads back."""
+    """Incremental SSE parser: feed byte blocks, get complete ``data`` payloads back.
+
+    Why two paths: nearly every event a server sends is one ``data:`` line ended by a blank line, so a block
+    is cut at blank lines and such events are taken whole (one split, one slice each); anything else (CR line
+    ends, comments, several data lines, ``error:`` fields) goes through the line-by-line reading.
+    """
 
     __slots__ = ("_buf", "_data")
 
@@ -39,7 +47,25 @@ class SSESplitter:
 
     def feed(self, block: bytes) -> list[bytes]:
         """Add bytes; return the data payloads of every event completed by them."""
-        buf = self._buf + block
+        buf = self._buf + block if self._buf else block
+        if self._data or b"\r" in buf:
+            events, self._buf = self._lines(buf)
+            return events
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            self._buf = buf
+            return []
+        self._buf = buf[end + 2:]
+        events: list[bytes] = []
+        for text in buf[:end].split(b"\n\n"):
+            if text.startswith(b"data:") and b"\n" not in text:
+                events.append(text[6:] if text.startswith(b"data: ") else text[5:])
+            else:
+                events.extend(self._lines(text + b"\n\n")[0])
+        return events
+
+    def _lines(self, buf: bytes) -> tuple[list[bytes], bytes]:
+        """Read every complete line of ``buf``: the payloads of the events they complete, and what is left."""
         events: list[bytes] = []
         start = 0
         while True:
@@ -63,34 +89,64 @@ class SSESplitter:
             elif line.startswith(b"error:"):
                 self._data.append(error_field_payload(line[6:]))
             # ":" comments, "event:", "id:", "retry:" carry nothing we measure.
-        self._buf = buf[start:]
-        return events
+        return events, buf[start:]
 
     def flush(self) -> list[bytes]:
         """Payloads of an event the stream ended without a blank line after (EOF terminates it)."""
-        if self._buf.startswith(b"data:"):
-            payload = self._buf[5:].lstrip(b" ").rstrip(b"\r")
+        events, rest = self._lines(self._buf)
+        if rest.startswith(b"data:"):
+            payload = rest[5:].lstrip(b" ").rstrip(b"\r")
             self._data.append(payload)
         self._buf = b""
-        events = [b"\n".join(self._data)] if self._data else []
+        if self._data:
+            events.append(b"\n".join(self._data))
         self._data = []
         return events
 
 
-def iter_events(
-    read: Callable[[], bytes], clock: Callable[[], float] = time.perf_counter
-) -> Iterator[tuple[float, bytes]]:
-    """Yield (arrival time, data payload) for each event; ``read`` returns b"" at end of stream.
+class EventReader:
+    """Iterate (arrival time, data payload) for each event; ``read`` returns b"" at end of stream.
 
     ``read`` must return as soon as any bytes are available (``read1`` semantics), never wait for a size.
+    Without ``clock``, when a read waited on the event loop its first event is stamped with the poll that saw
+    its bytes (``locustfiles.wakeclock``), not when this greenlet got its turn; later events of the same block
+    may have arrived after that poll, so they, and reads that did not wait, get the time the read returned
+    (never earlier than the bytes). ``last`` is the time of the last read (at the end: when the end was read);
+    ``woke`` the poll that last woke this greenlet for a read: from then on the process knew this stream
+    needed it, so a send lag counted from there includes other users' work that ran first.
     """
-    splitter = SSESplitter()
-    while True:
-        block = read()
-        now = clock()
-        if not block:
-            for payload in splitter.flush():
-                yield now, payload
-            return
-        for payload in splitter.feed(block):
-            yield now, payload
+
+    __slots__ = ("clock", "last", "read", "woke")
+
+    def __init__(self, read: Callable[[], bytes], clock: Callable[[], float] | None = None) -> None:
+        self.read = read
+        self.clock = clock
+        self.last = 0.0
+        self.woke = 0.0  # 0.0: no read waited on the loop
+
+    def __iter__(self) -> Iterator[tuple[float, bytes]]:
+        read, splitter = self.read, SSESplitter()
+        wake = wake_clock() if self.clock is None else None
+        while True:
+            first = 0.0  # the stamp of the block's first event when the read waited on the loop
+            if wake is not None:
+                before = wake.iteration
+                block = read()
+                now = time.perf_counter()
+                if wake.iteration != before:
+                    first = self.woke = wake.polled_at
+            else:
+                block = read()
+                now = self.clock()  # type: ignore[misc]
+            self.last = now
+            events = splitter.feed(block) if block else splitter.flush()
+            for payload in events:
+                yield first or now, payload
+                first = 0.0
+            if not block:
+                return
+
+
+def iter_events(read: Callable[[], bytes], clock: Callable[[], float] | None = None) -> Iterator[tuple[float, bytes]]:
+    """Yield (arrival time, data payload) for each event (``EventReader``)."""
+    return iter(EventReader(read, clock))

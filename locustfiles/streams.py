@@ -12,10 +12,26 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from contract.schema import SpecFields
 from locustfiles import specfields
 from locustfiles.dialects import Dialect, dialect
 from locustfiles.sse import DONE
+
+
+def parse_payload(payload: bytes) -> Any:
+    """One chunk's JSON, or None when it is not JSON. orjson first: about 4x faster than the standard
+    library on SGLang's cumulative chunks (the read loop's largest cost); what it refuses (NaN, huge integers,
+    non-UTF-8) gets the standard library's more lenient reading, so both accept exactly the same payloads."""
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(payload)
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -63,10 +79,7 @@ class StreamState:
         if payload == DONE:
             self.done = True
             return
-        try:
-            obj = json.loads(payload)
-        except ValueError:
-            obj = None
+        obj = parse_payload(payload)
         if not isinstance(obj, dict):
             if self.malformed is None:
                 self.malformed = payload[:120].decode("utf-8", "replace")

@@ -10,8 +10,10 @@ own entry, logged outside the Aggregated row.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import http.client
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +30,7 @@ from locustfiles.messages import RECORD_MESSAGE, START_MESSAGE
 from locustfiles.pacer import wait_for_turn
 from locustfiles.prompts import Prompt
 from locustfiles.run import RunContext
-from locustfiles.sse import iter_events
+from locustfiles.sse import EventReader
 from locustfiles.streams import StreamState
 from locustfiles.wire import install as install_wire_timing
 from locustfiles.wire import on_wire
@@ -71,6 +73,21 @@ def classify_stream_end(state: StreamState, outcome: Outcome) -> None:
         outcome.fail("truncated", "stream ended without [DONE]")
     elif state.finish_reason is None:
         outcome.fail("truncated", "stream ended without a finish reason")
+
+
+def _reader(resp: Any) -> Callable[[], bytes]:
+    """What the read loop calls for the next bytes: ``read1`` of the standard library's response under urllib3's,
+    which de-chunks and returns whatever has arrived. Why not urllib3's own ``read1``: it adds a context
+    manager, a decoder check and a buffer per call, about a fifth of the read loop's time, for nothing when
+    the body is not compressed (we ask for identity). A compressed body, or a urllib3 without ``_fp``, is
+    read through urllib3. Errors keep their meaning: a silent socket raises ``TimeoutError``, a broken
+    stream ``OSError`` or ``http.client.HTTPException`` (``IncompleteRead``), all caught by the caller."""
+    raw = resp.raw
+    fp = getattr(raw, "_fp", None)
+    encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+    if isinstance(fp, http.client.HTTPResponse) and encoding in ("", "identity"):
+        return functools.partial(fp.read1, READ_SIZE)
+    return functools.partial(raw.read1, READ_SIZE)
 
 
 def _not_a_stream(content_type: str) -> bool:
@@ -132,6 +149,7 @@ class InFlight:
     conversation: Conversation | None = None  # --multi-turn: the conversation and turn this request is
     send_lag_ms: float | None = None  # from the user being ready to the send; None: it never went on the wire
     sent: bool = False  # its bytes went on the wire (``LLMUser._sent``)
+    ready: float | None = None  # a clean end: the poll that woke the user for its last bytes (send lag's start)
 
 
 def _conversation_fields(conv: Conversation | None) -> dict[str, Any]:
@@ -262,7 +280,7 @@ class LLMUser(HttpUser):
     def _finish(self, ctx: RunContext, req: InFlight) -> RequestRecord:
         """End-of-request work: the conversation's next turn, the record (and answer), and their way to disk."""
         on_wire(None)
-        self._ready = req.end  # the end of this stream: all that follows until the next send is lag
+        self._ready = req.ready or req.end  # the end of this stream: all that follows until the next send is lag
         self._conversation = self._continued(ctx, req)
         record = self._record(ctx, req)
         answer = _answer(record, req) if ctx.settings.checks_output else None
@@ -349,7 +367,7 @@ class LLMUser(HttpUser):
                              "instead of an event stream", page.decode("utf-8", "replace").strip())
                 end = time.perf_counter()
             else:
-                end = self._read_stream(resp, state, outcome, t0, s.request_timeout)
+                end, req.ready = self._read_stream(resp, state, outcome, t0, s.request_timeout)
             tokens = state.resolve_tokens().output_tokens if outcome.status == "ok" else 0
             req.end = end
             resp.request_meta["response_time"] = (end - t0) * 1000.0
@@ -374,12 +392,16 @@ class LLMUser(HttpUser):
         outcome.fail("http_error", f"HTTP {resp.status_code}", text)
 
     @staticmethod
-    def _read_stream(resp: Any, state: StreamState, outcome: Outcome, t0: float, total_timeout: float) -> float:
+    def _read_stream(resp: Any, state: StreamState, outcome: Outcome, t0: float, total_timeout: float
+                     ) -> tuple[float, float]:
+        """Read the stream to its end: (when it ended, when the user became ready: the event loop's poll that
+        woke it for the stream's last bytes, so other users' work queued ahead of it counts as send lag)."""
         raw = resp.raw
         deadline = t0 + total_timeout
         clean_eof = False
+        events = EventReader(_reader(resp))
         try:
-            for t, payload in iter_events(lambda: raw.read1(READ_SIZE)):
+            for t, payload in events:
                 state.feed(t, payload)
                 if t > deadline:
                     outcome.fail("timeout", f"request exceeded {total_timeout:g} s")
@@ -388,15 +410,19 @@ class LLMUser(HttpUser):
                 clean_eof = True
         except (ReadTimeoutError, TimeoutError) as exc:
             outcome.fail("timeout", "stream silent longer than the read timeout", str(exc))
-        except (ProtocolError, OSError) as exc:
+        except (ProtocolError, OSError, http.client.HTTPException) as exc:
             outcome.fail("truncated", "connection broken mid-stream", str(exc))
-        end = time.perf_counter()
+        end = events.last if clean_eof else time.perf_counter()
         if clean_eof:
+            fp = getattr(raw, "_fp", None)
+            if isinstance(fp, http.client.HTTPResponse) and not fp.isclosed():
+                fp.close()  # a Content-Length body read to its end: done with (a chunked one closes itself)
             raw.release_conn()
         else:
             resp.close()
         classify_stream_end(state, outcome)
-        return end
+        ready = (events.woke or end) if clean_eof else end
+        return end, ready
 
     def _record(self, ctx: RunContext, req: InFlight) -> RequestRecord:
         state, outcome, t0 = req.state, req.outcome, req.t0

@@ -151,3 +151,42 @@ def run_locust(host: str | None, out: Path, *args: str, timeout: float = 180.0,
 # Steps end on their minimums: tests that check records, faults and wiring need no +-3% precision target (the
 # default --step-ci 0.03 would run each step to it, up to --max-step-time); precision has tests of its own.
 FAST_LADDER = ("--min-step-time", "1", "--max-step-time", "60", "--step-ci", "0")
+
+
+# One shortened `specbench demo` serves two tests that judge different things of the same command: the report's
+# seed pattern (tests/test_specbench.py) and what the terminal and the run logs show (tests/test_console.py).
+# Its top level, above 100, makes the ladder start users at a rate Locust warns about, so the spawn-rate warning
+# is really provoked.
+SHORT_DEMO_LADDER = (1, 10, 120)
+
+
+@pytest.fixture(scope="session")
+def short_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The demo's output directory and its finished process (exit status, stdout, stderr), run once per session."""
+    root = tmp_path_factory.mktemp("short_demo")
+    out = root / "demo"
+    proc = subprocess.run([sys.executable, "-m", "specbench.cli", "demo", "--out", str(out), "--ladder",
+                           ",".join(map(str, SHORT_DEMO_LADDER)), "--max-tokens", "64", "--min-requests", "10",
+                           "--min-step-time", "1", "--step-ci", "0"],
+                          capture_output=True, text=True, timeout=400, cwd=root)
+    return out, proc
+
+
+# One `specbench compare` of a baseline and a lossless eagle3 emulator (ladder 1,4) serves two tests that judge
+# different things of the same command: the report's figures against the analysis of its own runs
+# (tests/test_specbench.py) and the output-equivalence check it makes by default (tests/test_equivalence.py).
+COMPARE_PAIR_LADDER = (1, 4)
+
+
+@pytest.fixture(scope="session")
+def compare_pair(tmp_path_factory: pytest.TempPathFactory
+                 ) -> tuple[Path, subprocess.CompletedProcess[str], str, str]:
+    """The report directory, the finished process, and the baseline's and spec server's URLs (since stopped)."""
+    out = tmp_path_factory.mktemp("compare_pair") / "report"
+    with start_emulator_process("baseline", speed=20) as base, start_emulator_process("eagle3", speed=20) as spec:
+        proc = subprocess.run([sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec",
+                               spec.url, "--out", str(out), "--ladder", ",".join(map(str, COMPARE_PAIR_LADDER)),
+                               "--max-tokens", "48", "--min-requests", "12", "--min-step-time", "1",
+                               "--max-step-time", "60", "--step-ci", "0"],
+                              capture_output=True, text=True, timeout=300)
+    return out, proc, base.url, spec.url

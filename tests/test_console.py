@@ -11,7 +11,7 @@ import re
 
 from contract.schema import LOG_FILE
 from locustfiles.console import SPAWN_EXPLAINED, SPAWN_WARNING
-from tests.conftest import FAST_LADDER, run_locust
+from tests.conftest import FAST_LADDER, SHORT_DEMO_LADDER, run_locust
 from tests.test_specbench import specbench
 
 # Locust's statistics tables and its generic advice, as Locust 2.47 prints them
@@ -19,24 +19,26 @@ LOCUST_TABLE_MARKS = ("Response time percentiles", "Aggregated", "# reqs", "fail
 LOCUST_ADVICE = ("CPU usage above", SPAWN_WARNING)
 TINY = ["--ladder", "1,120", "--max-tokens", "16", "--min-requests", "8", "--min-step-time", "1",
         "--step-ci", "0"]
-STEP_LINE = re.compile(r"^step (\d+)/2 (C=\d+): ended \(\w+\) after [\d.]+ s window, \d+ requests, [\d.]+ tok/s")
+STEPS = len(SHORT_DEMO_LADDER)
+STEP_LINE = re.compile(rf"^step (\d+)/{STEPS} (C=\d+): ended \(\w+\) after [\d.]+ s window, \d+ requests, "
+                       r"[\d.]+ tok/s")
 
 
-def test_demo_terminal_shows_one_line_per_step_and_the_verdict_and_locust_output_goes_to_the_log(tmp_path):
-    out = tmp_path / "demo"
-    proc = specbench("demo", "--out", str(out), "--time-budget", "0", *TINY, timeout=300, cwd=tmp_path)
+def test_demo_terminal_shows_one_line_per_step_and_the_verdict_and_locust_output_goes_to_the_log(short_demo):
+    out, proc = short_demo  # the run tests/test_specbench.py judges the report of
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     terminal = proc.stdout + proc.stderr
     for mark in (*LOCUST_TABLE_MARKS, *LOCUST_ADVICE, "locust.main", "locust.runners", "started ("):
         assert mark not in terminal, (mark, terminal[-4000:])
     steps = [STEP_LINE.match(line) for line in proc.stderr.splitlines()]
     levels = [m.group(2) for m in steps if m]
-    assert levels == ["C=1", "C=120", "C=1", "C=120"], proc.stderr  # baseline then spec, one line per step
+    assert levels == [f"C={c}" for c in SHORT_DEMO_LADDER] * 2, proc.stderr  # baseline then spec, one line a step
     assert sum("Verdict: " in line for line in proc.stdout.splitlines()) == 1
+    first, top = SHORT_DEMO_LADDER[0], SHORT_DEMO_LADDER[-1]
     for run in ("baseline", "spec"):
         log = (out / run / LOG_FILE).read_text()
         assert "Starting Locust" in log and "Response time percentiles" in log and "Aggregated" in log
-        assert "step 1/2 C=1: started" in log and "step 2/2 C=120: ended" in log
+        assert f"step 1/{STEPS} C={first}: started" in log and f"step {STEPS}/{STEPS} C={top}: ended" in log
         assert SPAWN_WARNING not in log and log.count(SPAWN_EXPLAINED) == 1, log[-3000:]
 
 

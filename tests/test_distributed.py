@@ -119,7 +119,7 @@ def test_killed_worker_is_counted_and_a_stray_worker_is_refused(tmp_path, emulat
     started = time.monotonic()
     master = subprocess.Popen(master_cmd(emu.url, master_dir / "run", port, token, 2, "--ladder", "6",
                                          "--max-tokens", "64", "--min-requests", "10", "--min-step-time", "12",
-                                         "--max-step-time", "30"),
+                                         "--max-step-time", "30", "--step-ci", "0"),
                               cwd=master_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     stray = worker(tmp_path / "stray", port, "wrong-token")
     stray.wait(timeout=60)

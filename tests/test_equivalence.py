@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -115,12 +113,8 @@ def test_batch_variance_is_the_noise_floor_and_not_blamed_on_speculation(tmp_pat
     assert eq.kind == "within_noise", eq.text
 
 
-def test_specbench_compare_checks_a_lossless_pair_by_default(tmp_path, emulator):
-    base, spec = emulator("baseline"), emulator("eagle3")
-    out = tmp_path / "cmp"
-    proc = subprocess.run([sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec",
-                           spec.url, "--out", str(out), "--ladder", "1,4", "--max-tokens", "24", "--min-requests",
-                           "12", *FAST_LADDER], capture_output=True, text=True, timeout=300)
+def test_specbench_compare_checks_a_lossless_pair_by_default(compare_pair):
+    out, proc, _, _ = compare_pair  # the same run's report figures are judged in tests/test_specbench.py
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Output equivalence: speculation changed 0 of" in proc.stdout
     data = json.loads((out / "comparison.json").read_text())["equivalence"]

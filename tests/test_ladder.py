@@ -82,8 +82,10 @@ def test_a_step_too_short_for_its_concurrency_is_flagged(tmp_path, emulator):
 def test_stopping_mid_step_leaves_valid_records_and_steps(tmp_path, emulator, signum):
     emu = emulator("baseline", speed=10)
     out = tmp_path / "run"
+    # Each step ends on --max-step-time (200 requests take longer): the first after 5 s, and the second, stopped
+    # 1 s after it started, had 4 s left. (On --min-requests alone the C=2 step took three times the C=6 one.)
     proc = subprocess.Popen(locust_cmd(emu.url, out, "--ladder", "2,6", "--max-tokens", "64", "--min-requests",
-                                       "200", "--min-step-time", "1", "--max-step-time", "120"),
+                                       "200", "--min-step-time", "1", "--max-step-time", "5"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     steps_file = out / "steps.jsonl"
     wait_until(lambda: steps_file.exists() and steps_file.read_text().strip(), timeout_s=90, poll_s=0.2,
@@ -132,11 +134,14 @@ def test_web_ui_two_starts_both_run_the_full_ladder(tmp_path, emulator):
 
 def test_step_ci_ends_a_step_once_precise_enough_and_never_before_the_minimum(tmp_path, emulator):
     emu = emulator("baseline", speed=20)
-    loose = run_locust(emu.url, tmp_path / "loose", "--ladder", "4", "--max-tokens", "32", "--min-requests", "12",
-                       "--min-step-time", "2", "--max-step-time", "40", "--step-ci", "0.5")
-    strict = run_locust(emu.url, tmp_path / "strict", "--ladder", "4", "--max-tokens", "32", "--min-requests", "12",
-                        "--min-step-time", "2", "--max-step-time", "5", "--step-ci", "0.0001")
-    assert loose.returncode == 0 and strict.returncode == 0, loose.stderr[-2000:] + strict.stderr[-2000:]
+    # Both runs at once, on one emulator (each judges only when and why its own step ended).
+    runs = {name: subprocess.Popen(locust_cmd(emu.url, tmp_path / name, "--ladder", "4", "--max-tokens", "32",
+                                              "--min-requests", "12", "--min-step-time", "2", *extra),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+            for name, extra in (("loose", ("--max-step-time", "40", "--step-ci", "0.5")),
+                                ("strict", ("--max-step-time", "5", "--step-ci", "0.0001")))}
+    errs = {name: proc.communicate(timeout=180)[1] for name, proc in runs.items()}
+    assert all(proc.returncode == 0 for proc in runs.values()), errs["loose"][-2000:] + errs["strict"][-2000:]
     (loose_step,) = read_run(tmp_path / "loose").steps
     (strict_step,) = read_run(tmp_path / "strict").steps
     assert loose_step["ended_by"] == "ci" and loose_step["requests_measured"] >= 12
@@ -154,7 +159,7 @@ def test_distributed_processes_share_the_masters_steps_and_one_run_directory(tmp
     port = free_port()
     proc = run_locust(emu.url, out, "--processes", "2", "--master-bind-port", str(port), "--master-port", str(port),
                       "--ladder", "2,6", "--max-tokens", "32", "--min-requests", "12", "--min-step-time", "1",
-                      "--max-step-time", "60", timeout=180)
+                      "--max-step-time", "60", "--step-ci", "0", timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = read_run(out)
     assert [s["target_c"] for s in run.steps] == [2, 6]

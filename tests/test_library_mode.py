@@ -17,7 +17,8 @@ def test_programmatic_local_runner_runs_the_ladder_and_records_every_request(tmp
     emu = emulator("eagle3", speed=20)
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, str(SCRIPT), emu.url, str(out), "--ladder", "1,3", "--max-tokens", "32",
-                           "--min-requests", "8", "--min-step-time", "1", "--label", "lib", "--api", "chat"],
+                           "--min-requests", "8", "--min-step-time", "1", "--step-ci", "0", "--label", "lib", "--api",
+                           "chat"],
                           capture_output=True, text=True, timeout=180, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,7 +1,9 @@
 """Crossover refinement end to end (#27): ``specbench compare`` on two real emulators whose curves cross
 between two ladder levels (baseline against the 5-step draft: the cost model puts the crossing near C=14,
-between the ladder's C=10 and C=30) adds the bracket's geometric midpoint on both servers, marks it as
-added everywhere, and states the crossover with its interval and how it was found. ``--no-refine`` adds none.
+between the ladder's C=5 and C=30, where its ratios are 1.37 and 0.86, so a busy machine's drift cannot move
+the crossing out of the bracket; with C=10, ratio 1.10, it once did) adds the bracket's geometric midpoint on
+both servers, marks it as added everywhere, and states the crossover with its interval and how it was found.
+``--no-refine`` adds none.
 
 The statistical evidence (3 pairs x seeded runs, interval coverage of the analytic crossing) is in
 ``benchmarks/bench_refine.py``; this test runs one pair once.
@@ -18,14 +20,16 @@ import pytest
 from locustfiles.target import EmulatorProcess, start_emulator_process
 from specbench.cli import main as specbench_main
 
-LOAD = ["--ladder", "10,30", "--max-tokens", "48", "--min-requests", "20", "--min-step-time", "1",
+LOAD = ["--ladder", "5,30", "--max-tokens", "48", "--min-requests", "40", "--min-step-time", "1",
         "--max-step-time", "20", "--step-ci", "0"]
 
 
+# Speed 5, not 10: at 10 the load process on this 2-core machine caps the C=30 step, which pulls the ratio
+# there toward 1 (0.93 measured against the model's 0.86) until the crossing is no longer significant.
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[EmulatorProcess, EmulatorProcess]]:
-    base = start_emulator_process("baseline", speed=10)
-    spec = start_emulator_process("eagle3-steps5", speed=10)
+    base = start_emulator_process("baseline", speed=5)
+    spec = start_emulator_process("eagle3-steps5", speed=5)
     try:
         yield base, spec
     finally:
@@ -47,29 +51,29 @@ def test_refinement_adds_the_midpoint_on_every_server_and_marks_it(
     assert code == 0, stdout[-3000:]
     report = json.loads((out / "comparison.json").read_text())
     crossing = report["verdict"]["crossovers"][0]
-    assert (crossing["below_c"], crossing["above_c"]) in ((10, 17), (17, 30))  # the added level brackets it now
-    assert "refining the crossover: round 1 adds C=17 on every server" in stdout
-    assert "crossover refinement: added C=17; stopped: " in stdout
+    assert (crossing["below_c"], crossing["above_c"]) in ((5, 12), (12, 30))  # the added level brackets it now
+    assert "refining the crossover: round 1 adds C=12 on every server" in stdout
+    assert "crossover refinement: added C=12; stopped: " in stdout
     for name in ("baseline", "spec"):
         steps = _steps(out / name)
-        assert [(s["target_c"], s.get("refined", False)) for s in steps] == [(10, False), (30, False), (17, True)]
+        assert [(s["target_c"], s.get("refined", False)) for s in steps] == [(5, False), (30, False), (12, True)]
         assert [s["index"] for s in steps] == [0, 1, 2]
         records = [json.loads(line) for line in (out / name / "records.jsonl").read_text().splitlines()]
         assert len({r["request_id"] for r in records}) == len(records)  # ids stay unique after the merge
         added = [r for r in records if r["step"] == 2]
-        assert added and all(r["target_c"] == 17 and r["request_id"].startswith("r1-") for r in added)
+        assert added and all(r["target_c"] == 12 and r["request_id"].startswith("r1-") for r in added)
         assert (out / name / "refined" / "round-1" / "records.jsonl").exists()  # the raw run is kept
     # Same prompt order on both servers at the added level: request N of the level has prompt N.
     first = {name: sorted((r["prompt_seq"], r["prompt_id"]) for r in map(json.loads, (
-        out / name / "records.jsonl").read_text().splitlines()) if r["step"] == 2)[:17]
+        out / name / "records.jsonl").read_text().splitlines()) if r["step"] == 2)[:12]
         for name in ("baseline", "spec")}
     assert first["baseline"] == first["spec"]
     levels = {lv["target_c"]: lv for lv in report["levels"]}
-    assert levels[17]["refined"] is True and levels[10]["refined"] is False
+    assert levels[12]["refined"] is True and levels[5]["refined"] is False
     line = report["verdict"]["crossover_lines"][0]
     assert line.endswith("from 1 added level") and line.startswith(f"C = {crossing['c']:.3g} (")
     assert f"Crossover: {line}" in stdout
-    assert "17*" in (out / "report.md").read_text()
+    assert "12*" in (out / "report.md").read_text()
     assert [s["name"] for s in report["saturation"]] == ["baseline", "spec"]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis import compare_runs, comparison_json, load_run
-from tests.conftest import wait_until
+from tests.conftest import COMPARE_PAIR_LADDER, SHORT_DEMO_LADDER, wait_until
 from tests.tinyservers import tiny_server
 
 SHORT = ["--ladder", "1,4", "--max-tokens", "48", "--min-requests", "10", "--min-step-time", "1",
@@ -33,20 +33,17 @@ def _close(a: float | None, b: float | None) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
-def test_compare_against_two_emulators_reports_the_analysis_of_its_own_runs(tmp_path, emulator):
-    base = emulator("baseline", speed=20)
-    spec = emulator("eagle3", speed=20)
-    out = tmp_path / "report"
-    proc = specbench("compare", "--baseline", base.url, "--spec", spec.url, "--out", str(out), *SHORT)
+def test_compare_against_two_emulators_reports_the_analysis_of_its_own_runs(compare_pair):
+    out, proc, base_url, _ = compare_pair  # its equivalence check is judged in tests/test_equivalence.py
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
-    assert "baseline: " + base.url in proc.stdout and "no speculation" in proc.stdout
+    assert "baseline: " + base_url in proc.stdout and "no speculation" in proc.stdout
     assert "speculative algorithm=EAGLE3" in proc.stdout
     for name in ("report.md", "comparison.json", "comparison.csv", "baseline/records.jsonl", "spec/steps.jsonl"):
         assert (out / name).exists(), name
     assert len(list(out.glob("*.png"))) >= 3
     written = json.loads((out / "comparison.json").read_text())
     again = comparison_json(compare_runs(load_run(out / "baseline"), load_run(out / "spec")))
-    assert [lv["target_c"] for lv in written["levels"]] == [1, 4]
+    assert [lv["target_c"] for lv in written["levels"]] == list(COMPARE_PAIR_LADDER)
     for got, want in zip(written["levels"], again["levels"], strict=True):
         for key in ("spec_tok_s", "baseline_tok_s", "ratio", "ratio_low", "ratio_high", "per_request_ratio"):
             assert _close(got[key], want[key]), (key, got[key], want[key])
@@ -60,14 +57,13 @@ def test_compare_against_two_emulators_reports_the_analysis_of_its_own_runs(tmp_
     assert all(lv["ratio"] < 1 for lv in written["levels"]), "the calibrated eagle3 profile loses to baseline"
 
 
-def test_shortened_demo_shows_the_seed_pattern(tmp_path):
-    out = tmp_path / "demo"
-    proc = specbench("demo", "--out", str(out), "--ladder", "1,10,40", "--max-tokens", "64", "--min-requests", "10",
-                     "--min-step-time", "1", "--step-ci", "0", timeout=400, cwd=tmp_path)
+def test_shortened_demo_shows_the_seed_pattern(short_demo):
+    out, proc = short_demo  # also judged by tests/test_console.py: one run of the command for both
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     assert "report: " in proc.stdout
     comparison = json.loads((out / "comparison.json").read_text())
     ratios = [lv["ratio"] for lv in comparison["levels"]]
+    assert [lv["target_c"] for lv in comparison["levels"]] == list(SHORT_DEMO_LADDER)
     assert comparison["verdict"]["kind"] == "baseline_wins_all", comparison["verdict"]
     assert ratios[0] > ratios[-1], ratios  # the gap widens with load
 

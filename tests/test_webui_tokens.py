@@ -135,7 +135,7 @@ def test_tokens_tab_live_figures_match_the_ledger_and_final_rows_match_summarize
     port = free_port()
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-host", "127.0.0.1", "--web-port", str(port),
            "--host", emu.url, "--label", "ui", "--max-tokens", "64", "--ladder", ",".join(map(str, LADDER)),
-           "--min-requests", "8", "--min-step-time", "2", "--max-step-time", "30"]
+           "--min-requests", "8", "--min-step-time", "2", "--max-step-time", "30", "--step-ci", "0"]
     log = (tmp_path / "locust.log").open("w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     base = f"http://127.0.0.1:{port}"
