@@ -79,7 +79,10 @@ def execute(run: LoadRun) -> RunResult:
         return RunResult(code, interrupted=code == 130 or (code == 0 and _partial(run.run_dir)))
     except KeyboardInterrupt:
         if child.poll() is None:
-            child.send_signal(signal.SIGINT)  # also reaches it from a terminal; harmless twice
+            # SIGTERM, not SIGINT: once the suite's hooks are in (Locust's init) both stop the run in order, but a
+            # child still importing its locustfile would print a KeyboardInterrupt traceback for SIGINT, while
+            # SIGTERM ends it quietly. A terminal's Ctrl-C also reaches the child itself; the hooks take both.
+            child.send_signal(signal.SIGTERM)
         try:
             code = child.wait(timeout=60)
         except subprocess.TimeoutExpired:

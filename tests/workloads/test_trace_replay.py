@@ -116,7 +116,7 @@ def test_bad_trace_options_exit_2_with_one_line(tmp_path):
     good = str(EXAMPLES / "mooncake-example.jsonl")
     for options, expected in [({"trace_window": "500:10"}, "--trace-window 500:10: no request"),
                               ({"trace_window": "x"}, "--trace-window: expected START:LEN"),
-                              ({"trace_speed": 0.0}, "--trace-speed: expected a positive number"),
+                              ({"trace_speed": 0.0}, "--trace-speed: expected a number at least 0.001"),
                               ({"rate_ladder": "1"}, "cannot be combined with --rate-ladder"),
                               ({"output_len": "fixed:4"}, "leave out --input-len, --output-len")]:
         with pytest.raises(SettingsError, match=expected.replace("+", r"\+")):
