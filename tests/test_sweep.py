@@ -232,11 +232,12 @@ def test_report_html_shows_the_plots_and_the_verdict_in_chromium(sweep_report: t
     for lv in report["levels"]:
         assert f"C={lv['target_c']}: {lv['best']}" in dom.stdout
     shot = tmp_path / "report.png"
-    run = _chromium_run(binary, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1400,2600",
+    run = _chromium_run(binary, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1400,4000",
                         "--hide-scrollbars", html.as_uri())
     assert run.returncode == 0 and shot.exists(), run.stderr[-2000:]
     pixels = imread(shot)[..., :3]
-    # the plots are drawn: strongly coloured pixels (curves, heat map cells) cover a real share of the page
+    # the plots are drawn: strongly coloured pixels (curves, heat map cells) cover a real share of the page (4000
+    # px tall, so the heat map stays in view below the per-level tables and the saturation lines)
     saturation = pixels.max(axis=2) - pixels.min(axis=2)
     assert float(np.mean(saturation > 0.35)) > 0.01, float(np.mean(saturation > 0.35))
     # the verdict box (green rule) is in view
