@@ -239,7 +239,8 @@ def test_report_html_shows_the_plots_and_the_verdict_in_chromium(sweep_report: t
     # the plots are drawn: strongly coloured pixels (curves, heat map cells) cover a real share of the page (4000
     # px tall, so the heat map stays in view below the per-level tables and the saturation lines)
     saturation = pixels.max(axis=2) - pixels.min(axis=2)
-    assert float(np.mean(saturation > 0.35)) > 0.01, float(np.mean(saturation > 0.35))
+    # (about 1% of the page with the plots, 0.0% with their images removed: the bound sits between)
+    assert float(np.mean(saturation > 0.35)) > 0.003, float(np.mean(saturation > 0.35))
     # the verdict box (green rule) is in view
     green = (pixels[..., 1] > 0.4) & (pixels[..., 0] < 0.3) & (pixels[..., 2] < 0.3)
     assert green.sum() > 200
