@@ -69,22 +69,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Command-line flags (argparse dest) that override a profile key of the same meaning.
+_PROFILE_FLAGS = {"max_running_requests": "max_running_requests", "startup_delay": "startup_delay_s", "seed": "seed",
+                  "vintage": "vintage", "prefix_cache": "prefix_cache", "ledger_text": "ledger_text",
+                  "ledger_chunk_times": "ledger_chunk_times"}
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if args.max_running_requests is not None:
-        out["max_running_requests"] = args.max_running_requests
-    if args.startup_delay is not None:
-        out["startup_delay_s"] = args.startup_delay
-    if args.seed is not None:
-        out["seed"] = args.seed
-    if args.vintage is not None:
-        out["vintage"] = args.vintage
-    if args.prefix_cache is not None:
-        out["prefix_cache"] = args.prefix_cache
-    if args.ledger_text is not None:
-        out["ledger_text"] = args.ledger_text
-    if args.ledger_chunk_times is not None:
-        out["ledger_chunk_times"] = args.ledger_chunk_times
+    out: dict[str, Any] = {key: getattr(args, flag) for flag, key in _PROFILE_FLAGS.items()
+                           if getattr(args, flag) is not None}
     faults = {key: getattr(args, flag) for flag, key in _FAULT_FLAGS.items() if getattr(args, flag) is not None}
     if faults:
         out["faults"] = faults

@@ -42,30 +42,29 @@ def _still_open(sock: Any) -> bool:
     return not readable
 
 
-class TimedHTTPConnection(HTTPConnection):
-    """urllib3's connection, connected first (lazily, as http.client would), then stamped, then written."""
+class _Timed:
+    """urllib3's connection, connected first (lazily, as http.client would), then stamped, then written; its
+    reuse check without a yield (``_still_open``). One mixin for the plain and the TLS connection."""
 
-    def request(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    sock: Any
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
         if self.sock is None:
-            self.connect()
+            self.connect()  # type: ignore[attr-defined]  # the connection class this is mixed into has it
         _fire()
-        super().request(*args, **kwargs)
+        super().request(*args, **kwargs)  # type: ignore[misc]
 
     @property
     def is_connected(self) -> bool:
         return self.sock is not None and _still_open(self.sock)
 
 
-class TimedHTTPSConnection(HTTPSConnection):
-    def request(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        if self.sock is None:
-            self.connect()
-        _fire()
-        super().request(*args, **kwargs)
+class TimedHTTPConnection(_Timed, HTTPConnection):  # type: ignore[misc]
+    """Plain HTTP, timed."""
 
-    @property
-    def is_connected(self) -> bool:
-        return self.sock is not None and _still_open(self.sock)
+
+class TimedHTTPSConnection(_Timed, HTTPSConnection):  # type: ignore[misc]
+    """TLS, timed."""
 
 
 class TimedHTTPConnectionPool(HTTPConnectionPool):
