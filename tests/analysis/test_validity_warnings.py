@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,12 @@ from synthetic_runs import Level, Prompt, RunSpec, small_pair, write_run
 
 from analysis.records.checks import WARNING_CODES
 from analysis.records.load import load_run
+from analysis.records.summary import RunSummary, summarize_run
 from analysis.reporting.render import render_comparison
 from analysis.reporting.report import render_report
 from analysis.reporting.serialize import comparison_json
 from analysis.verdicts.compare import Comparison, compare_runs
+from analysis.verdicts.pair_checks import pair_warnings
 
 Mutation = Callable[[RunSpec, RunSpec], None]
 
@@ -164,3 +167,22 @@ def test_warnings_reach_the_terminal_the_report_and_the_json(tmp_path: Path) -> 
         assert f"`{w.code}`: {w.message}" in report
     assert [w["code"] for w in as_json["warnings"]] == [w.code for w in comparison.warnings]
     assert "error_rate" in next(lv for lv in as_json["levels"] if lv["target_c"] == 2)["flags"]
+
+
+@pytest.mark.parametrize(("base_samples", "fires"), [(1, True), (2, True), (3, False), (12, False)])
+def test_a_baseline_queue_excuses_the_spec_cap_only_on_enough_gauge_samples(
+        tmp_path: Path, base_samples: int, fires: bool) -> None:
+    # The spec side ran at most 2 of C=4 and queued 2; the baseline's window "queued 1.5" too. On three samples or
+    # more that is the baseline queueing as well (no warning); on one or two it can be a gauge from the step before.
+    base, spec = small_pair()
+    base.server_counter_factor = spec.server_counter_factor = 1.0
+    base_run = summarize_run(load_run(write_run(tmp_path / "base", base)))
+    spec_run = summarize_run(load_run(write_run(tmp_path / "spec", spec)))
+
+    def at_4(run: RunSummary, **figures: float | int) -> RunSummary:
+        return replace(run, rows=[replace(r, **figures) if r.target_c == 4 else r for r in run.rows])
+
+    spec_run = at_4(spec_run, server_queued=2.0, server_running_max=2.0)
+    base_run = at_4(base_run, server_queued=1.5, server_samples=base_samples)
+    found = [w.code for w in pair_warnings(base_run, spec_run)]
+    assert ("spec_max_running_lower" in found) is fires, found
