@@ -16,11 +16,14 @@ acceptance is partial, so a parser that swapped or copied accepted/proposed woul
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from analysis.records.request_metrics import verify_passes
 from contract.schema import read_run
 from locustfiles.serverinfo import identify
 from tests.conftest import run_locust
@@ -43,6 +46,20 @@ def _delta(before: dict[str, float], after: dict[str, float], name: str) -> int:
     value = after.get(name, 0.0) - before.get(name, 0.0)
     assert value == int(value), (name, value)
     return int(value)
+
+
+# llama-server's own per-request lines as each request ends (slot print_timing, keyed by task id): its decoded
+# tokens and its draft counters, written to the server's log, not to the wire the suite reads.
+_EVAL_LINE = re.compile(r"task (\d+) \|\s+eval time =\s+[\d.]+ ms /\s+(\d+) tokens")
+_DRAFT_LINE = re.compile(r"task (\d+) \| draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
+
+
+def _logged_requests(log_text: str) -> Counter[tuple[int, int, int]]:
+    """(decoded tokens, accepted drafts, proposed drafts) per request, as the server logged them."""
+    decoded = {task: int(n) for task, n in _EVAL_LINE.findall(log_text)}
+    drafts = {task: (int(acc), int(gen)) for task, acc, gen in _DRAFT_LINE.findall(log_text)}
+    assert drafts and set(drafts) <= set(decoded), (len(drafts), len(decoded))
+    return Counter((decoded[task], *counts) for task, counts in drafts.items())
 
 
 def _failures(records: list[dict[str, Any]]) -> list[str]:
@@ -97,8 +114,10 @@ def test_records_equal_the_servers_counters(
     server: LlamaServer = request.getfixturevalue(server_name)
     out = tmp_path / "run"
     before = metrics(server.url)
+    log_start = server.log_path.stat().st_size
     proc = run_locust(server.url, out, "--api", api, *LOAD_ARGS)
     after = metrics(server.url)
+    log_text = server.log_path.read_bytes()[log_start:].decode(errors="replace")
     assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: some request failed (checked below)
     run = read_run(out)
     records = run.records
@@ -144,6 +163,18 @@ def test_records_equal_the_servers_counters(
             assert spec["accept_rate"] == spec["accepted_drafts"] / spec["proposed_drafts"]
         else:
             assert rec["spec"] is None
+    if server.speculative:
+        # Per request, not only in sum: the records' counters are the ones llama.cpp logged for its requests
+        # (matched as a multiset: the response id is not in the log), and so are the tokens per pass the
+        # decomposition builds on them (passes = decoded - accepted - 1: the first token comes from the prompt).
+        logged = _logged_requests(log_text)
+        mine = Counter((r["output_tokens"], r["spec"]["accepted_drafts"], r["spec"]["proposed_drafts"])
+                       for r in records)
+        assert mine == logged, (mine - logged, logged - mine)
+        per_pass = sorted(round((r["output_tokens"] - 1) / p, 9) for r in records if (p := verify_passes(r)))
+        logged_per_pass = sorted(round((n - 1) / (n - 1 - acc), 9) for (n, acc, _), k in logged.items()
+                                 for _ in range(k))
+        assert len(per_pass) == len(records) and per_pass == logged_per_pass
     if server_name == "spec_server_low":  # partial acceptance: accepted and proposed really differ
         assert sum(s["accepted_drafts"] for s in specs) < 0.5 * sum(s["proposed_drafts"] for s in specs)
     elif server_name == "spec_server":
