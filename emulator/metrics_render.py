@@ -147,6 +147,10 @@ def render_vllm(m: Metrics) -> str:
     for name, helptext, attr in counters:
         values = [getattr(part, attr) for part in m.parts]
         t.emit(name, "counter", helptext, per_engine([sum(v.values()) if isinstance(v, dict) else v for v in values]))
+    if p.speculative is not None and wire.num_drafts_counter:
+        t.emit("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.",
+               [({**label, "position": str(i)}, float(n)) for label, part in zip(labels, m.parts, strict=True)
+                for i, n in enumerate(part.accepted_per_pos)])
     t.histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency.", m.e2e, labels[0])
     return t.text()
 
@@ -170,6 +174,10 @@ def render_llamacpp(m: Metrics) -> str:
                            ("llamacpp:spec_decode_num_draft_tokens_total", "drafts_proposed"),
                            ("llamacpp:spec_decode_num_accepted_tokens_total", "drafts_accepted")):
             t.emit(name, "counter", "Speculative decoding.", [({}, m.total(attr))])
+    if wire.spec_counters and p.speculative is not None:
+        positions = zip(*(part.accepted_per_pos for part in m.parts), strict=True)
+        t.emit("llamacpp:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Speculative decoding.",
+               [({"position": str(i)}, float(sum(counts))) for i, counts in enumerate(positions)])
     return t.text()
 
 
