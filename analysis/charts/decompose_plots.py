@@ -77,7 +77,9 @@ def _by_position(ax: Axes, by_position: PositionRates) -> None:
     shown = [(label, rates) for label, rates in by_position if rates]
     for i, (label, rates) in enumerate(shown):
         ax.plot(range(len(rates)), rates, marker="o", color=f"C{i % 10}", label=label)  # type: ignore[arg-type]
-    if not shown:
+    if shown:
+        ax.set_xticks(range(max(len(rates) for _, rates in shown)))  # type: ignore[arg-type]
+    else:
         ax.text(0.5, 0.5, "not exported by this server", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("draft position (0 = first drafted token)")
