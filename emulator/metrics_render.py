@@ -174,7 +174,7 @@ def render_llamacpp(m: Metrics) -> str:
                            ("llamacpp:spec_decode_num_draft_tokens_total", "drafts_proposed"),
                            ("llamacpp:spec_decode_num_accepted_tokens_total", "drafts_accepted")):
             t.emit(name, "counter", "Speculative decoding.", [({}, m.total(attr))])
-    if wire.spec_counters and p.speculative is not None:
+    if wire.spec_counters and p.speculative is not None and m.total("verify"):  # listed once a draft was verified
         positions = zip(*(part.accepted_per_pos for part in m.parts), strict=True)
         t.emit("llamacpp:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Speculative decoding.",
                [({"position": str(i)}, float(sum(counts))) for i, counts in enumerate(positions)])

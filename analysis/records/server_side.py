@@ -91,13 +91,15 @@ def server_accept_by_position(inside: Sequence[ServerMetricsSample]) -> tuple[fl
 
     Taken between the first and last sample inside the window (both counters are read in one answer, so they
     count the same passes). Position i is accepted only after 0..i-1 were, so the rates never rise with i.
-    None when the server does not export the per-position counter or no pass happened in between.
+    llama.cpp lists a position only once a draft reached it (a fresh server shows none), so a position missing
+    from the first sample counts from 0. None when the last sample has no per-position counter (the server does
+    not export it) or no pass happened in between.
     """
     if len(inside) < 2:
         return None
-    first, last = accepted_by_position(inside[0]["values"]), accepted_by_position(inside[-1]["values"])
+    first, last = accepted_by_position(inside[0]["values"]) or [], accepted_by_position(inside[-1]["values"])
     verify = _delta(inside[0], inside[-1], "spec_verify_total")
-    if first is None or last is None or not verify or verify <= 0:
+    if last is None or not verify or verify <= 0:
         return None
     width = max(len(first), len(last))
     first, last = first + [0.0] * (width - len(first)), last + [0.0] * (width - len(last))
