@@ -2,7 +2,8 @@
 
 SGLang's scheduler series carry ``tp_rank``/``pp_rank``/``moe_ep_rank`` (plus ``dp_rank`` with several
 data-parallel ranks and ``priority`` with priority scheduling); its tokenizer series only ``model_name`` and
-``engine_type``. vLLM labels every series ``model_name`` and ``engine``; llama.cpp uses no labels.
+``engine_type``. vLLM labels every series ``model_name`` and ``engine``; llama.cpp uses no labels. Both label their
+per-position acceptance counter ``position`` as well.
 """
 
 from __future__ import annotations
