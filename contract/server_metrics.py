@@ -49,8 +49,34 @@ VOCABULARY: tuple[Term, ...] = (
     Term("spec_verify_total", "counter: speculative verify passes (one per request per pass)", "sum"),
     Term("spec_draft_tokens_total", "counter: draft tokens proposed", "sum"),
     Term("spec_accepted_tokens_total", "counter: draft tokens accepted (bonus excluded)", "sum"),
+    Term("spec_accepted_pos_<i>", "counter, one term per draft position i = 0..k-1: verify passes whose draft "
+         "token at position i was accepted", "sum"),
 )
 TERMS: dict[str, Term] = {t.name: t for t in VOCABULARY}
+
+# The per-position acceptance counter carries a ``position`` label ("0".."k-1"); each position becomes a term of
+# its own, ``spec_accepted_pos_<i>``, so a sample's ``values`` stays a flat term -> number map (older readers skip
+# terms they do not know). Absent from servers that do not export it (SGLang, early vLLM, older llama.cpp).
+ACCEPTED_POS_PREFIX = "spec_accepted_pos_"
+PER_POSITION_NAMES = frozenset({"vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                                "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"})
+POSITION_LABEL = "position"
+
+
+def term_rule(term: str) -> Term:
+    """The vocabulary entry of a term; every ``spec_accepted_pos_<i>`` shares one."""
+    if term.startswith(ACCEPTED_POS_PREFIX) and term[len(ACCEPTED_POS_PREFIX):].isdigit():
+        return TERMS[f"{ACCEPTED_POS_PREFIX}<i>"]
+    return TERMS[term]
+
+
+def accepted_by_position(values: dict[str, float]) -> list[float] | None:
+    """A sample's per-position accepted counts, position 0 first; None when the server does not export them."""
+    found = {int(k[len(ACCEPTED_POS_PREFIX):]): float(v) for k, v in values.items()
+             if k.startswith(ACCEPTED_POS_PREFIX) and k[len(ACCEPTED_POS_PREFIX):].isdigit()}
+    if not found:
+        return None
+    return [found.get(i, 0.0) for i in range(max(found) + 1)]
 
 # Sample name as the server exposes it -> vocabulary term. Counters keep their ``_total`` suffix here.
 SERVER_NAMES: dict[str, str] = {
@@ -113,7 +139,7 @@ def combine_series(term: str, series: list[tuple[dict[str, str], float]]) -> flo
     for labels, value in series:
         key = tuple(sorted((k, v) for k, v in labels.items() if k not in DUPLICATE_RANK_LABELS))
         once.setdefault(key, value)
-    return _COMBINE[TERMS[term].combine](list(once.values()))
+    return _COMBINE[term_rule(term).combine](list(once.values()))
 _DROPPED_SUFFIXES = ("_bucket", "_created")
 
 
@@ -160,9 +186,12 @@ def parse_metrics(text: str, t_s: float) -> ServerMetricsSample:
             for sample in family.samples:
                 names.append(sample.name)
                 value = float(sample.value)
+                labels = dict(sample.labels)
                 term = SERVER_NAMES.get(sample.name)
+                if sample.name in PER_POSITION_NAMES and labels.get(POSITION_LABEL, "").isdigit():
+                    term = f"{ACCEPTED_POS_PREFIX}{int(labels.pop(POSITION_LABEL))}"
                 if term is not None:
-                    grouped.setdefault(term, []).append((dict(sample.labels), value))
+                    grouped.setdefault(term, []).append((labels, value))
                 elif not sample.name.endswith(_DROPPED_SUFFIXES) and value == value:  # NaN is not JSON
                     raw[series_key(sample.name, sample.labels)] = value
     except (ValueError, TypeError) as exc:

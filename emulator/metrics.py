@@ -16,7 +16,7 @@ from typing import Any
 from .profile import Profile
 from .scheduler import Scheduler
 
-__all__ = ["CONTENT_TYPE", "Metrics", "PartCounts"]
+__all__ = ["CONTENT_TYPE", "Metrics", "PartCounts", "accepted_by_position"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
@@ -46,6 +46,18 @@ class PartCounts:
     verify: int = 0
     drafts_proposed: int = 0
     drafts_accepted: int = 0
+    # accepted_per_pos[i]: verify passes whose draft token at position i was accepted (a pass that accepted
+    # ``a`` drafts counts at positions 0..a-1), as vLLM's and llama.cpp's per-position counter.
+    accepted_per_pos: list[int] = field(default_factory=list)
+
+
+def accepted_by_position(histogram: list[int]) -> list[int]:
+    """Passes that accepted the draft at each position, from a histogram of accepted drafts per pass.
+
+    ``histogram[a]`` passes accepted ``a`` drafts; acceptance stops at the first rejected draft, so position ``i``
+    was accepted by every pass that accepted more than ``i``.
+    """
+    return [sum(histogram[i + 1:]) for i in range(max(0, len(histogram) - 1))]
 
 
 class Metrics:
@@ -53,7 +65,8 @@ class Metrics:
 
     def __init__(self, profile: Profile, scheduler: Scheduler) -> None:
         self.profile, self.scheduler = profile, scheduler
-        self.parts = [PartCounts() for _ in range(profile.wire.parts)]
+        positions = profile.speculative.num_steps if profile.speculative is not None else 0
+        self.parts = [PartCounts(accepted_per_pos=[0] * positions) for _ in range(profile.wire.parts)]
         self._dealt = 0
         self.ttft = Histogram(_LATENCY_BUCKETS)
         self.e2e = Histogram(_LATENCY_BUCKETS)
@@ -83,6 +96,8 @@ class Metrics:
             part.verify += spec["spec_verify_ct"]
             part.drafts_proposed += spec["spec_num_proposed_drafts"]
             part.drafts_accepted += spec["spec_num_correct_drafts"]
+            for i, n in enumerate(accepted_by_position(spec["spec_correct_drafts_histogram"])):
+                part.accepted_per_pos[i] += n
         if record["first_token_s"] is not None:
             self.ttft.observe(record["first_token_s"] - record["arrival_s"])
         self.e2e.observe(record["finished_s"] - record["arrival_s"])

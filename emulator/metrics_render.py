@@ -2,7 +2,8 @@
 
 SGLang's scheduler series carry ``tp_rank``/``pp_rank``/``moe_ep_rank`` (plus ``dp_rank`` with several
 data-parallel ranks and ``priority`` with priority scheduling); its tokenizer series only ``model_name`` and
-``engine_type``. vLLM labels every series ``model_name`` and ``engine``; llama.cpp uses no labels.
+``engine_type``. vLLM labels every series ``model_name`` and ``engine``; llama.cpp uses no labels. Both label their
+per-position acceptance counter ``position`` as well.
 """
 
 from __future__ import annotations
@@ -147,6 +148,10 @@ def render_vllm(m: Metrics) -> str:
     for name, helptext, attr in counters:
         values = [getattr(part, attr) for part in m.parts]
         t.emit(name, "counter", helptext, per_engine([sum(v.values()) if isinstance(v, dict) else v for v in values]))
+    if p.speculative is not None and wire.num_drafts_counter:
+        t.emit("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.",
+               [({**label, "position": str(i)}, float(n)) for label, part in zip(labels, m.parts, strict=True)
+                for i, n in enumerate(part.accepted_per_pos)])
     t.histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency.", m.e2e, labels[0])
     return t.text()
 
@@ -170,6 +175,10 @@ def render_llamacpp(m: Metrics) -> str:
                            ("llamacpp:spec_decode_num_draft_tokens_total", "drafts_proposed"),
                            ("llamacpp:spec_decode_num_accepted_tokens_total", "drafts_accepted")):
             t.emit(name, "counter", "Speculative decoding.", [({}, m.total(attr))])
+    if wire.spec_counters and p.speculative is not None and m.total("verify"):  # listed once a draft was verified
+        positions = zip(*(part.accepted_per_pos for part in m.parts), strict=True)
+        t.emit("llamacpp:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Speculative decoding.",
+               [({"position": str(i)}, float(sum(counts))) for i, counts in enumerate(positions)])
     return t.text()
 
 

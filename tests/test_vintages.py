@@ -24,7 +24,7 @@ import pytest
 import requests
 
 from analysis import load_run, render_summary_table, summarize_run
-from contract.server_metrics import parse_metrics
+from contract.server_metrics import accepted_by_position, parse_metrics
 from emulator.vintage import VINTAGES
 from locustfiles.target import start_emulator_process
 from tests.conftest import FAST_LADDER, ledger, run_locust
@@ -104,6 +104,8 @@ def _check_unreported(run: Any, vintage: str, api: str) -> None:
     assert ("acceptance per request" in missing) == no_request_spec, text
     assert ("max_running (batch cap)" in missing) == (wire.server == "vllm"), text
     assert ("kv_cache_usage" in missing) == (wire.server == "llamacpp" and wire.kv_metric is None), text
+    per_position = {"vllm": wire.num_drafts_counter, "llamacpp": wire.spec_counters}.get(wire.server, False)
+    assert ("acceptance by draft position" in missing) != per_position, text
 
 
 def _check_acceptance(vintage: str, api: str, spec: dict[str, Any] | None, true: dict[str, Any]) -> None:
@@ -155,3 +157,11 @@ def _check_counters(text: str, truth: list[dict[str, Any]], server: str) -> None
                                                            if e["spec"])
     if "spec_verify_total" in values:
         assert values["spec_verify_total"] == sum(e["spec"]["spec_verify_ct"] for e in truth if e["spec"])
+    # Accepted per draft position (vLLM with the drafts counter, newer llama.cpp): a pass that accepted a drafts
+    # counted at positions 0..a-1, summed over engines.
+    exported = accepted_by_position(values)
+    assert (exported is not None) == (server != "sglang" and "spec_verify_total" in values)
+    if exported is not None:
+        hists = [e["spec"]["spec_correct_drafts_histogram"] for e in done if e["spec"]]
+        assert exported == [sum(sum(h[i + 1:]) for h in hists) for i in range(len(exported))]
+        assert len(exported) == len(hists[0]) - 1

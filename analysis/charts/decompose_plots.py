@@ -1,5 +1,6 @@
 """The decomposition's plots: its factors and product against C beside the measured ratio, and acceptance
-histograms per level and per category. Figures come from ``analysis.verdicts.decompose`` (via ``decompose_report``)."""
+histograms per level and per category, with the server's acceptance by draft position beside them. Figures come
+from ``analysis.verdicts.decompose`` (via ``decompose_report``)."""
 
 from __future__ import annotations
 
@@ -68,14 +69,34 @@ def _hist(ax: Axes, values: Sequence[float], label: str, colour: str) -> None:
         ax.stairs([c / total for c in counts], edges, color=colour, label=f"{label} ({total})")  # type: ignore[operator]
 
 
-def plot_acceptance(levels: Sequence[Decomposition], path: Path) -> Path:
-    """Per-request tokens per verify pass: one histogram per level, and per category at the lowest level."""
-    fig = Figure(figsize=(12, 4.5), dpi=110)
-    ax = fig.add_subplot(1, 2, 1)
+PositionRates = Sequence[tuple[str, tuple[float, ...] | None]]
+
+
+def _by_position(ax: Axes, by_position: PositionRates) -> None:
+    """The server's acceptance rate per draft position, one line per level; says so where it is not exported."""
+    shown = [(label, rates) for label, rates in by_position if rates]
+    for i, (label, rates) in enumerate(shown):
+        ax.plot(range(len(rates)), rates, marker="o", color=f"C{i % 10}", label=label)  # type: ignore[arg-type]
+    if shown:
+        ax.set_xticks(range(max(len(rates) for _, rates in shown)))  # type: ignore[arg-type]
+    else:
+        ax.text(0.5, 0.5, "not exported by this server", ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("draft position (0 = first drafted token)")
+    ax.set_ylabel("share of verify passes that accepted it")
+    ax.set_title("Acceptance by draft position (server counters)")
+
+
+def plot_acceptance(levels: Sequence[Decomposition], path: Path, by_position: PositionRates = ()) -> Path:
+    """Per-request tokens per verify pass: one histogram per level, and per category at the lowest level; with
+    ``by_position`` ((level label, rates) of the spec run), a third panel with the server's per-position rates."""
+    fig = Figure(figsize=(18 if by_position else 12, 4.5), dpi=110)
+    panels = 3 if by_position else 2
+    ax = fig.add_subplot(1, panels, 1)
     for i, d in enumerate(levels):
         _hist(ax, d.spec_tokens_per_pass, f"C={d.target_c}", f"C{i % 10}")
     ax.set_title("Tokens per verify pass per request, by level")
-    ax_c = fig.add_subplot(1, 2, 2)
+    ax_c = fig.add_subplot(1, panels, 2)
     if levels:
         for i, (cat, values) in enumerate(by_category(levels[0]).items()):
             _hist(ax_c, values, cat, f"C{i % 10}")
@@ -85,6 +106,11 @@ def plot_acceptance(levels: Sequence[Decomposition], path: Path) -> Path:
         a.set_ylabel("share of requests")
         if a.get_legend_handles_labels()[0]:
             a.legend(fontsize="small")
+    if by_position:
+        ax_p = fig.add_subplot(1, panels, 3)
+        _by_position(ax_p, by_position)
+        if ax_p.get_legend_handles_labels()[0]:
+            ax_p.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path)
     return path

@@ -166,7 +166,9 @@ def comparison_plots(comparison: Comparison, out_dir: Path) -> list[Path]:
     runs = [comparison.baseline, comparison.spec]
     found = [lv.decomposition for lv in comparison.levels if lv.decomposition is not None]
     why = [plot_decomposition(found, out_dir / "decomposition_vs_c.png"),
-           plot_acceptance(found, out_dir / "acceptance_hist.png")] if found else []
+           plot_acceptance(found, out_dir / "acceptance_hist.png",
+                           [(lv.spec.level_text, lv.spec.server_accept_by_position) for lv in comparison.levels
+                            if lv.spec.server_samples])] if found else []
     return [
         plot_throughput(series, out_dir / "throughput_vs_c.png"),
         plot_ratio(comparison, out_dir / "ratio_vs_c.png"),

@@ -1,8 +1,9 @@
 """The server's side of each step: its own gauges and counters over the step's measured window.
 
 Reads the samples of server_metrics.jsonl (``contract.server_metrics``) that fall inside a window and puts
-the server's view next to the client's: requests running and queued, KV-cache use, acceptance length, and
-the server's generation-token counter as a rate.
+the server's view next to the client's: requests running and queued, KV-cache use, acceptance length, the
+acceptance rate per draft position (where the server exports its per-position counter), and the server's
+generation-token counter as a rate.
 
 The token cross-check is made over the span between two samples inside the window (the first and last that
 no request finished close to), so both sides count over exactly the same seconds. Servers count generated
@@ -18,7 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contract.schema import RequestRecord
-from contract.server_metrics import ServerMetricsSample, accept_length_from_counters
+from contract.server_metrics import (
+    ACCEPTED_POS_PREFIX,
+    ServerMetricsSample,
+    accept_length_from_counters,
+    accepted_by_position,
+)
 from contract.window import window_tokens
 
 MAX_TOKEN_GAP = 0.02  # server token counter vs client tokens over the same span
@@ -35,6 +41,7 @@ class ServerStep:
     queued: float | None
     kv_cache_usage: float | None  # 0..1
     accept_length: float | None  # from the spec counters when the server has them, else its gauge
+    accept_by_position: tuple[float, ...] | None  # share of verify passes that accepted draft position i
     gen_tok_s: float | None  # generation-token counter's rate between the first and last sample inside
     client_tok_s: float | None  # the client's tok/s over that same span (the attribution closer to the server)
     token_gap: float | None  # gen_tok_s / client_tok_s - 1
@@ -77,6 +84,26 @@ def server_accept_source(inside: Sequence[ServerMetricsSample]) -> tuple[float, 
                 return value, "counters"
     gauge = _mean([v for v in _values(inside, "accept_length") if v > 0])
     return (gauge, "gauge") if gauge is not None else None
+
+
+def server_accept_by_position(inside: Sequence[ServerMetricsSample]) -> tuple[float, ...] | None:
+    """Acceptance rate at each draft position over the samples: Δaccepted at position i / Δverify passes.
+
+    Taken between the first and last sample inside the window (both counters are read in one answer, so they
+    count the same passes). Position i is accepted only after 0..i-1 were, so the rates never rise with i.
+    llama.cpp lists a position only once a draft reached it (a fresh server shows none), so a position missing
+    from the first sample counts from 0. None when the last sample has no per-position counter (the server does
+    not export it) or no pass happened in between.
+    """
+    if len(inside) < 2:
+        return None
+    first, last = accepted_by_position(inside[0]["values"]) or [], accepted_by_position(inside[-1]["values"])
+    verify = _delta(inside[0], inside[-1], "spec_verify_total")
+    if last is None or not verify or verify <= 0:
+        return None
+    width = max(len(first), len(last))
+    first, last = first + [0.0] * (width - len(first)), last + [0.0] * (width - len(last))
+    return tuple((b - a) / verify for a, b in zip(first, last, strict=True))
 
 
 def finished_tokens(records: Sequence[RequestRecord], t0: float, t1: float) -> float:
@@ -133,11 +160,13 @@ def server_step(samples: Sequence[ServerMetricsSample], records: Sequence[Reques
     return ServerStep(
         samples=len(inside), running=_mean(running), running_max=max(running) if running else None,
         queued=_mean(_values(inside, "queued")), kv_cache_usage=_mean(_values(inside, "kv_cache_usage")),
-        accept_length=server_accept_length(inside), gen_tok_s=server, client_tok_s=client, token_gap=gap,
+        accept_length=server_accept_length(inside), accept_by_position=server_accept_by_position(inside),
+        gen_tok_s=server, client_tok_s=client, token_gap=gap,
     )
 
 
 NOT_REPORTED = "not reported by this server"
+ACCEPT_BY_POSITION = "acceptance by draft position"
 _SHOWN_TERMS = ("running", "queued", "kv_cache_usage", "generation_tokens_total")
 
 
@@ -155,6 +184,8 @@ def unreported_figures(samples: Sequence[ServerMetricsSample], server: dict[str,
         counters = {"spec_accepted_tokens_total", "spec_verify_total"} <= seen
         if server.get("speculative") and "accept_length" not in seen and not counters:
             missing.append("accept_length (server side)")
+        if server.get("speculative") and not any(t.startswith(ACCEPTED_POS_PREFIX) for t in seen):
+            missing.append(ACCEPT_BY_POSITION)
     if server.get("max_running_requests") is None:
         missing.append("max_running (batch cap)")
     if server.get("speculative") and accept_lengths and all(v is None for v in accept_lengths):

@@ -72,6 +72,7 @@ class StepRow:
     server_queued: float | None = None  # mean requests waiting for a batch slot
     server_kv_usage: float | None = None  # mean KV-cache use, 0..1
     server_accept_length: float | None = None  # tokens per verify pass, as the server counts them
+    server_accept_by_position: tuple[float, ...] | None = None  # accepted share of verify passes per draft position
     server_gen_tok_s: float | None = None  # the server's generation-token counter as a rate
     server_token_gap: float | None = None  # server_gen_tok_s / client tok/s over the same span - 1
     client_cpu_max: float | None = None  # the busiest load process's CPU over the step, 1.0 = one core
@@ -268,6 +269,7 @@ def with_server_side(row: StepRow, run: RunData, window: StepWindow) -> StepRow:
     return replace(row, server_samples=side.samples, server_running=side.running,
                    server_running_max=side.running_max, server_queued=side.queued,
                    server_kv_usage=side.kv_cache_usage, server_accept_length=side.accept_length,
+                   server_accept_by_position=side.accept_by_position,
                    server_gen_tok_s=side.gen_tok_s, server_token_gap=side.token_gap)
 
 

@@ -76,6 +76,11 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+def fmt_positions(rates: tuple[float, ...] | None) -> str:
+    """'0.82/0.61/0.40': the acceptance rate at draft positions 0, 1, 2...; '-' when not exported."""
+    return "-" if rates is None else "/".join(f"{v:.2f}" for v in rates)
+
+
 def _gap(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1%}"
 
@@ -88,6 +93,7 @@ SERVER_COLUMNS: list[Column[StepRow]] = [
     Column("queued avg", lambda r: fmt_num(r.server_queued)),
     Column("KV use", lambda r: _pct(r.server_kv_usage)),
     Column("server accept len", lambda r: fmt_num(r.server_accept_length, 2)),
+    Column("accept by position", lambda r: fmt_positions(r.server_accept_by_position)),
     Column("server tok/s", lambda r: fmt_num(r.server_gen_tok_s)),
     Column("client tok/s", lambda r: fmt_num(r.throughput_tok_s)),
     Column("token gap", lambda r: _gap(r.server_token_gap)),

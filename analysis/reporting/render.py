@@ -80,10 +80,14 @@ def server_section(summary: RunSummary) -> list[str]:
     """The server's side of each step, when the run sampled /metrics or measured its CPU."""
     if not has_server_side(summary.rows):
         return []
-    missing = unreported_figures(summary.server_samples, summary.meta.server, [r.accept_length for r in summary.rows])
-    note = [f"{NOT_REPORTED.capitalize()}: {', '.join(missing)}"] if missing else []
     table = text_table(server_columns(summary), summary.rows)
-    return ["", f"Server side, {summary.name} ({SERVER_NOTE})", table, *note]
+    return ["", f"Server side, {summary.name} ({SERVER_NOTE})", table, *unreported_note(summary)]
+
+
+def unreported_note(summary: RunSummary) -> list[str]:
+    """'Not reported by this server: ...' under a server-side table, or nothing when the server gives it all."""
+    missing = unreported_figures(summary.server_samples, summary.meta.server, [r.accept_length for r in summary.rows])
+    return [f"{NOT_REPORTED.capitalize()}: {', '.join(missing)}"] if missing else []
 
 
 def why_lines(comparison: Comparison) -> list[str]:

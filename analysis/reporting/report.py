@@ -18,7 +18,15 @@ from analysis.reporting.columns import (
 )
 from analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
 from analysis.reporting.equivalence_report import equivalence_markdown
-from analysis.reporting.render import PERCENTILE_NOTE, SERVER_NOTE, decompositions, describe_run, slo_heading, why_lines
+from analysis.reporting.render import (
+    PERCENTILE_NOTE,
+    SERVER_NOTE,
+    decompositions,
+    describe_run,
+    slo_heading,
+    unreported_note,
+    why_lines,
+)
 from analysis.table import fmt_num, markdown_table
 from analysis.verdicts.categories import ALL
 from analysis.verdicts.compare import Comparison
@@ -28,6 +36,7 @@ PLOT_CAPTIONS = {
     "ratio_vs_c.png": "Spec / baseline throughput ratio with 95% intervals and the crossover band",
     "latency_vs_c.png": "TTFT and end-to-end latency percentiles",
     "categories.png": "Acceptance length and per-request speed-up by category",
+    "acceptance_hist.png": "Tokens per verify pass per request, and the server's acceptance by draft position",
     "server_timeline.png": "Requests running and queued, and KV-cache use, as the servers reported them",
     "equivalence_vs_c.png": "Changed answers at temperature 0 against C, with each server's noise floor",
 }
@@ -94,7 +103,8 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
         md += [f"## Steps: {summary.name}", "", markdown_table(step_columns(summary), summary.rows), "",
                PERCENTILE_NOTE, ""]
         if has_server_side(summary.rows):
-            md += [f"Server side ({SERVER_NOTE}):", "", markdown_table(server_columns(summary), summary.rows), ""]
+            md += [f"Server side ({SERVER_NOTE}):", "", markdown_table(server_columns(summary), summary.rows), "",
+                   *(f"{line}\n" for line in unreported_note(summary))]
     if plots:
         md += ["## Plots", ""]
         md += [f"![{PLOT_CAPTIONS.get(p.name, p.stem)}]({p.name})\n" for p in plots]

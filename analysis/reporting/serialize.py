@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.records.checks import ValidityWarning
+from analysis.records.server_side import unreported_figures
 from analysis.records.summary import RunSummary, StepRow
 from analysis.reporting.decompose_report import DECOMPOSITION_FIELDS, decomposition_json, decomposition_row
 from analysis.reporting.equivalence_report import equivalence_json
@@ -31,7 +32,8 @@ LEVEL_FIELDS: tuple[str, ...] = (
     "ttft_p50_ratio", "ttft_p99_ratio", "e2e_p50_ratio", "e2e_p99_ratio", "spec_accept_length",
     "spec_achieved_c", "baseline_achieved_c", "policy_uses", "policy_tok_s", "flags",
     "spec_server_running", "baseline_server_running", "spec_server_queued", "baseline_server_queued",
-    "spec_server_kv_usage", "baseline_server_kv_usage", "spec_server_accept_length", "why", "refined",
+    "spec_server_kv_usage", "baseline_server_kv_usage", "spec_server_accept_length",
+    "spec_server_accept_by_position", "baseline_server_accept_by_position", "why", "refined",
 )
 
 
@@ -73,6 +75,8 @@ def run_json(summary: RunSummary) -> dict[str, Any]:
         "open_loop": {"rate_ladder": settings.rate_ladder, "arrivals": settings.arrivals,
                       "max_in_flight": settings.max_in_flight} if summary.open_loop and settings else None,
         "steps": [asdict(row) for row in summary.rows],
+        "server_not_reported": unreported_figures(summary.server_samples, meta.server,
+                                                  [r.accept_length for r in summary.rows]),
         "warnings": [warning_json(w) for w in summary.warnings],
     })
 
@@ -124,6 +128,8 @@ def level_json(level: LevelComparison, comparison: Comparison) -> dict[str, Any]
         "spec_server_kv_usage": level.spec.server_kv_usage,
         "baseline_server_kv_usage": level.baseline.server_kv_usage,
         "spec_server_accept_length": level.spec.server_accept_length,
+        "spec_server_accept_by_position": level.spec.server_accept_by_position,
+        "baseline_server_accept_by_position": level.baseline.server_accept_by_position,
         "why": level.why,
         "refined": level.refined,
     })

@@ -82,3 +82,20 @@ def test_acceptance_length_is_tokens_over_verify_passes_from_either_spec_field()
 def test_no_chunks_give_no_itl_samples() -> None:
     assert len(itl_samples_s(rec(0.0, [], [], e2e=1.0, status="timeout"))) == 0
     assert np.array_equal(itl_samples_s(rec(0.0, [5.0], [4], e2e=1.0)), np.zeros(0))
+
+
+def _sample(t_s: float, verify: float, by_position: list[float]) -> dict[str, Any]:
+    values = {"spec_verify_total": verify} | {f"spec_accepted_pos_{i}": v for i, v in enumerate(by_position)}
+    return {"schema": 1, "t_s": t_s, "server": "llamacpp", "values": values, "raw": {}}
+
+
+def test_acceptance_by_position_counts_from_zero_where_a_fresh_server_listed_no_position() -> None:
+    from analysis.records.server_side import server_accept_by_position
+
+    # llama.cpp lists a position once a draft reached it: before the first draft the family is absent.
+    rates = server_accept_by_position([_sample(0.0, 0, []), _sample(1.0, 10, [8, 5]), _sample(2.0, 20, [16, 9, 2])])
+    assert rates == pytest.approx((0.8, 0.45, 0.1))
+    assert server_accept_by_position([_sample(1.0, 10, [8, 5]), _sample(2.0, 20, [16, 9])]) == pytest.approx((0.8, 0.4))
+    # Not exported (no position in the last sample), or no pass in between: no figure, never zeros.
+    assert server_accept_by_position([_sample(0.0, 0, []), _sample(1.0, 10, [])]) is None
+    assert server_accept_by_position([_sample(0.0, 10, [8]), _sample(1.0, 10, [8])]) is None

@@ -3,15 +3,21 @@ server without ``--metrics`` leaves the run intact (one warning, no server_metri
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
 from analysis import load_run, summarize_run
-from contract.server_metrics import SERVER_METRICS_FILE, accept_length_from_counters, read_server_metrics
+from contract.server_metrics import (
+    SERVER_METRICS_FILE,
+    accept_length_from_counters,
+    accepted_by_position,
+    read_server_metrics,
+)
 from tests.conftest import read_jsonl, run_locust
 
-from .conftest import PROMPTS_SHORT
+from .conftest import DRAFT_N_MAX, PROMPTS_SHORT
 from .server import LlamaServer
 
 pytestmark = pytest.mark.slow
@@ -53,6 +59,18 @@ def test_llamacpp_series_are_sampled_and_acceptance_length_is_filled(spec_server
         assert row.server_samples > 0 and row.server_running is not None
     server_len = accept_length_from_counters(accepted, verify)
     assert server_len is not None and server_len == pytest.approx((tokens - len(run.records)) / verify)
+    # This build also counts accepted drafts per draft position (position i only after 0..i-1): over the run the
+    # positions' rises add up to the accepted drafts, never rise with the position, and each step's rates show it.
+    # A position appears once some draft reached it (a fresh server lists none), so a missing one counts 0.
+    before, after = accepted_by_position(first) or [], accepted_by_position(last) or []
+    by_pos = [b - (before[i] if i < len(before) else 0.0) for i, b in enumerate(after)]
+    assert len(by_pos) == DRAFT_N_MAX and sum(by_pos) == accepted
+    assert all(later <= earlier for earlier, later in pairwise(by_pos)), by_pos
+    for row in summary.rows:
+        rates = row.server_accept_by_position
+        assert rates is not None and len(rates) == DRAFT_N_MAX and 0 < rates[0] <= 1, row
+        assert all(later <= earlier for earlier, later in pairwise(rates)), rates
+        assert sum(rates) == pytest.approx(row.server_accept_length - 1)
 
 
 def test_a_server_without_metrics_leaves_the_run_intact(
