@@ -28,7 +28,7 @@ from analysis.verdicts.refine import (
     plan_round,
 )
 from analysis.verdicts.slo_compare import Capacity, capacity
-from contract.schema import ANSWERS_FILE, RECORDS_FILE, STEPS_FILE, read_steps
+from contract.schema import ANSWERS_FILE, RECORDS_FILE, STEPS_FILE, iter_jsonl, read_steps
 from contract.server_metrics import SERVER_METRICS_FILE
 from shapes.budget import fmt_duration
 
@@ -175,19 +175,9 @@ def _step_s(run_dir: Path) -> float:
     return sum(spans) / len(spans) if spans else 30.0
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file, a torn line (killed run) left out."""
-    if not path.exists():
-        return []
-    found = []
-    for raw in path.read_bytes().splitlines():
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            found.append(obj)
-    return found
+def _objects(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a refinement run's JSONL file (torn lines left out); a file it did not write is empty."""
+    return [obj for _, obj in iter_jsonl(path) if isinstance(obj, dict)] if path.exists() else []
 
 
 def _append(path: Path, objs: list[dict[str, Any]]) -> None:
@@ -206,7 +196,7 @@ def merge_refined(run_dir: Path, sub: Path, tag: str, *, refined: bool = True) -
     steps = read_steps(run_dir / STEPS_FILE) if (run_dir / STEPS_FILE).exists() else []
     offset = 1 + max((s["index"] for s in steps), default=-1)
     new_steps = [{**s, "index": s["index"] + offset, **({"refined": True} if refined else {})}
-                 for s in _lines(sub / STEPS_FILE) if isinstance(s.get("index"), int)]
+                 for s in _objects(sub / STEPS_FILE) if isinstance(s.get("index"), int)]
 
     def moved(obj: dict[str, Any]) -> dict[str, Any]:
         obj = {**obj, "request_id": f"{tag}-{obj.get('request_id')}"}
@@ -216,9 +206,9 @@ def merge_refined(run_dir: Path, sub: Path, tag: str, *, refined: bool = True) -
             obj["conversation_id"] = f"{tag}-{obj['conversation_id']}"
         return obj
 
-    _append(run_dir / RECORDS_FILE, [moved(r) for r in _lines(sub / RECORDS_FILE)])
-    _append(run_dir / ANSWERS_FILE, [moved(a) for a in _lines(sub / ANSWERS_FILE)])
-    _append(run_dir / SERVER_METRICS_FILE, _lines(sub / SERVER_METRICS_FILE))
+    _append(run_dir / RECORDS_FILE, [moved(r) for r in _objects(sub / RECORDS_FILE)])
+    _append(run_dir / ANSWERS_FILE, [moved(a) for a in _objects(sub / ANSWERS_FILE)])
+    _append(run_dir / SERVER_METRICS_FILE, _objects(sub / SERVER_METRICS_FILE))
     _append(run_dir / STEPS_FILE, new_steps)
     return len(new_steps)
 
