@@ -49,6 +49,14 @@ class RefineResult:
     returncode: int = 0  # a failed or interrupted refinement run's code; 0 otherwise
 
 
+@dataclass(frozen=True)
+class RoundStop:
+    """Why refinement stops inside a round: the budget cannot hold it (returncode 0, nothing ran), or one of
+    its runs failed or was interrupted (that run's code, and the round counts as run)."""
+    reason: str
+    returncode: int = 0
+
+
 def crossings_of(out: Path, baseline: tuple[str, Path], configs: Sequence[tuple[str, Path]]
                  ) -> tuple[list[Crossing], list[int], list[int]]:
     """The crossings to pin (the crossover, or each switch point of the policy), the levels every run measured,
@@ -126,21 +134,20 @@ def _rounds(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner
 
 
 def _run_round(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner, plan: RefinePlan, round_no: int,
-               time_left: Callable[[], float | None], what: str, at: str) -> RefineResult | None:
-    """One round's levels on every server, merged into each run; a RefineResult when the refinement must stop
-    (the budget cannot hold the round: returncode 0, nothing run; a run failed: its code)."""
+               time_left: Callable[[], float | None], what: str, at: str) -> RoundStop | None:
+    """One round's levels on every server, merged into each run; None when it ran, else why it stopped."""
     need = len(order) * (len(plan.levels) * _step_s(dirs[order[0]]) + ROUND_OVERHEAD_S)
     left = time_left()
     if left is not None and need > left:
-        return RefineResult(0, (), f"time budget spent: the next round needs about {fmt_duration(need)}, "
-                            f"{fmt_duration(max(0.0, left))} is left")
+        return RoundStop(f"time budget spent: the next round needs about {fmt_duration(need)}, "
+                         f"{fmt_duration(max(0.0, left))} is left")
     print(f"refining {what}: round {round_no} adds {at} on every server", flush=True)
     for n, name in enumerate(order):
         share = None if left is None else max(1.0, left / (len(order) - n))
         sub = dirs[name] / "refined" / f"round-{round_no}"
         code = run_levels(name, list(plan.levels), sub, share)
         if code not in (0, 3):
-            return RefineResult(0, (), "a refinement run failed or was interrupted", code)
+            return RoundStop("a refinement run failed or was interrupted", code)
         merge_refined(dirs[name], sub, f"r{round_no}")
         left = time_left()
     return None
