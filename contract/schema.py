@@ -216,8 +216,12 @@ class RunData:
     answers: list[AnswerLine] = field(default_factory=list)  # answers.jsonl (--check-output), else empty
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
-    """Yield (line number, object); a line that does not parse (bytes that are not UTF-8 JSON) yields None."""
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed value) for each non-blank line of a JSONL file, tolerant of torn lines.
+
+    A line that does not parse (bytes that are not UTF-8 JSON, e.g. the last line of a killed run) yields
+    None instead of raising, so each reader decides whether that is a torn tail or corruption; the value is
+    whatever the line holds (callers check it is an object). An unreadable file is a RunFormatError."""
     try:
         with path.open("rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
@@ -255,7 +259,7 @@ def read_records(path: Path) -> tuple[list[RequestRecord], int]:
     records: list[RequestRecord] = []
     torn = 0
     pending_bad: int | None = None  # a line that did not parse: torn only if nothing follows it
-    for lineno, obj in _iter_jsonl(path):
+    for lineno, obj in iter_jsonl(path):
         if pending_bad is not None:
             raise RunFormatError(f"{path}: line {pending_bad}: corrupt (not JSON) with records after it; only a "
                                  "last line can be torn by a killed run, so the file was damaged otherwise")
@@ -284,7 +288,7 @@ def _check_record_line(path: Path, lineno: int, obj: Any) -> None:
 def read_steps(path: Path) -> list[StepRecord]:
     """Read steps.jsonl; when a step index appears twice the later line wins."""
     by_index: dict[int, StepRecord] = {}
-    for lineno, obj in _iter_jsonl(path):
+    for lineno, obj in iter_jsonl(path):
         if obj is None:
             continue
         _check_version(path, lineno, obj)
@@ -298,7 +302,7 @@ def read_answers(path: Path) -> tuple[list[AnswerLine], int]:
     """Read answers.jsonl: lines without a request id and a digest are skipped and counted (a torn last line)."""
     answers: list[AnswerLine] = []
     bad = 0
-    for lineno, obj in _iter_jsonl(path):
+    for lineno, obj in iter_jsonl(path):
         if obj is None or not isinstance(obj, dict) or not isinstance(obj.get("request_id"), str) \
                 or not isinstance(obj.get("digest"), str):
             bad += 1

@@ -16,7 +16,9 @@ gives ``--x``/``--no-x``). ``choices=`` lists the allowed values; ``parse=`` tur
 field's value (``--ladder 1,2,5`` -> ``[1, 2, 5]``; the default is then given as text too); ``check=`` raises
 ``SettingsError`` on a bad value; a number's range is its row in ``contract.limits.LIMITS`` (same name);
 ``web_ui=False`` keeps it off the web UI's form; ``meta=False`` keeps it out of meta.json (options about this
-process, such as the console, rather than about the run). A ``specbench`` command that takes an option itself
+process, such as the console, rather than about the run); ``refers_to=`` names what the value points at that must
+exist besides it (``"a file"``, ``"an environment variable"``, ``"--trace"``), so tests that try arbitrary values
+(tests/test_cli_fuzz.py) leave it to its own tests. A ``specbench`` command that takes an option itself
 registers it with ``add_option`` (and names it in ``specbench.cli.PASSED_ON`` when the Locust child gets it as
 given); options it does not know go to the child untouched. tests/test_one_declaration.py fails when an
 option's flag is registered by hand anywhere else.
@@ -68,6 +70,8 @@ class Option:
     """One suite option: CLI flag ``--name``, YAML key ``name`` (dashes or underscores), attribute ``dest``.
 
     ``default`` is written as on the command line (text for a parsed option such as ``--ladder``).
+    ``refers_to`` says what a value names outside itself (a file, an environment variable, another option's
+    input), empty when the value means what it says: such a value is only usable when that thing exists.
     """
 
     name: str
@@ -78,6 +82,7 @@ class Option:
     parse: Parse | None = None
     check: Check | None = None
     in_meta: bool = True
+    refers_to: str = ""
 
     @property
     def dest(self) -> str:
@@ -109,9 +114,9 @@ class Option:
 
 
 def option(default: Any, help: str, *, choices: tuple[str, ...] | None = None, web_ui: bool = True,
-           parse: Parse | None = None, check: Check | None = None, meta: bool = True) -> Any:
+           parse: Parse | None = None, check: Check | None = None, meta: bool = True, refers_to: str = "") -> Any:
     """Declare a ``SuiteSettings`` field as an option (see the module docstring); its name comes from the field."""
-    spec = Option("", default, help, choices, web_ui, parse, check, meta)
+    spec = Option("", default, help, choices, web_ui, parse, check, meta, refers_to)
     if parse is not None:
         return dataclasses.field(default_factory=lambda: parse(default, "default"), metadata={_OPTION: spec})
     return dataclasses.field(default=default, metadata={_OPTION: spec})
@@ -343,17 +348,19 @@ class SuiteSettings:
     max_tokens: int = option(512, "output tokens asked for per request")
     ignore_eos: bool = option(True, "ask the server to ignore EOS so every request yields exactly max-tokens")
     temperature: float = option(0.0, "sampling temperature")
-    prompts: str = option("diverse", "built-in prompt set name (config/prompts/NAME.jsonl) or a JSONL/ShareGPT file")
+    prompts: str = option("diverse", "built-in prompt set name (config/prompts/NAME.jsonl) or a JSONL/ShareGPT file",
+                          refers_to="a prompt set or file")
     prompt_mode: str = option("diverse", "diverse: seeded shuffle of the set; fixed: one prompt repeated",
                               choices=("diverse", "fixed"))
-    prompt_id: str = option("", "with --prompt-mode fixed: the prompt id to repeat (default: the first in order)")
+    prompt_id: str = option("", "with --prompt-mode fixed: the prompt id to repeat (default: the first in order)",
+                            refers_to="a prompt of --prompts")
     seed: int = option(0, "seed of the prompt order")
     label: str = option("run", "run label written into every record (e.g. baseline, eagle3)", check=check_text)
     out: str = option("", "run directory (default runs/LABEL-YYYYmmdd-HHMMSS)", web_ui=False, check=check_path_text)
     model: str = option("", "model name for the OpenAI routes (default: the first of the server's /v1/models)",
                         check=check_text)
     api_key_env: str = option("", "name of the environment variable holding the API key (never the key itself)",
-                              check=check_api_key_env)
+                              check=check_api_key_env, refers_to="an environment variable")
     connect_timeout: float = option(10.0, "seconds to connect")
     read_timeout: float = option(120.0, "seconds a stream may stay silent before it counts as a timeout")
     request_timeout: float = option(900.0, "seconds a whole request may take before it counts as a timeout")
@@ -407,23 +414,24 @@ class SuiteSettings:
     # -- trace replay (#28) --
     trace: str = option("", "replay a request trace file (Mooncake JSONL, BurstGPT CSV or Azure CSV): its arrival "
                         "times, input and output lengths (and Mooncake hash_ids as shared prefix blocks), one "
-                        "open-loop step per --trace-window")
+                        "open-loop step per --trace-window", refers_to="a file")
     trace_format: str = option("", "format of --trace: mooncake, burstgpt or azure (default: detected from the "
-                               "content)", choices=("", *TRACE_FORMATS))
+                               "content)", choices=("", *TRACE_FORMATS), refers_to="--trace")
     trace_speed: float = option(1.0, "replay speed of --trace: 2 sends it twice as fast (times divided by this)")
     trace_window: str = option("", "slices of --trace to replay, START:LEN in trace seconds, comma-separated, one "
-                               "step each (default: the whole trace)")
+                               "step each (default: the whole trace)", refers_to="--trace")
     # -- crossover refinement (#27) --
     stop_after_saturation: int = option(-1, "skip the ladder's levels more than N levels beyond the level where "
                                         "throughput stopped rising while TTFT grew (specbench compare: beyond a "
                                         "saturation every server shows; levels stay paired); -1: off")
     # -- this process, not the run (kept out of meta.json) --
     emulator_profile: str = option("baseline", "with no --host: built-in emulator profile to start", web_ui=False,
-                                   meta=False, check=check_emulator_profile)
+                                   meta=False, check=check_emulator_profile,
+                                   refers_to="a built-in profile or a file")
     emulator_speed: float = option(1.0, "with no --host: time scale of the built-in emulator", web_ui=False,
                                    meta=False)
     suite_config: str = option("", "YAML profile setting any of these options (command line wins)", web_ui=False,
-                               meta=False, check=check_path_text)
+                               meta=False, check=check_path_text, refers_to="a file")
     console: str = option("locust", "terminal output: locust (Locust's own), progress (the suite's lines only; "
                           "Locust's log and tables go to --logfile), all (everything, and --logfile too)",
                           choices=("locust", "progress", "all"), web_ui=False, meta=False)

@@ -31,6 +31,12 @@ def error_field_payload(value: bytes) -> bytes:
     return b'{"error": ' + inner + b"}"
 
 
+def _data_value(line: bytes) -> bytes:
+    """The value of a ``data:`` line (which it must start with): the rest, less the one space the SSE format
+    allows after the colon."""
+    return line[5:].removeprefix(b" ")
+
+
 class SSESplitter:
     """Incremental SSE parser: feed byte blocks, get complete ``data`` payloads back.
 
@@ -59,7 +65,7 @@ class SSESplitter:
         events: list[bytes] = []
         for text in buf[:end].split(b"\n\n"):
             if text.startswith(b"data:") and b"\n" not in text:
-                events.append(text[6:] if text.startswith(b"data: ") else text[5:])
+                events.append(_data_value(text))
             else:
                 events.extend(self._lines(text + b"\n\n")[0])
         return events
@@ -82,10 +88,7 @@ class SSESplitter:
                     self._data = []
                 continue
             if line.startswith(b"data:"):
-                payload = line[5:]
-                if payload.startswith(b" "):
-                    payload = payload[1:]
-                self._data.append(payload)
+                self._data.append(_data_value(line))
             elif line.startswith(b"error:"):
                 self._data.append(error_field_payload(line[6:]))
             # ":" comments, "event:", "id:", "retry:" carry nothing we measure.

@@ -28,7 +28,7 @@ from analysis.verdicts.refine import (
     plan_round,
 )
 from analysis.verdicts.slo_compare import Capacity, capacity
-from contract.schema import ANSWERS_FILE, RECORDS_FILE, STEPS_FILE, read_steps
+from contract.schema import ANSWERS_FILE, RECORDS_FILE, STEPS_FILE, iter_jsonl, read_steps
 from contract.server_metrics import SERVER_METRICS_FILE
 from shapes.budget import fmt_duration
 
@@ -47,6 +47,14 @@ class RefineResult:
     levels: tuple[float, ...]  # every level (or rate) added, in order
     reason: str  # why it stopped, in words
     returncode: int = 0  # a failed or interrupted refinement run's code; 0 otherwise
+
+
+@dataclass(frozen=True)
+class RoundStop:
+    """Why refinement stops inside a round: the budget cannot hold it (returncode 0, nothing ran), or one of
+    its runs failed or was interrupted (that run's code, and the round counts as run)."""
+    reason: str
+    returncode: int = 0
 
 
 def crossings_of(out: Path, baseline: tuple[str, Path], configs: Sequence[tuple[str, Path]]
@@ -126,21 +134,20 @@ def _rounds(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner
 
 
 def _run_round(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner, plan: RefinePlan, round_no: int,
-               time_left: Callable[[], float | None], what: str, at: str) -> RefineResult | None:
-    """One round's levels on every server, merged into each run; a RefineResult when the refinement must stop
-    (the budget cannot hold the round: returncode 0, nothing run; a run failed: its code)."""
+               time_left: Callable[[], float | None], what: str, at: str) -> RoundStop | None:
+    """One round's levels on every server, merged into each run; None when it ran, else why it stopped."""
     need = len(order) * (len(plan.levels) * _step_s(dirs[order[0]]) + ROUND_OVERHEAD_S)
     left = time_left()
     if left is not None and need > left:
-        return RefineResult(0, (), f"time budget spent: the next round needs about {fmt_duration(need)}, "
-                            f"{fmt_duration(max(0.0, left))} is left")
+        return RoundStop(f"time budget spent: the next round needs about {fmt_duration(need)}, "
+                         f"{fmt_duration(max(0.0, left))} is left")
     print(f"refining {what}: round {round_no} adds {at} on every server", flush=True)
     for n, name in enumerate(order):
         share = None if left is None else max(1.0, left / (len(order) - n))
         sub = dirs[name] / "refined" / f"round-{round_no}"
         code = run_levels(name, list(plan.levels), sub, share)
         if code not in (0, 3):
-            return RefineResult(0, (), "a refinement run failed or was interrupted", code)
+            return RoundStop("a refinement run failed or was interrupted", code)
         merge_refined(dirs[name], sub, f"r{round_no}")
         left = time_left()
     return None
@@ -175,19 +182,9 @@ def _step_s(run_dir: Path) -> float:
     return sum(spans) / len(spans) if spans else 30.0
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file, a torn line (killed run) left out."""
-    if not path.exists():
-        return []
-    found = []
-    for raw in path.read_bytes().splitlines():
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            found.append(obj)
-    return found
+def _objects(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a refinement run's JSONL file (torn lines left out); a file it did not write is empty."""
+    return [obj for _, obj in iter_jsonl(path) if isinstance(obj, dict)] if path.exists() else []
 
 
 def _append(path: Path, objs: list[dict[str, Any]]) -> None:
@@ -206,7 +203,7 @@ def merge_refined(run_dir: Path, sub: Path, tag: str, *, refined: bool = True) -
     steps = read_steps(run_dir / STEPS_FILE) if (run_dir / STEPS_FILE).exists() else []
     offset = 1 + max((s["index"] for s in steps), default=-1)
     new_steps = [{**s, "index": s["index"] + offset, **({"refined": True} if refined else {})}
-                 for s in _lines(sub / STEPS_FILE) if isinstance(s.get("index"), int)]
+                 for s in _objects(sub / STEPS_FILE) if isinstance(s.get("index"), int)]
 
     def moved(obj: dict[str, Any]) -> dict[str, Any]:
         obj = {**obj, "request_id": f"{tag}-{obj.get('request_id')}"}
@@ -216,9 +213,9 @@ def merge_refined(run_dir: Path, sub: Path, tag: str, *, refined: bool = True) -
             obj["conversation_id"] = f"{tag}-{obj['conversation_id']}"
         return obj
 
-    _append(run_dir / RECORDS_FILE, [moved(r) for r in _lines(sub / RECORDS_FILE)])
-    _append(run_dir / ANSWERS_FILE, [moved(a) for a in _lines(sub / ANSWERS_FILE)])
-    _append(run_dir / SERVER_METRICS_FILE, _lines(sub / SERVER_METRICS_FILE))
+    _append(run_dir / RECORDS_FILE, [moved(r) for r in _objects(sub / RECORDS_FILE)])
+    _append(run_dir / ANSWERS_FILE, [moved(a) for a in _objects(sub / ANSWERS_FILE)])
+    _append(run_dir / SERVER_METRICS_FILE, _objects(sub / SERVER_METRICS_FILE))
     _append(run_dir / STEPS_FILE, new_steps)
     return len(new_steps)
 

@@ -62,8 +62,8 @@ def _accepted_pairs() -> list[tuple[str, str]]:
     """Every (flag, value) from the neighbours that the checks accept on its own; flags of booleans alone."""
     pairs: list[tuple[str, str]] = []
     for opt in OPTIONS:
-        if opt.dest in {"suite_config", "api_key_env", "trace", "trace_format", "trace_window", "prompt_id"}:
-            continue  # a file, a variable or a trace's companions: their accepted values are their own tests'
+        if opt.refers_to:
+            continue  # its value names a file, a variable or another option's input: its own tests try those
         if isinstance(opt.default, bool):
             candidates = [f"--{opt.name}", f"--no-{opt.name}"]
         else:

@@ -19,15 +19,14 @@ Wilson interval of the spec-against-baseline share lies wholly above that of the
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analysis.records.steps import step_windows
+from analysis.stats.proportion import wilson
 from contract.schema import RunData
 
-Z95 = 1.959964
 #: Histogram of first-difference positions: bins [0,1), [1,2), [2,4), [4,8), ... (powers of two).
 MAX_BIN_EDGE = 1 << 20
 
@@ -165,16 +164,6 @@ def _not_checked(base: RunData, spec: RunData) -> str | None:
     if any(r.get("target_rate") is not None for run in (base, spec) for r in run.records):
         return "output equivalence not checked: open-loop (rate) runs are not paired by level yet"
     return None
-
-
-def wilson(k: int, n: int) -> tuple[float, float]:
-    """95% Wilson score interval of a share k / n ((0, 1) without data)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre = (p + Z95 * Z95 / (2 * n)) / (1 + Z95 * Z95 / n)
-    half = Z95 * math.sqrt(p * (1 - p) / n + Z95 * Z95 / (4 * n * n)) / (1 + Z95 * Z95 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def verdict(total: Changes, noise: Changes, levels: Sequence[int]) -> tuple[str, str]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analysis.records.summary import RunSummary, StepRow
-from analysis.verdicts.equivalence import wilson
+from analysis.stats.proportion import wilson
 from contract.slo import CAPACITY_ATTAINMENT, Slo
 
 
