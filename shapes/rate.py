@@ -15,8 +15,9 @@ first row may fall due, so every row is measured), its level is the window's mea
 row has been sent or dropped and the window's time has passed.
 
 Locust holds one shape object per process and a web-UI Start may turn ``--rate-ladder`` or ``--trace`` on or off,
-so the shape keeps one class (the one a locustfile exposes) and picks its run's step schedule at each Start
-(``reset_time``): ``LadderSchedule`` (closed loop), ``RateSchedule`` or ``TraceReplay``; its step hooks ask it.
+so the shape keeps one class (the one a locustfile exposes) and picks its run's schedule at each Start
+(``reset_time``): none in closed loop (the ladder's own hooks), else ``RateSchedule`` or ``TraceReplay``, whose
+hooks stand in for the ladder's of the same name for that run.
 """
 
 from __future__ import annotations
@@ -30,120 +31,68 @@ LEAD_S = 0.5  # the first row of a window is due this long after the window is a
 USERS_WAIT_S = 10.0  # at most this long for the pool's users to be running before a replay window opens
 
 
+#: ConcurrencyLadder's step hooks. An open-loop schedule answers those it defines (under the same name); the others,
+#: and all of them in closed loop, stay the ladder's own.
+STEP_HOOKS = ("_new_book", "_n_steps", "_users", "_users_needed", "_measured_so_far", "_level_text",
+              "_check_warmup", "_end_reason", "_end_step", "_measures_text", "_arrivals_kind")
+
+
 class RateLadder(ConcurrencyLadder):
     """The suite's shape: closed loop, ``--rate-ladder`` or ``--trace``, by the schedule chosen at each Start."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.schedule: LadderSchedule = LadderSchedule(self)
+        self.schedule: RateSchedule | None = None  # None: closed loop, the ConcurrencyLadder it extends
 
     def reset_time(self) -> None:
         super().reset_time()
         cfg = self.settings
-        kind = TraceReplay if cfg.trace else RateSchedule if cfg.rate_ladder else LadderSchedule
-        self.schedule = kind(self)
+        kind = TraceReplay if cfg.trace else RateSchedule if cfg.rate_ladder else None
+        self._use_schedule(kind(self) if kind is not None else None)
 
-    # The step hooks of ConcurrencyLadder, each answered by this run's schedule.
-
-    def _new_book(self, index: int, now: float) -> StepBook:
-        return self.schedule.new_book(index, now)
-
-    def _n_steps(self) -> int:
-        return self.schedule.n_steps()
-
-    def _users(self, book: StepBook) -> tuple[int, float]:
-        return self.schedule.users(book)
-
-    def _users_needed(self, book: StepBook) -> int:
-        return self.schedule.users_needed(book)
-
-    def _measured_so_far(self, book: StepBook, steady: float) -> int:
-        return self.schedule.measured_so_far(book, steady)
-
-    def _level_text(self, book: StepBook) -> str:
-        return self.schedule.level_text(book)
-
-    def _check_warmup(self, book: StepBook, now: float) -> None:
-        self.schedule.check_warmup(book, now)
-
-    def _end_reason(self, book: StepBook, now: float) -> str | None:
-        return self.schedule.end_reason(book, now)
-
-    def _end_step(self, book: StepBook, now: float, ended_by: str) -> None:
-        self.schedule.end_step(book, now, ended_by)
-
-    def _measures_text(self, book: StepBook) -> str:
-        return self.schedule.measures_text(book)
-
-    def _arrivals_kind(self) -> str:
-        return self.schedule.arrivals_kind()
+    def _use_schedule(self, schedule: RateSchedule | None) -> None:
+        """Bind the schedule's hooks on this shape, where they shadow the ladder's methods of the same name; the
+        previous run's are dropped first, so a Start back to closed loop runs the ladder's own hooks again."""
+        self.schedule = schedule
+        for hook in STEP_HOOKS:
+            vars(self).pop(hook, None)
+            answer = getattr(schedule, hook, None)
+            if answer is not None:
+                setattr(self, hook, answer)
 
 
-class LadderSchedule:
-    """Closed loop: the concurrency ladder's own rules (``ConcurrencyLadder``'s hooks, run on the shape)."""
+class RateSchedule:
+    """--rate-ladder: one open-loop step per rate, a pool of --max-in-flight users (see the module docstring).
+
+    Its methods are ``ConcurrencyLadder`` step hooks (``STEP_HOOKS``), run on the shape in the ladder's place;
+    a hook it does not define stays the ladder's.
+    """
 
     def __init__(self, shape: RateLadder) -> None:
         self.shape = shape
 
-    def new_book(self, index: int, now: float) -> StepBook:
-        return ConcurrencyLadder._new_book(self.shape, index, now)
-
-    def n_steps(self) -> int:
-        return ConcurrencyLadder._n_steps(self.shape)
-
-    def users(self, book: StepBook) -> tuple[int, float]:
-        return ConcurrencyLadder._users(self.shape, book)
-
-    def users_needed(self, book: StepBook) -> int:
-        return ConcurrencyLadder._users_needed(self.shape, book)
-
-    def measured_so_far(self, book: StepBook, steady: float) -> int:
-        return ConcurrencyLadder._measured_so_far(self.shape, book, steady)
-
-    def level_text(self, book: StepBook) -> str:
-        return ConcurrencyLadder._level_text(self.shape, book)
-
-    def check_warmup(self, book: StepBook, now: float) -> None:
-        ConcurrencyLadder._check_warmup(self.shape, book, now)
-
-    def end_reason(self, book: StepBook, now: float) -> str | None:
-        return ConcurrencyLadder._end_reason(self.shape, book, now)
-
-    def end_step(self, book: StepBook, now: float, ended_by: str) -> None:
-        ConcurrencyLadder._end_step(self.shape, book, now, ended_by)
-
-    def measures_text(self, book: StepBook) -> str:
-        return ConcurrencyLadder._measures_text(self.shape, book)
-
-    def arrivals_kind(self) -> str:
-        return ConcurrencyLadder._arrivals_kind(self.shape)
-
-
-class RateSchedule(LadderSchedule):
-    """--rate-ladder: one open-loop step per rate, a pool of --max-in-flight users (see the module docstring)."""
-
-    def new_book(self, index: int, now: float) -> StepBook:
+    def _new_book(self, index: int, now: float) -> StepBook:
         cfg = self.shape.settings
         rate = cfg.rate_ladder[index]
         min_requests = cfg.min_requests or default_min_requests_at_rate(rate)
         return StepBook(index=index, target_c=0, min_requests=min_requests, start_s=now, target_rate=rate)
 
-    def n_steps(self) -> int:
+    def _n_steps(self) -> int:
         return len(self.shape.settings.rate_ladder)
 
-    def users(self, book: StepBook) -> tuple[int, float]:
+    def _users(self, book: StepBook) -> tuple[int, float]:
         pool = self.shape.settings.max_in_flight
         return pool, float(pool)
 
-    def users_needed(self, book: StepBook) -> int:
+    def _users_needed(self, book: StepBook) -> int:
         return 1
 
-    def measured_so_far(self, book: StepBook, steady: float) -> int:
+    def _measured_so_far(self, book: StepBook, steady: float) -> int:
         collector = self.shape.collector
         finished = sum(1 for r in collector.records([book.index]) if r["start_s"] >= steady)
         return finished + sum(1 for start in collector.in_flight.values() if start >= steady)
 
-    def level_text(self, book: StepBook) -> str:
+    def _level_text(self, book: StepBook) -> str:
         return f"rate={book.target_rate:g}/s"
 
 
@@ -153,15 +102,15 @@ class TraceReplay(RateSchedule):
     def _window(self, index: int) -> ReplayStep:
         return self.shape.settings.trace_steps[index]  # the trace as read once, when the settings were validated
 
-    def new_book(self, index: int, now: float) -> StepBook:
+    def _new_book(self, index: int, now: float) -> StepBook:
         step = self._window(index)
         return StepBook(index=index, target_c=0, min_requests=len(step.rows), start_s=now,
                         target_rate=step.mean_rate)
 
-    def n_steps(self) -> int:
+    def _n_steps(self) -> int:
         return len(self.shape.settings.trace_steps)
 
-    def check_warmup(self, book: StepBook, now: float) -> None:
+    def _check_warmup(self, book: StepBook, now: float) -> None:
         # A replay has no warm-up: the window opens LEAD_S from now, once the pool's users are running (the first
         # step of a distributed run spawns them on the workers first; a row due before any user could take it
         # would be dropped), or after USERS_WAIT_S whatever the count.
@@ -172,19 +121,19 @@ class TraceReplay(RateSchedule):
             book.steady_start_s = shape.live.steady_start_s = now + LEAD_S
             shape._broadcast()
 
-    def end_reason(self, book: StepBook, now: float) -> str | None:
+    def _end_reason(self, book: StepBook, now: float) -> str | None:
         shape = self.shape
         if now - book.start_s >= (book.max_s if book.max_s is not None else shape.settings.max_step_time):
             return "max_time"
         steady = book.steady_start_s
         if steady is None:
             return None
-        taken = self.measured_so_far(book, steady) + shape.collector.dropped.get(book.index, 0)
+        taken = self._measured_so_far(book, steady) + shape.collector.dropped.get(book.index, 0)
         if taken >= book.min_requests and now >= steady + self._window(book.index).span_s:
             return "target"
         return None
 
-    def end_step(self, book: StepBook, now: float, ended_by: str) -> None:
+    def _end_step(self, book: StepBook, now: float, ended_by: str) -> None:
         if ended_by == "target" and book.steady_start_s is not None:
             # the window is the trace's own: its span, stretched only to take in a last row sent a little late
             collector = self.shape.collector
@@ -192,16 +141,16 @@ class TraceReplay(RateSchedule):
             starts += list(collector.in_flight.values())
             end = book.steady_start_s + self._window(book.index).span_s
             now = max(end, max(starts, default=end) + 1e-3)
-        super().end_step(book, now, ended_by)
+        ConcurrencyLadder._end_step(self.shape, book, now, ended_by)  # then the ladder's own
 
-    def measures_text(self, book: StepBook) -> str:
+    def _measures_text(self, book: StepBook) -> str:
         return f"sends all {book.min_requests} rows of the window, each when due"
 
-    def arrivals_kind(self) -> str:
+    def _arrivals_kind(self) -> str:
         # a trace's own arrivals: held when (almost) all of its rows were sent, as a constant rate is judged
         return "constant"
 
-    def level_text(self, book: StepBook) -> str:
+    def _level_text(self, book: StepBook) -> str:
         step = self._window(book.index)
         return (f"trace window {step.window.text()} ({len(step.rows)} requests over {step.span_s:.3g} s, "
                 f"rate={book.target_rate:g}/s)")
