@@ -148,6 +148,25 @@ def run_locust(host: str | None, out: Path, *args: str, timeout: float = 180.0,
                           cwd=out.parent, env={**os.environ, **(env or {})})
 
 
+def runs_on_profiles(root: Path, profiles: dict[str, Path], args: tuple[str, ...], *, speed: float,
+                     timeout: float = 180.0) -> dict[str, Any]:
+    """One headless run of ``args`` per emulator profile, each against a fresh emulator of its own (stopped after).
+
+    For module-scoped fixtures whose tests compare runs of differently configured servers: the answer maps each
+    name to its run's directory (``root / name``) and ``f"{name}_ledger"`` to that emulator's truth.
+    """
+    made: dict[str, Any] = {}
+    for name, profile in profiles.items():
+        emu = start_emulator_process(str(profile), speed=speed)
+        try:
+            proc = run_locust(emu.url, root / name, *args, timeout=timeout)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            made[name], made[f"{name}_ledger"] = root / name, ledger(emu.url)
+        finally:
+            emu.stop()
+    return made
+
+
 # Steps end on their minimums: tests that check records, faults and wiring need no +-3% precision target (the
 # default --step-ci 0.03 would run each step to it, up to --max-step-time); precision has tests of its own.
 FAST_LADDER = ("--min-step-time", "1", "--max-step-time", "60", "--step-ci", "0")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,7 @@ from analysis import compare_runs, load_run, render_comparison, render_summary_t
 from analysis.outputs import write_comparison_outputs
 from analysis.records.server_side import ACCEPT_BY_POSITION
 from analysis.reporting.serialize import comparison_json
-from locustfiles.target import start_emulator_process
-from tests.conftest import FAST_LADDER, ledger, run_locust
+from tests.conftest import FAST_LADDER, runs_on_profiles
 
 pytestmark = pytest.mark.slow
 
@@ -43,20 +41,13 @@ SLACK_S = 0.001
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("accept_by_position")
-    made: dict[str, Any] = {}
+    profiles: dict[str, Path] = {}
     for name, vintage in (("vllm", "vllm-0.33"), ("sglang", "sglang-0.5.23")):
-        profile = root / f"{name}.yaml"
-        profile.write_text(f"base: eagle3\nvintage: {vintage}\n", encoding="utf-8")
-        emu = start_emulator_process(str(profile), speed=20)
-        try:
-            proc = run_locust(emu.url, root / name, *ARGS, timeout=120)
-            assert proc.returncode == 0, proc.stderr[-3000:]
-            made[name], made[f"{name}_ledger"] = root / name, ledger(emu.url)
-        finally:
-            emu.stop()
-    yield made
+        profiles[name] = root / f"{name}.yaml"
+        profiles[name].write_text(f"base: eagle3\nvintage: {vintage}\n", encoding="utf-8")
+    return runs_on_profiles(root, profiles, ARGS, speed=20, timeout=120)
 
 
 def _per_position(histogram: list[int]) -> list[int]:

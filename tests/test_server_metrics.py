@@ -11,7 +11,6 @@ lost at C=60: it queued beyond its cap.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import pytest
 from analysis import compare_runs, load_run, render_comparison, summarize_run
 from analysis.outputs import write_comparison_outputs
 from contract.server_metrics import SERVER_METRICS_FILE, SERVER_METRICS_SCHEMA, read_server_metrics
-from tests.conftest import ledger, read_jsonl, run_locust
+from tests.conftest import read_jsonl, runs_on_profiles
 
 pytestmark = pytest.mark.slow
 
@@ -34,26 +33,15 @@ ARGS = ("--ladder", "8,60", "--max-tokens", str(MAX_TOKENS), "--no-ignore-eos", 
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from locustfiles.target import start_emulator_process
-
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("server_metrics")
-    made: dict[str, Any] = {}
+    profiles: dict[str, Path] = {}
     for name, base in (("base", "baseline"), ("spec", "eagle3")):
         # Gauges refreshed every 4 steps instead of SGLang's 40: at speed 10 a 0.1 s sampler then reads a fresh
         # batch size each time, so some hundred readings per window average out the batch's step-to-step swing.
-        profile = root / f"{base}-fresh-gauges.yaml"
-        profile.write_text(f"base: {base}\nmetrics_interval_steps: 4\n", encoding="utf-8")
-        emu = start_emulator_process(str(profile), speed=SPEED)
-        try:
-            proc = run_locust(emu.url, root / name, *ARGS)
-            assert proc.returncode == 0, proc.stderr[-3000:]
-            made[name] = root / name
-            made[f"{name}_ledger"] = ledger(emu.url)
-            made[f"{name}_log"] = proc.stderr
-        finally:
-            emu.stop()
-    yield made
+        profiles[name] = root / f"{base}-fresh-gauges.yaml"
+        profiles[name].write_text(f"base: {base}\nmetrics_interval_steps: 4\n", encoding="utf-8")
+    return runs_on_profiles(root, profiles, ARGS, speed=SPEED)
 
 
 def _ledger_running(entries: list[dict[str, Any]], t0: float, t1: float) -> float:
