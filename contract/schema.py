@@ -216,12 +216,13 @@ class RunData:
     answers: list[AnswerLine] = field(default_factory=list)  # answers.jsonl (--check-output), else empty
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+def iter_jsonl(path: Path, *, missing_ok: bool = False) -> Iterator[tuple[int, Any]]:
     """Yield (line number, parsed value) for each non-blank line of a JSONL file, tolerant of torn lines.
 
     A line that does not parse (bytes that are not UTF-8 JSON, e.g. the last line of a killed run) yields
     None instead of raising, so each reader decides whether that is a torn tail or corruption; the value is
-    whatever the line holds (callers check it is an object). An unreadable file is a RunFormatError."""
+    whatever the line holds (callers check it is an object). An unreadable file is a RunFormatError, except a
+    missing one with ``missing_ok`` (an optional file that was never written): it yields nothing."""
     try:
         with path.open("rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
@@ -234,6 +235,8 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                     continue
                 yield lineno, obj
     except OSError as exc:
+        if missing_ok and isinstance(exc, FileNotFoundError):
+            return
         raise RunFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 

@@ -184,7 +184,7 @@ def _step_s(run_dir: Path) -> float:
 
 def _objects(path: Path) -> list[dict[str, Any]]:
     """The JSON objects of a refinement run's JSONL file (torn lines left out); a file it did not write is empty."""
-    return [obj for _, obj in iter_jsonl(path) if isinstance(obj, dict)] if path.exists() else []
+    return [obj for _, obj in iter_jsonl(path, missing_ok=True) if isinstance(obj, dict)]
 
 
 def _append(path: Path, objs: list[dict[str, Any]]) -> None:
