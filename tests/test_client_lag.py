@@ -19,6 +19,8 @@ from contract.policy import CLIENT_LAG_FLOOR_MS
 from contract.schema import read_run
 from tests.conftest import FAST_LADDER, REPO, ledger, locust_cmd
 
+pytestmark = pytest.mark.serial  # judges timing: runs after the parallel part, alone (pyproject.toml)
+
 PROFILE = """base: baseline
 step_a_ms: 100.0
 step_b_ms: 0.0

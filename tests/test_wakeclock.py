@@ -13,9 +13,12 @@ import socket
 import time
 
 import gevent
+import pytest
 from gevent import monkey
 
 from locustfiles.sse import EventReader
+
+pytestmark = pytest.mark.serial  # judges timing: runs after the parallel part, alone (pyproject.toml)
 
 _blocking_sleep = monkey.get_original("time", "sleep")
 READERS = 8

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench_lag import run_lag
+
+pytestmark = pytest.mark.serial  # judges timing: runs after the parallel part, alone (pyproject.toml)
 
 
 def test_many_streams_keep_to_the_model() -> None:

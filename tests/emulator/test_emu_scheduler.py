@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import gevent
+import pytest
 
 from emulator import costmodel, start_emulator
 from emulator.textmodel import acceptance_alpha
 
 from loadclient import Connection, closed_loop
+
+pytestmark = pytest.mark.serial  # judges timing: runs after the parallel part, alone (pyproject.toml)
 
 TIMED = {"step_a_ms": 20.0, "step_b_ms": 10.0, "prefill_ms_per_token": 0.0, "max_running_requests": 2,
          "speed": 2.0}

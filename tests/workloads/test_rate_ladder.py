@@ -7,6 +7,8 @@ import random
 import subprocess
 import sys
 
+import pytest
+
 from contract.schema import read_run
 from tests.conftest import LOCUSTFILE, run_flags, run_locust
 from tests.workloads.kstest import ks_exponential, passes_at_1pct
@@ -18,6 +20,7 @@ def _sends(records, step):
     return sorted(r for r in records if r["step"] == step)
 
 
+@pytest.mark.serial  # judges send timing: runs alone (pyproject.toml)
 def test_constant_rates_are_held_within_2_percent_and_sent_on_schedule(tmp_path, emulator):
     emu = emulator("baseline", speed=20)
     out = tmp_path / "run"
@@ -44,6 +47,7 @@ def test_constant_rates_are_held_within_2_percent_and_sent_on_schedule(tmp_path,
         assert late[0] >= 0 and late[len(late) // 2] < 0.01 and late[int(0.99 * len(late))] < 0.1, late[-5:]
 
 
+@pytest.mark.serial  # judges send timing: runs alone (pyproject.toml)
 def test_poisson_gaps_pass_ks_and_a_stalled_server_does_not_delay_arrivals(tmp_path, emulator):
     # Every stream stalls 1 s (20 s at speed 20) half-way: a closed loop would slow to a crawl; the schedule
     # must not, so requests pile up in flight and are still sent when due.

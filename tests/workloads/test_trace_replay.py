@@ -124,6 +124,7 @@ def test_bad_trace_options_exit_2_with_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("processes", [1, 3])
+@pytest.mark.serial  # judges send timing: runs alone (pyproject.toml)
 def test_replay_matches_the_trace_in_the_emulators_ledger(tmp_path, emulator, processes):
     trace = tmp_path / "trace.jsonl"
     rows = bursty_mooncake(trace, 90, seed=processes)
