@@ -57,7 +57,8 @@ def exact_until(now: float, oldest_in_flight_start: float | None) -> float:
 
 
 def final_row(run_name: str, step: StepRecord, records: Sequence[RequestRecord]) -> TabRow:
-    """A closed step's row: the same figures and flags ``summarize`` prints for its steps.jsonl line."""
+    """A closed step's row: the same figures and record-based flags ``summarize`` prints for its steps.jsonl line
+    (the checks against the server's ``/metrics`` samples, ``server_token_gap``, are the report's)."""
     row, _ = flag_step(run_name, step_figures(records, window_from_step(step)))
     return TabRow(row, "final")
 
