@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from contract.redact import redact_obj
+from contract.redact import redact_obj, redacted_json_line
 from contract.schema import META_FILE, RunMeta
 
 
@@ -62,11 +62,10 @@ class JsonlAppender:
             WRITE_FAILURES.lines_lost -= 1  # no line was lost yet
 
     def write(self, obj: dict[str, Any]) -> None:
-        line = json.dumps(redact_obj(obj), separators=(",", ":"), allow_nan=False) + "\n"
+        data = redacted_json_line(obj)
         try:
             if self._fd is None:  # a request killed during shutdown still gets its line
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            data = line.encode("utf-8")
             while data:  # a short write (the disk filling up) is finished or fails on the next call
                 data = data[os.write(self._fd, data):]
         except OSError as exc:

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
+import orjson
 from locust import HttpUser, constant, task
+from requests import RequestException
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 from urllib3.util.retry import RequestHistory, Retry
 
@@ -32,6 +34,7 @@ from locustfiles.prompts import Prompt
 from locustfiles.run import RunContext
 from locustfiles.sse import EventReader
 from locustfiles.streams import StreamState
+from locustfiles.transport import StreamPost, report
 from locustfiles.wire import install as install_wire_timing
 from locustfiles.wire import on_wire
 
@@ -199,6 +202,7 @@ class LLMUser(HttpUser):
         for adapter in self.client.adapters.values():
             adapter.max_retries = StaleConnectionRetry(0, read=False)  # requests' default, plus the stale retry
             install_wire_timing(adapter)  # start_s/t0 are taken just before the request's bytes are written
+        self._post = StreamPost(self.client)
         self._ready: float | None = None  # perf_counter when this user became ready to send (send_lag_ms)
 
     def _ctx(self) -> RunContext | None:
@@ -353,12 +357,17 @@ class LLMUser(HttpUser):
                 req: InFlight) -> None:
         """Send, read the stream to its end, report to Locust; sets ``req.end`` to when it ended."""
         s, state, outcome = ctx.settings, req.state, req.outcome
-        with self.client.post(ctx.dialect.path, json=body, headers=headers, stream=True, catch_response=True,
-                              name=name, timeout=(s.connect_timeout, s.read_timeout)) as resp:
-            t0 = req.t0  # set by ``_sent`` when the request went on the wire
+        started = time.time()
+        resp = None
+        try:
+            resp = self._post.send(ctx.dialect.path, headers, orjson.dumps(body), (s.connect_timeout, s.read_timeout))
+        except RequestException as exc:  # nothing came back: no connection, or no response head in time
+            self._fail_to_send(exc, outcome)
+            end = time.perf_counter()
+        else:
             outcome.http_status = resp.status_code or None
-            if resp.status_code == 0 or resp.status_code >= 400:
-                self._fail_before_stream(resp, outcome)
+            if resp.status_code >= 400:
+                self._fail_http(resp, outcome)
                 end = time.perf_counter()
             elif _not_a_stream(resp.headers.get("content-type", "")):
                 page = resp.raw.read(ERROR_TEXT_LIMIT, decode_content=True) or b""
@@ -367,24 +376,20 @@ class LLMUser(HttpUser):
                              "instead of an event stream", page.decode("utf-8", "replace").strip())
                 end = time.perf_counter()
             else:
-                end, req.ready = self._read_stream(resp, state, outcome, t0, s.request_timeout)
-            tokens = state.resolve_tokens().output_tokens if outcome.status == "ok" else 0
-            req.end = end
-            resp.request_meta["response_time"] = (end - t0) * 1000.0
-            resp.request_meta["response_length"] = tokens
-            if outcome.status == "ok":
-                resp.success()
-            else:
-                resp.failure(f"{outcome.status}: {outcome.reason or outcome.error}")
+                end, req.ready = self._read_stream(resp, state, outcome, req.t0, s.request_timeout)
+        tokens = state.resolve_tokens().output_tokens if outcome.status == "ok" else 0
+        req.end = end
+        failure = None if outcome.status == "ok" else f"{outcome.status}: {outcome.reason or outcome.error}"
+        report(self, name, started, (end - req.t0) * 1000.0, tokens, resp, failure, ctx.dialect.path)
 
     @staticmethod
-    def _fail_before_stream(resp: Any, outcome: Outcome) -> None:
-        if resp.status_code == 0:
-            err = getattr(resp, "error", None)
-            kind = type(err).__name__ if err is not None else "error"
-            timed_out = "Timeout" in kind and "Connect" not in kind
-            outcome.fail("timeout" if timed_out else "connect_error", kind, str(err))
-            return
+    def _fail_to_send(exc: RequestException, outcome: Outcome) -> None:
+        kind = type(exc).__name__
+        timed_out = "Timeout" in kind and "Connect" not in kind
+        outcome.fail("timeout" if timed_out else "connect_error", kind, str(exc))
+
+    @staticmethod
+    def _fail_http(resp: Any, outcome: Outcome) -> None:
         try:
             text = resp.text.strip()
         except Exception as exc:  # a body that cannot be read is still an HTTP error
