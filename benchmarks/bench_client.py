@@ -2,9 +2,12 @@
 
 ``python benchmarks/bench_client.py [--events 200] [--gap-ms 20] [--ttft-ms 300] [--users 1,20] [--rounds 5]``
 
-Four ways of reading a chunked SSE completion, each inside a real Locust user run by a local runner:
+Five ways of sending a streamed completion and reading its chunked SSE, each inside a real Locust user run by a
+local runner:
 
-* a: ``HttpUser`` + ``resp.raw.read1(65536)`` + ``locustfiles.sse.iter_events`` (what ``locustfiles.user`` does);
+* e: ``locustfiles.transport.StreamClient`` + ``locustfiles.sse.iter_events`` (what ``locustfiles.user`` does);
+* a: ``HttpUser`` + ``resp.raw.read1(65536)`` + ``locustfiles.sse.iter_events`` (what it did before its own
+  client);
 * b: ``HttpUser`` + requests ``resp.iter_lines()``;
 * c: ``FastHttpUser`` + ``resp._response.readline(b"\\n")`` (geventhttpclient's private API);
 * d: ``FastHttpUser`` + ``client.iter_lines`` (``iter_content(chunk_size=1024)``; the known 1,024-byte buffering).
@@ -41,8 +44,9 @@ from locust.env import Environment
 from locust.event import Events
 
 from locustfiles.sse import DONE, iter_events
+from locustfiles.transport import Endpoint, StreamClient
 
-READ_SIZE = 65536  # as in locustfiles.user
+READ_SIZE = 65536  # as in locustfiles.transport
 HEADERS = {"Accept": "text/event-stream", "Accept-Encoding": "identity", "Content-Type": "application/json"}
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 EVENT = (b'data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"bench",'
@@ -262,6 +266,25 @@ class ReadOneUser(BenchUser, HttpUser):
             return _read(resp, rec, _read1_events)
 
 
+class TransportUser(BenchUser, HttpUser):
+    """(e) The suite's own client: a prepared request on one keep-alive connection, ``read1`` de-chunked."""
+
+    def stream_once(self, path: str) -> Record:
+        if not hasattr(self, "stream_client"):
+            self.stream_client = StreamClient(Endpoint(self.client.base_url))
+        rec = Record(time.time())
+        try:
+            headers = {k: v for k, v in HEADERS.items() if k != "Content-Type"}  # the client sends its own
+            resp = self.stream_client.post(path, headers, json.dumps(BODY).encode(), (5, 30), lambda: None)
+            rec.consume(iter_events(resp.read1, clock=time.time))
+            resp.close()
+        except Exception as exc:
+            rec.error = repr(exc)
+        self.environment.events.request.fire(request_type="POST", name="e", response_time=0, response_length=0,
+                                             context={}, exception=rec.error and Exception(rec.error))
+        return rec
+
+
 class IterLinesUser(BenchUser, HttpUser):
     """(b) requests' ``iter_lines()``: urllib3 yields each HTTP chunk as it arrives."""
 
@@ -301,6 +324,7 @@ class FastIterLinesUser(BenchUser, FastHttpUser):
 
 CLIENTS: dict[str, tuple[str, type[Any]]] = {
     "a": ("HttpUser raw.read1+SSESplitter", ReadOneUser),
+    "e": ("suite transport read1+SSESplitter", TransportUser),
     "b": ("HttpUser iter_lines", IterLinesUser),
     "c": ("FastHttp _response.readline", FastReadlineUser),
     "d": ("FastHttp iter_lines (1024)", FastIterLinesUser),

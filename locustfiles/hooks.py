@@ -29,6 +29,7 @@ from contract.urls import UrlError, check_url, has_credentials
 from locustfiles import guards
 from locustfiles import run as runmod
 from locustfiles.console import install_console
+from locustfiles.deferred import AFTER_SENDS
 from locustfiles.fleet import Fleet
 from locustfiles.link import WorkerLink, add_link_options, run_token
 from locustfiles.messages import (
@@ -544,7 +545,11 @@ def install(environment: Environment, argv: list[str] | None = None) -> RunHooks
     """Attach the suite to one Environment whose runner exists (call from the ``init`` event)."""
     hooks = hooks_for(environment)
     environment.events.test_start.add_listener(lambda **_kw: hooks.on_test_start())
+    # Records of requests that just ended first (locustfiles.deferred): the last step is judged on them
+    environment.events.test_stopping.add_listener(lambda **_kw: AFTER_SENDS.flush())
     environment.events.test_stopping.add_listener(lambda **_kw: hooks.on_test_stopping())
+    environment.events.test_stop.add_listener(lambda **_kw: AFTER_SENDS.flush())
+    environment.events.quitting.add_listener(lambda **_kw: AFTER_SENDS.flush())
     environment.events.test_stop.add_listener(lambda **_kw: hooks.on_test_stop())
     environment.events.quitting.add_listener(lambda **_kw: hooks.on_quitting())
     hooks.on_init(sys.argv if argv is None else argv)

@@ -1,69 +1,356 @@
-"""One streamed POST on a user's requests session: prepared once, then only its body changes.
+"""The users' HTTP/1.1 client for streamed completions: one keep-alive connection per user, bytes as they come.
 
-Why not ``HttpSession.post``: requests' ``Session.request`` rebuilds each request from nothing. It merges the
-session's and the call's headers, parameters, hooks and cookie jars (each merge an ``isinstance`` against a
-runtime-checked protocol in requests 2.34), creates three cookie jars with their locks and parses the URL
-again. Measured at C=4 with one-token requests, that was about a third of the suite's CPU per request, and it
-is serial work: when many streams end in one decode step, each user's preparation delays every other user's
-send. A user's requests to its server differ only in their body, so requests itself prepares the request once
-(URL, merged headers) and each send copies it with the new body and hands it to the session's adapter, as
-``Session.send`` would. Left out, because a streamed completion never uses them: cookies, redirects (a 3xx
-is then reported as not a stream, with its status) and response hooks.
+Why our own, not requests/urllib3: when continuous batching ends many streams in one decode step, every user of
+a load process turns its request around one after another on one event loop, so each user's CPU from its
+stream's end to its next send delays every user behind it (send lag). requests' ``Session.request`` merges
+the session's and the call's headers, params, hooks and cookie jars on every request, urllib3 looks up its
+pool and connection, and ``http.client`` parses the response head with the ``email`` package: measured at C=4
+with one-token requests, the suite spent 841 us of CPU per request with ``Session.request``, 549 us with a
+request prepared once (``Session.send``'s path), and 250 streams ending in one step waited up to 23 ms for
+their sends. A streamed completion needs little of HTTP: a POST with a body, a status line and headers, and a
+body framed as chunks (every server here), by Content-Length or by the connection's close.
 
-Locust's statistics get the event ``HttpSession.request`` fires (``report``), once per request.
+What it does (RFC 9112): the request head is written in one ``sendall`` with its body; the response's 1xx
+heads are skipped; ``read1`` returns the body's bytes as soon as any arrive (de-chunked), never waiting for a
+buffer to fill, so first-token times stay exact; a body read to its end leaves the connection open for the
+user's next request unless the server said ``Connection: close`` (or spoke HTTP/1.0). A kept connection the
+server closed while idle is noticed before reuse (a zero-timeout ``select`` with the unpatched module: gevent's
+would yield to the loop and queue the user behind all the others), and a request that a reused connection lost
+before any response byte is sent once more on a new connection: HTTP/1.1 allows a server to close an idle
+connection at any moment, and llama.cpp's server (0.3.36) closes it about 40 ms after each streamed response
+without saying so. Errors after the response began are never retried. Not supported, because no inference
+server needs them for a streamed completion: proxies, cookies, redirects (a 3xx is reported as not a stream),
+compressed bodies (the request asks for ``identity``; a compressed answer is a broken stream).
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import socket
+import ssl
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-import requests
-from locust.exception import CatchResponseError
-from requests.models import PreparedRequest
+from gevent.monkey import get_original
 
+_select = get_original("select", "select")
 
-class StreamPost:
-    """Sends streamed POSTs to one session's base URL; the prepared request is kept per (path, headers)."""
-
-    __slots__ = ("_adapter", "_key", "_session", "_template")
-
-    def __init__(self, session: requests.Session) -> None:
-        self._session = session
-        self._key: tuple[str, tuple[tuple[str, str], ...]] | None = None
-        self._template = PreparedRequest()
-        self._adapter: Any = None
-
-    def _prepared(self, path: str, headers: dict[str, str]) -> PreparedRequest:
-        key = (path, tuple(headers.items()))
-        if key != self._key:  # the first request, or headers changed (another API key): requests prepares it
-            url = f"{getattr(self._session, 'base_url', '') or ''}{path}"
-            request = requests.Request("POST", url, headers={"Content-Type": "application/json", **headers})
-            self._template = requests.Session.prepare_request(self._session, request)  # not Locust's: no name
-            self._adapter = self._session.get_adapter(url)
-            self._key = key
-        return self._template
-
-    def send(self, path: str, headers: dict[str, str], body: bytes,
-             timeout: tuple[float, float]) -> requests.Response:
-        """Write the request and return its response once its head arrived (the body is left to stream).
-        Raises what ``Session.send`` raises: ``requests.RequestException`` and its kinds."""
-        template = self._prepared(path, headers)
-        prep = PreparedRequest()
-        prep.method, prep.url, prep.hooks = template.method, template.url, template.hooks
-        prep._cookies = template._cookies  # type: ignore[attr-defined]  # read by nothing on this path
-        prep.headers = template.headers.copy()
-        prep.headers["Content-Length"] = str(len(body))
-        prep.body = body
-        session = self._session
-        return self._adapter.send(prep, stream=True, timeout=timeout, verify=session.verify, cert=session.cert,
-                                  proxies=session.proxies)
+READ_SIZE = 65536
+MAX_HEAD = 65536  # a response head larger than this is not a server's answer
 
 
-def report(user: Any, name: str, start_time: float, response_time_ms: float, length: int,
-           response: requests.Response | None, failure: str | None, url: str) -> None:
-    """One request in Locust's statistics, as ``HttpSession.request`` with ``catch_response`` reports it:
-    a failure's text arrives as a ``CatchResponseError``."""
-    user.environment.events.request.fire(
-        request_type="POST", name=name, response_time=response_time_ms, response_length=length,
-        response=response, context=user.context(), start_time=start_time, url=url,
-        exception=CatchResponseError(failure) if failure is not None else None)
+class SendFailed(Exception):
+    """No response head came back: ``status`` is "connect_error" (no connection, or the server closed it before
+    answering) or "timeout" (no head within the read timeout); ``reason`` a short kind, ``detail`` the error."""
+
+    def __init__(self, status: str, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.status, self.reason, self.detail = status, reason, detail
+
+
+class BrokenStream(OSError):
+    """The body cannot go on: the connection closed inside it, or its framing is not HTTP/1.1's."""
+
+
+class _Closed(Exception):
+    """The connection closed (or was reset) before any byte of a response: worth one resend on a fresh one."""
+
+
+class Endpoint:
+    """Where requests go: address, TLS, the Host header, a path prefix and Basic credentials from the URL."""
+
+    __slots__ = ("address", "auth", "host_header", "prefix", "server_hostname", "tls")
+
+    def __init__(self, base_url: str, verify: bool | str = True) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        https = parts.scheme == "https"
+        port = parts.port or (443 if https else 80)
+        self.address = (parts.hostname, port)
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        self.host_header = host if parts.port in (None, 443 if https else 80) else f"{host}:{port}"
+        self.prefix = parts.path.rstrip("/")
+        self.server_hostname = parts.hostname
+        self.tls: ssl.SSLContext | None = None
+        if https:
+            self.tls = ssl.create_default_context(cafile=verify if isinstance(verify, str) else None)
+            if verify is False:
+                self.tls.check_hostname = False
+                self.tls.verify_mode = ssl.CERT_NONE
+        self.auth = None
+        if parts.password is not None:  # http://user:password@host: sent as Basic auth, as requests did
+            pair = f"{unquote(parts.username or '')}:{unquote(parts.password)}".encode()
+            self.auth = "Basic " + base64.b64encode(pair).decode("ascii")
+
+
+class StreamClient:
+    """One user's connection to one server; one request at a time."""
+
+    __slots__ = ("_sock", "endpoint")
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self._sock: Any = None
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _connect(self, timeout: float) -> None:
+        ep = self.endpoint
+        try:
+            sock = socket.create_connection(ep.address, timeout=timeout)
+        except TimeoutError as exc:
+            raise SendFailed("connect_error", "ConnectTimeout", str(exc) or "connect timed out") from exc
+        except OSError as exc:
+            raise SendFailed("connect_error", "ConnectionError", str(exc)) from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ep.tls is not None:
+            try:
+                sock = ep.tls.wrap_socket(sock, server_hostname=ep.server_hostname)
+            except (OSError, ssl.SSLError) as exc:
+                sock.close()
+                raise SendFailed("connect_error", "SSLError", str(exc)) from exc
+        self._sock = sock
+
+    def _reusable(self) -> bool:
+        """A kept connection is still open: nothing to read on it (the server's close would be readable).
+        TLS connections are taken as open (a TLS 1.3 session ticket is readable too); the resend covers them."""
+        if self.endpoint.tls is not None:
+            return True
+        try:
+            readable, _w, _x = _select([self._sock], [], [], 0.0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
+    def head(self, path: str, headers: dict[str, str], length: int) -> bytes:
+        ep = self.endpoint
+        lines = [f"POST {ep.prefix}{path} HTTP/1.1", f"Host: {ep.host_header}", "User-Agent: specbench",
+                 "Content-Type: application/json", f"Content-Length: {length}"]
+        if ep.auth is not None:
+            lines.append(f"Authorization: {ep.auth}")
+        lines.extend(f"{name}: {value}" for name, value in headers.items())
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    def post(self, path: str, headers: dict[str, str], body: bytes, timeout: tuple[float, float],
+             on_send: Callable[[], None]) -> Response:
+        """Send the request and return once its response head has arrived (the body is left to stream).
+
+        ``on_send`` runs once, just before the request's bytes are first written (after any connect). Raises
+        ``SendFailed`` when no response head came back."""
+        connect_timeout, read_timeout = timeout
+        data = self.head(path, headers, len(body)) + body
+        sent = False
+        for attempt in range(2):
+            if self._sock is not None and not self._reusable():
+                self.close()
+            reused = self._sock is not None
+            if not reused:
+                self._connect(connect_timeout)
+            sock = self._sock
+            sock.settimeout(read_timeout)
+            if not sent:
+                sent = True
+                on_send()
+            try:
+                sock.sendall(data)
+                return self._response(sock)
+            except _Closed as exc:
+                self.close()
+                if reused and attempt == 0:
+                    continue  # a kept connection the server had closed: once more on a fresh one
+                raise SendFailed("connect_error", "RemoteDisconnected",
+                                 f"connection closed without response ({exc})") from None
+            except TimeoutError as exc:
+                self.close()
+                raise SendFailed("timeout", "ReadTimeout", f"no response within {read_timeout:g} s") from exc
+            except BrokenStream:  # an answer, but not HTTP/1.1 as this client reads it
+                self.close()
+                raise
+            except (OSError, ssl.SSLError) as exc:
+                self.close()
+                raise SendFailed("connect_error", "ConnectionError", str(exc)) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _response(self, sock: Any) -> Response:
+        """Read the response head, skipping 1xx interim heads (100 Continue, 103 Early Hints)."""
+        buf = b""
+        while True:
+            head, buf = _read_head(sock, buf)
+            lines = head.split(b"\r\n")
+            status_line = lines[0].split(None, 2)
+            if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/") or not status_line[1].isdigit():
+                raise BrokenStream(f"not an HTTP status line: {lines[0][:80]!r}")
+            code = int(status_line[1])
+            if 100 <= code < 200 and code != 101:
+                continue
+            fields = _fields(lines[1:])
+            reason = status_line[2].decode("latin-1") if len(status_line) > 2 else ""
+            keep = status_line[0] == b"HTTP/1.1" and "close" not in fields.get("connection", "").lower()
+            return Response(self, sock, code, reason, fields, buf, keep)
+
+
+def _read_head(sock: Any, buf: bytes) -> tuple[bytes, bytes]:
+    """(one head without its blank line, the bytes after it). ``_Closed`` when the connection ends or is reset
+    before any byte."""
+    end = buf.find(b"\r\n\r\n")
+    while end < 0:
+        if len(buf) > MAX_HEAD:
+            raise BrokenStream(f"response head longer than {MAX_HEAD} bytes")
+        try:
+            block = sock.recv(READ_SIZE)
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            if buf:
+                raise
+            raise _Closed(type(exc).__name__) from exc
+        if not block:
+            if buf:
+                raise BrokenStream("connection closed inside the response head")
+            raise _Closed("no byte")
+        buf += block
+        end = buf.find(b"\r\n\r\n")
+    return buf[:end], buf[end + 4:]
+
+
+def _fields(lines: list[bytes]) -> dict[str, str]:
+    """Header fields by lower-case name; a repeated field's values joined with ", " (RFC 9110 5.3)."""
+    fields: dict[str, str] = {}
+    for line in lines:
+        name, sep, value = line.partition(b":")
+        if sep:
+            key, text = name.strip().lower().decode("latin-1"), value.strip().decode("latin-1")
+            fields[key] = f"{fields[key]}, {text}" if key in fields else text
+    return fields
+
+
+class Response:
+    """A response whose head has arrived; its body is read with ``read1`` (or ``read`` for an error page).
+
+    The body read to its end hands the connection back to its client for the next request (when the server
+    keeps it); ``close`` drops the connection, for a body left unread."""
+
+    __slots__ = ("_buf", "_client", "_framing", "_keep", "_left", "_sock", "_state", "done", "headers", "reason",
+                 "status_code")
+
+    def __init__(self, client: StreamClient, sock: Any, status_code: int, reason: str, headers: dict[str, str],
+                 buf: bytes, keep: bool) -> None:
+        self._client, self._sock, self._buf, self._keep = client, sock, buf, keep
+        self.status_code, self.reason, self.headers = status_code, reason, headers
+        self.done = False
+        self._state = "size"  # chunked: "size" (a size line next), "data", "crlf" (after data), "trailer"
+        self._left = 0  # chunked: the chunk's bytes left; sized: the body's bytes left
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise BrokenStream(f"compressed body ({encoding}) although identity was asked for")
+        if status_code in (204, 304):
+            self._framing = "sized"
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            self._framing = "chunked"
+        elif "content-length" in headers:
+            self._framing = "sized"
+            text = headers["content-length"]
+            if not text.isdigit():
+                raise BrokenStream(f"bad Content-Length {text!r}")
+            self._left = int(text)
+        else:
+            self._framing, self._keep = "close", False  # the body ends when the server closes the connection
+        if self._framing == "sized" and self._left == 0:
+            self._finish()
+
+    def read1(self) -> bytes:
+        """The body's next bytes as soon as any have arrived (b"" at its end). Raises ``TimeoutError`` when
+        the server is silent past the read timeout, ``BrokenStream`` when the body cannot be complete."""
+        while not self.done:
+            out = self._take() if self._buf else b""
+            if out or self.done:
+                return out
+            block = self._sock.recv(READ_SIZE)
+            if not block:
+                if self._framing == "close":
+                    self._finish()
+                    return b""
+                raise BrokenStream("connection closed before the end of the body")
+            self._buf = self._buf + block if self._buf else block
+        return b""
+
+    def read(self, limit: int) -> bytes:
+        """Up to ``limit`` bytes of the body (an error page's start)."""
+        parts: list[bytes] = []
+        size = 0
+        while size < limit:
+            block = self.read1()
+            if not block:
+                break
+            parts.append(block)
+            size += len(block)
+        return b"".join(parts)[:limit]
+
+    def _take(self) -> bytes:
+        """What the buffer holds of the body now, framing removed."""
+        if self._framing == "chunked":
+            return self._dechunk()
+        buf, self._buf = self._buf, b""
+        if self._framing == "close":
+            return buf
+        out, self._buf = buf[:self._left], buf[self._left:]
+        self._left -= len(out)
+        if self._left == 0:
+            self._finish()
+        return out
+
+    def _dechunk(self) -> bytes:
+        """Every chunk's data the buffer holds (RFC 9112 7.1): size line, data, CRLF; size 0, trailers, CRLF."""
+        buf, pos, size = self._buf, 0, len(self._buf)
+        parts: list[bytes] = []
+        while pos < size and not self.done:
+            if self._state == "data":
+                take = min(self._left, size - pos)
+                parts.append(buf[pos:pos + take])
+                pos += take
+                self._left -= take
+                if self._left == 0:
+                    self._state = "crlf"
+                continue
+            end = buf.find(b"\r\n", pos)
+            if end < 0:
+                if size - pos > MAX_HEAD:
+                    raise BrokenStream("chunk framing line too long")
+                break
+            line, pos = buf[pos:end], end + 2
+            if self._state == "size":
+                self._start_chunk(line)
+            elif self._state == "crlf":
+                if line:
+                    raise BrokenStream("chunk data not followed by CRLF")
+                self._state = "size"
+            elif not line:  # "trailer": the empty line that ends the body
+                self._buf = buf[pos:]
+                self._finish()
+                return b"".join(parts)
+        self._buf = buf[pos:]
+        return b"".join(parts)
+
+    def _start_chunk(self, line: bytes) -> None:
+        text = line.split(b";", 1)[0].strip()
+        try:
+            self._left = int(text, 16)
+        except ValueError:
+            raise BrokenStream(f"bad chunk size {text[:20]!r}") from None
+        self._state = "data" if self._left > 0 else "trailer"
+
+    def _finish(self) -> None:
+        self.done = True
+        if not (self._keep and not self._buf):  # kept: the connection waits for the user's next request
+            self._client.close()
+
+    def close(self) -> None:
+        """Leave the body unread: the connection is dropped (its remaining bytes would confuse the next answer)."""
+        if not self.done:
+            self.done = True
+            self._client.close()

@@ -1,47 +1,43 @@
 """The Locust user: one streamed completion request per task, one record per request.
 
-Built on ``HttpUser`` (requests/urllib3). The stream is read with ``raw.read1``, which returns whatever bytes
-have arrived, so first-token timing never waits for a buffer to fill; the read loop does no more than split
-events and hand them to ``StreamState``. Locust's own statistics stay meaningful: each request reports its
-end-to-end time with output tokens as response length, failures reach the failure table, and TTFT gets its
-own entry, logged outside the Aggregated row.
+An ``HttpUser`` (its ``client`` stays for custom tasks) whose streamed requests go through the suite's own
+HTTP/1.1 client (``locustfiles.transport``: one keep-alive connection per user, a prepared request head,
+``read1`` returning whatever bytes have arrived, so first-token timing never waits for a buffer to fill); the
+read loop does no more than split events and hand them to ``StreamState``. Locust's own statistics stay
+meaningful: each request reports its end-to-end time with output tokens as response length, failures reach
+the failure table, and TTFT gets its own entry, logged outside the Aggregated row.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import http.client
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
 import orjson
 from locust import HttpUser, constant, task
-from requests import RequestException
-from urllib3.exceptions import ProtocolError, ReadTimeoutError
-from urllib3.util.retry import RequestHistory, Retry
+from locust.exception import CatchResponseError
 
 from contract.redact import redact
 from contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, answer_digest
 from locustfiles.auth import auth_headers
 from locustfiles.conversation import Conversation
+from locustfiles.deferred import AFTER_SENDS
 from locustfiles.messages import RECORD_MESSAGE, START_MESSAGE
 from locustfiles.pacer import wait_for_turn
 from locustfiles.prompts import Prompt
 from locustfiles.run import RunContext
 from locustfiles.sse import EventReader
 from locustfiles.streams import StreamState
-from locustfiles.transport import StreamPost, report
-from locustfiles.wire import install as install_wire_timing
-from locustfiles.wire import on_wire
+from locustfiles.transport import Endpoint, Response, SendFailed, StreamClient
 
-READ_SIZE = 65536
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 2.0
 ERROR_TEXT_LIMIT = 200
+ERROR_PAGE_LIMIT = 65536  # of an error response's body read for its text (the record keeps its start)
 
 
 class Outcome:
@@ -78,58 +74,10 @@ def classify_stream_end(state: StreamState, outcome: Outcome) -> None:
         outcome.fail("truncated", "stream ended without a finish reason")
 
 
-def _reader(resp: Any) -> Callable[[], bytes]:
-    """What the read loop calls for the next bytes: ``read1`` of the standard library's response under urllib3's,
-    which de-chunks and returns whatever has arrived. Why not urllib3's own ``read1``: it adds a context
-    manager, a decoder check and a buffer per call, about a fifth of the read loop's time, for nothing when
-    the body is not compressed (we ask for identity). A compressed body, or a urllib3 without ``_fp``, is
-    read through urllib3. Errors keep their meaning: a silent socket raises ``TimeoutError``, a broken
-    stream ``OSError`` or ``http.client.HTTPException`` (``IncompleteRead``), all caught by the caller."""
-    raw = resp.raw
-    fp = getattr(raw, "_fp", None)
-    encoding = resp.headers.get("content-encoding", "identity").strip().lower()
-    if isinstance(fp, http.client.HTTPResponse) and encoding in ("", "identity"):
-        return functools.partial(fp.read1, READ_SIZE)
-    return functools.partial(raw.read1, READ_SIZE)
-
-
 def _not_a_stream(content_type: str) -> bool:
     """A page or a whole JSON answer where an event stream was asked for (a proxy, or streaming ignored)."""
     ctype = content_type.lower()
     return "text/event-stream" not in ctype and ("html" in ctype or "json" in ctype)
-
-
-def _stale_connection(error: Exception | None) -> bool:
-    """The server closed a pooled keep-alive connection before answering: no status line, no byte."""
-    cause = error.args[-1] if isinstance(error, ProtocolError) and error.args else None
-    return isinstance(cause, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError)
-
-
-class StaleConnectionRetry(Retry):
-    """requests' default policy (no retries, read errors re-raised as they are) plus one retry, on a fresh
-    connection, of a request that a reused keep-alive connection lost before any response byte arrived.
-
-    Why: HTTP/1.1 lets a server close an idle connection at any moment, and clients resend a request the server
-    provably never answered (RFC 9112 section 9.3.1). llama.cpp's llama-server (0.3.36) closes the connection
-    about 40 ms after each streamed response without a ``Connection: close`` header, so a closed-loop user that
-    reuses it at once got "Remote end closed connection without response" on 5-20 % of its requests: a client
-    artefact that would have been counted as server errors. Errors after the response began are never retried.
-    """
-
-    def __init__(self, *args: Any, stale_retries: int = 1, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.stale_retries = stale_retries
-
-    def new(self, **kw: Any) -> StaleConnectionRetry:
-        kw.setdefault("stale_retries", self.stale_retries)
-        return super().new(**kw)  # type: ignore[return-value]
-
-    def increment(self, method: str | None = None, url: str | None = None, response: Any = None,
-                  error: Exception | None = None, _pool: Any = None, _stacktrace: Any = None) -> Retry:
-        if response is None and self.stale_retries > 0 and _stale_connection(error):
-            history = (*self.history, RequestHistory(method, url, error, None, None))
-            return self.new(stale_retries=self.stale_retries - 1, history=history)
-        return super().increment(method, url, response, error, _pool, _stacktrace)
 
 
 @dataclass
@@ -152,6 +100,7 @@ class InFlight:
     conversation: Conversation | None = None  # --multi-turn: the conversation and turn this request is
     send_lag_ms: float | None = None  # from the user being ready to the send; None: it never went on the wire
     sent: bool = False  # its bytes went on the wire (``LLMUser._sent``)
+    report: dict[str, Any] | None = None  # the request's event for Locust's statistics
     ready: float | None = None  # a clean end: the poll that woke the user for its last bytes (send lag's start)
 
 
@@ -199,11 +148,11 @@ class LLMUser(HttpUser):
     def on_start(self) -> None:
         ctx = self._ctx()
         self.user_id = ctx.next_user_id() if ctx is not None else "0:0"
-        for adapter in self.client.adapters.values():
-            adapter.max_retries = StaleConnectionRetry(0, read=False)  # requests' default, plus the stale retry
-            install_wire_timing(adapter)  # start_s/t0 are taken just before the request's bytes are written
-        self._post = StreamPost(self.client)
+        self._http = StreamClient(Endpoint(self.client.base_url, verify=self.client.verify))
         self._ready: float | None = None  # perf_counter when this user became ready to send (send_lag_ms)
+
+    def on_stop(self) -> None:
+        self._http.close()
 
     def _ctx(self) -> RunContext | None:
         return getattr(self.environment, self.run_context_attr, None)
@@ -221,7 +170,6 @@ class LLMUser(HttpUser):
         if not go:
             return
         name, body, headers, req = self._prepare(ctx, scheduled_s, row)
-        on_wire(lambda: self._sent(ctx, req))
         try:
             self._stream(ctx, name, body, headers, req)
         except (gevent.GreenletExit, KeyboardInterrupt):  # stopped mid-stream by us: never a server failure
@@ -236,12 +184,9 @@ class LLMUser(HttpUser):
             req.end = time.perf_counter()
             raise
         finally:
-            record = self._finish(ctx, req)
+            self._finish(ctx, req, name)
         if self._back_off(req.outcome.status):
             self._ready = time.perf_counter()  # a deliberate wait is not lag
-        if record["ttft_s"] is not None:
-            # Logged on the entry directly: its own row, without inflating the Aggregated row.
-            self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)
 
     def _wait_turn(self, ctx: RunContext) -> tuple[bool, float | None, int | None]:
         """(send now?, when it was due in the master's clock, with --trace the row to send): closed loop sends at
@@ -281,18 +226,26 @@ class LLMUser(HttpUser):
         req.end = req.t0
         return name, body, headers, req
 
-    def _finish(self, ctx: RunContext, req: InFlight) -> RequestRecord:
-        """End-of-request work: the conversation's next turn, the record (and answer), and their way to disk."""
-        on_wire(None)
+    def _finish(self, ctx: RunContext, req: InFlight, name: str) -> None:
+        """End of a request: what the next send needs now (when this user became ready, the conversation's next
+        turn); the rest (``_book``) after the sends of the users ready with it (``locustfiles.deferred``)."""
         self._ready = req.ready or req.end  # the end of this stream: all that follows until the next send is lag
         self._conversation = self._continued(ctx, req)
+        AFTER_SENDS.add(functools.partial(self._book, ctx, req, name))
+
+    def _book(self, ctx: RunContext, req: InFlight, name: str) -> None:
+        """The request in Locust's statistics, its record (and answer) on their way to disk and the books."""
+        if req.report is not None:
+            self.environment.events.request.fire(**req.report)
         record = self._record(ctx, req)
         answer = _answer(record, req) if ctx.settings.checks_output else None
         if self.environment.runner is None:
             ctx.write_record(record, answer)
         else:  # the master (or the local runner) writes it
             self.environment.runner.send_message(RECORD_MESSAGE, ctx.envelope(record, answer))
-        return record
+        if record["ttft_s"] is not None:
+            # Logged on the entry directly: its own row, without inflating the Aggregated row.
+            self.environment.stats.get(name, "TTFT").log(record["ttft_s"] * 1000.0, 0)
 
     def _turn(self, ctx: RunContext, step: int | None, row: int | None) -> Conversation:
         """This request: the next turn of the user's conversation, or a new one (every request without
@@ -360,51 +313,46 @@ class LLMUser(HttpUser):
         started = time.time()
         resp = None
         try:
-            resp = self._post.send(ctx.dialect.path, headers, orjson.dumps(body), (s.connect_timeout, s.read_timeout))
-        except RequestException as exc:  # nothing came back: no connection, or no response head in time
-            self._fail_to_send(exc, outcome)
-            end = time.perf_counter()
-        else:
-            outcome.http_status = resp.status_code or None
+            resp = self._http.post(ctx.dialect.path, headers, orjson.dumps(body), (s.connect_timeout, s.read_timeout),
+                                   lambda: self._sent(ctx, req))
+            outcome.http_status = resp.status_code
             if resp.status_code >= 400:
-                self._fail_http(resp, outcome)
+                page = resp.read(ERROR_PAGE_LIMIT)
+                outcome.fail("http_error", f"HTTP {resp.status_code}", page.decode("utf-8", "replace").strip())
                 end = time.perf_counter()
             elif _not_a_stream(resp.headers.get("content-type", "")):
-                page = resp.raw.read(ERROR_TEXT_LIMIT, decode_content=True) or b""
-                resp.close()
+                page = resp.read(ERROR_TEXT_LIMIT)
                 outcome.fail("not_streaming", f"HTTP {resp.status_code} {resp.headers.get('content-type')} "
                              "instead of an event stream", page.decode("utf-8", "replace").strip())
                 end = time.perf_counter()
             else:
                 end, req.ready = self._read_stream(resp, state, outcome, req.t0, s.request_timeout)
+        except SendFailed as exc:  # nothing came back: no connection, or no response head in time
+            outcome.fail(exc.status, exc.reason, exc.detail)
+            end = time.perf_counter()
+        except (TimeoutError, OSError) as exc:  # an error page that stopped coming, or a head that was not HTTP
+            outcome.fail("timeout" if isinstance(exc, TimeoutError) else "truncated",
+                         "response broken before its body", str(exc))
+            end = time.perf_counter()
+        finally:
+            if resp is not None:
+                resp.close()  # a body left unread (an error page, a stop mid-stream): the connection goes with it
         tokens = state.resolve_tokens().output_tokens if outcome.status == "ok" else 0
         req.end = end
         failure = None if outcome.status == "ok" else f"{outcome.status}: {outcome.reason or outcome.error}"
-        report(self, name, started, (end - req.t0) * 1000.0, tokens, resp, failure, ctx.dialect.path)
+        req.report = {  # for Locust's statistics (``_book``), as HttpSession reports a caught response
+            "request_type": "POST", "name": name, "response_time": (end - req.t0) * 1000.0,
+            "response_length": tokens, "response": None, "context": self.context(), "start_time": started,
+            "url": ctx.dialect.path, "exception": CatchResponseError(failure) if failure is not None else None}
 
     @staticmethod
-    def _fail_to_send(exc: RequestException, outcome: Outcome) -> None:
-        kind = type(exc).__name__
-        timed_out = "Timeout" in kind and "Connect" not in kind
-        outcome.fail("timeout" if timed_out else "connect_error", kind, str(exc))
-
-    @staticmethod
-    def _fail_http(resp: Any, outcome: Outcome) -> None:
-        try:
-            text = resp.text.strip()
-        except Exception as exc:  # a body that cannot be read is still an HTTP error
-            text = f"<unreadable body: {type(exc).__name__}>"
-        outcome.fail("http_error", f"HTTP {resp.status_code}", text)
-
-    @staticmethod
-    def _read_stream(resp: Any, state: StreamState, outcome: Outcome, t0: float, total_timeout: float
+    def _read_stream(resp: Response, state: StreamState, outcome: Outcome, t0: float, total_timeout: float
                      ) -> tuple[float, float]:
         """Read the stream to its end: (when it ended, when the user became ready: the event loop's poll that
         woke it for the stream's last bytes, so other users' work queued ahead of it counts as send lag)."""
-        raw = resp.raw
         deadline = t0 + total_timeout
         clean_eof = False
-        events = EventReader(_reader(resp))
+        events = EventReader(resp.read1)
         try:
             for t, payload in events:
                 state.feed(t, payload)
@@ -413,18 +361,11 @@ class LLMUser(HttpUser):
                     break
             else:
                 clean_eof = True
-        except (ReadTimeoutError, TimeoutError) as exc:
+        except TimeoutError as exc:
             outcome.fail("timeout", "stream silent longer than the read timeout", str(exc))
-        except (ProtocolError, OSError, http.client.HTTPException) as exc:
+        except OSError as exc:  # BrokenStream, a reset
             outcome.fail("truncated", "connection broken mid-stream", str(exc))
         end = events.last if clean_eof else time.perf_counter()
-        if clean_eof:
-            fp = getattr(raw, "_fp", None)
-            if isinstance(fp, http.client.HTTPResponse) and not fp.isclosed():
-                fp.close()  # a Content-Length body read to its end: done with (a chunked one closes itself)
-            raw.release_conn()
-        else:
-            resp.close()
         classify_stream_end(state, outcome)
         ready = (events.woke or end) if clean_eof else end
         return end, ready

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CLIENT_KEYS = "abcd"  # not imported from the module: importing Locust here would monkey-patch pytest's process
+CLIENT_KEYS = "aebcd"  # not imported from the module: importing Locust here would monkey-patch pytest's process
 
 
 def test_quick_benchmark_prints_table_and_verdict() -> None:

@@ -1,4 +1,5 @@
-"""Send lag: a client whose end-of-request work piles up when streams end together is flagged ``client_lag``.
+"""Send lag: a client whose work between a stream's end and the next send piles up when streams end together is
+flagged ``client_lag``.
 
 The server (an emulator whose decode steps last 100 ms) admits every request that arrives during a step at the
 next one, so the users' streams end in one step. The suite's user sends its next request within a few ms of

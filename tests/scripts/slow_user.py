@@ -1,7 +1,8 @@
-"""Test-only locustfile: the suite's user with a blocking cost added to each request's end-of-request work.
+"""Test-only locustfile: the suite's user with a blocking cost added to each request's preparation.
 
-Why: ``tests/test_client_lag.py`` needs a client that is slow where a real one can be (record, books, next
-prompt), without a knob in the product. The cost blocks the whole process (the original ``time.sleep``, not
+Why: ``tests/test_client_lag.py`` needs a client that is slow where a real one can be, between a stream's end
+and the next send (choosing and building the next request; the record and books now wait until after the
+sends), without a knob in the product. The cost blocks the whole process (the original ``time.sleep``, not
 gevent's), as CPU-bound work does, without using a core.
 """
 
@@ -22,6 +23,6 @@ _blocking_sleep = monkey.get_original("time", "sleep")
 
 
 class SlowUser(suite.SGLangUser):
-    def _record(self, ctx: Any, req: InFlight) -> Any:
+    def _prepare(self, ctx: Any, scheduled_s: Any, row: Any) -> tuple[str, dict, dict, InFlight]:
         _blocking_sleep(COST_S)
-        return super()._record(ctx, req)
+        return super()._prepare(ctx, scheduled_s, row)

@@ -1,0 +1,252 @@
+"""The users' HTTP/1.1 client against a scripted TCP server on 127.0.0.1: framing, reuse, resend, failures.
+
+The server is real (a listening socket, a thread per connection) and plays, per connection, a list of answers,
+each written in pieces with pauses, so bodies arrive split at awkward places; it keeps every request it read.
+What the emulator and llama-server tests cannot choose (trailers, 1xx heads, a close after the select check,
+framing errors) is played here.
+"""
+
+from __future__ import annotations
+
+import base64
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import pytest
+
+from locustfiles.transport import BrokenStream, Endpoint, SendFailed, StreamClient
+
+TIMEOUT = (2.0, 2.0)
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def chunked(*payloads: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in payloads) + b"0\r\n\r\n"
+
+
+@dataclass
+class Script:
+    """Per connection (in accept order): its answers, each a list of byte pieces; None closes the connection
+    without answering. After a connection's answers it is closed (``linger``: kept open that long first)."""
+
+    connections: list[list[list[bytes] | None]]
+    pause_s: float = 0.002
+    linger_s: float = 5.0
+    requests: list[tuple[int, bytes]] = field(default_factory=list)  # (connection index, request head)
+
+
+def _read_request(conn: socket.socket, buf: bytes) -> tuple[bytes, bytes] | None:
+    while b"\r\n\r\n" not in buf:
+        block = conn.recv(65536)
+        if not block:
+            return None
+        buf += block
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(rest) < length:
+        rest += conn.recv(65536)
+    return head, rest[length:]
+
+
+@contextmanager
+def scripted(script: Script) -> Iterator[str]:
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve(index: int, conn: socket.socket) -> None:
+        buf = b""
+        with conn:
+            for answer in script.connections[index]:
+                got = _read_request(conn, buf)
+                if got is None:
+                    return
+                head, buf = got
+                script.requests.append((index, head))
+                if answer is None:
+                    return  # closed without a byte of response
+                for piece in answer:
+                    conn.sendall(piece)
+                    time.sleep(script.pause_s)
+            stop.wait(script.linger_s)
+
+    def accept() -> None:
+        index = 0
+        while not stop.is_set() and index < len(script.connections):
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=serve, args=(index, conn), daemon=True).start()
+            index += 1
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+
+
+def read_all(resp) -> bytes:
+    parts = []
+    while block := resp.read1():
+        parts.append(block)
+    return b"".join(parts)
+
+
+def post(client: StreamClient, sends: list[int] | None = None, path: str = "/generate"):
+    return client.post(path, {"Accept": "text/event-stream"}, b'{"text":"x"}', TIMEOUT,
+                       lambda: sends.append(1) if sends is not None else None)
+
+
+def test_chunks_split_anywhere_arrive_whole_and_the_connection_is_reused() -> None:
+    body = chunked(b"data: {\"a\":1}\n\n", b"data: [DONE]\n\n")
+    pieces = [CHUNKED_HEAD[:20], CHUNKED_HEAD[20:] + body[:3], body[3:9], body[9:-3], body[-3:]]
+    answer_2 = [CHUNKED_HEAD + chunked(b"data: two\n\n")]
+    script = Script([[pieces, answer_2]])
+    with scripted(script) as url:
+        client = StreamClient(Endpoint(url))
+        resp = post(client)
+        assert resp.status_code == 200 and resp.headers["content-type"] == "text/event-stream"
+        assert read_all(resp) == b"data: {\"a\":1}\n\ndata: [DONE]\n\n" and resp.done
+        assert read_all(post(client)) == b"data: two\n\n"
+    assert [index for index, _ in script.requests] == [0, 0]  # one connection for both
+    head = script.requests[0][1].decode()
+    assert head.startswith("POST /generate HTTP/1.1\r\n") and "Content-Length: 12" in head
+    assert f"Host: 127.0.0.1:{url.rsplit(':', 1)[1]}" in head and "Accept: text/event-stream" in head
+
+
+def test_interim_heads_trailers_and_chunk_extensions_are_read_past() -> None:
+    answer = [b"HTTP/1.1 100 Continue\r\n\r\n", CHUNKED_HEAD,
+              b"5;name=value\r\nhello\r\n0\r\nX-Checksum: 1\r\nX-Other: 2\r\n\r\n"]
+    script = Script([[answer, [CHUNKED_HEAD + chunked(b"again")]]])
+    with scripted(script) as url:
+        client = StreamClient(Endpoint(url))
+        assert read_all(post(client)) == b"hello"
+        assert read_all(post(client)) == b"again"
+    assert [index for index, _ in script.requests] == [0, 0]
+
+
+def test_sized_and_close_delimited_bodies() -> None:
+    sized = [b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 11\r\n\r\n", b"data: a\n\n",
+             b"\n\n"]
+    by_close = [b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: b\n\n"]
+    script = Script([[sized, by_close], [[CHUNKED_HEAD + chunked(b"c")]]], linger_s=0.0)
+    with scripted(script) as url:
+        client = StreamClient(Endpoint(url))
+        assert read_all(post(client)) == b"data: a\n\n\n\n"
+        assert read_all(post(client)) == b"data: b\n\n"  # ends when the server closes
+        assert read_all(post(client)) == b"c"  # HTTP/1.0: not kept, so a new connection
+    assert [index for index, _ in script.requests] == [0, 0, 1]
+
+
+def test_a_kept_connection_the_server_closed_is_replaced_before_the_send() -> None:
+    """llama-server's habit: the connection is closed soon after each streamed response, without saying so."""
+    script = Script([[[CHUNKED_HEAD + chunked(b"one")]], [[CHUNKED_HEAD + chunked(b"two")]]], linger_s=0.0)
+    with scripted(script) as url:
+        client = StreamClient(Endpoint(url))
+        assert read_all(post(client)) == b"one"
+        time.sleep(0.2)  # the server has closed it by now
+        sends: list[int] = []
+        assert read_all(post(client, sends)) == b"two"
+    assert sends == [1] and [index for index, _ in script.requests] == [0, 1]
+
+
+def test_a_request_lost_by_a_reused_connection_is_sent_once_more_on_a_new_one() -> None:
+    """The close comes after the reuse check: the server read the request and closed without a byte."""
+    script = Script([[[CHUNKED_HEAD + chunked(b"one")], None], [[CHUNKED_HEAD + chunked(b"two")]]])
+    with scripted(script) as url:
+        client = StreamClient(Endpoint(url))
+        assert read_all(post(client)) == b"one"
+        sends: list[int] = []
+        assert read_all(post(client, sends)) == b"two"
+    assert sends == [1]  # the send moment is the first write's
+    assert [index for index, _ in script.requests] == [0, 0, 1]
+
+
+def test_a_new_connection_closed_without_answer_is_a_connect_error_not_resent() -> None:
+    script = Script([[None], [[CHUNKED_HEAD + chunked(b"never")]]])
+    with scripted(script) as url:
+        client = StreamClient(Endpoint(url))
+        with pytest.raises(SendFailed) as failed:
+            post(client)
+    assert failed.value.status == "connect_error" and failed.value.reason == "RemoteDisconnected"
+    assert len(script.requests) == 1
+
+
+def test_broken_bodies_raise_broken_stream() -> None:
+    cases = {
+        "closed inside": [CHUNKED_HEAD, b"a\r\ndata: x"],
+        "bad size": [CHUNKED_HEAD, b"zz\r\nhello\r\n"],
+        "no crlf after data": [CHUNKED_HEAD, b"5\r\nhelloXX0\r\n\r\n"],
+        "closed inside sized": [b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort"],
+    }
+    for why, answer in cases.items():
+        script = Script([[answer]], linger_s=0.0)
+        with scripted(script) as url:
+            client = StreamClient(Endpoint(url))
+            resp = post(client)
+            with pytest.raises(BrokenStream):
+                read_all(resp)
+            resp.close()
+        assert client._sock is None, why  # a broken connection is never reused
+
+
+def test_compressed_and_non_http_answers_are_broken_streams() -> None:
+    for answer in ([b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\nxx"],
+                   [b"SSH-2.0-OpenSSH_9.6\r\n\r\n"]):
+        with scripted(Script([[answer]])) as url:
+            client = StreamClient(Endpoint(url))
+            with pytest.raises(BrokenStream):
+                post(client)
+        assert client._sock is None
+
+
+def test_silence_is_a_timeout_before_and_after_the_head() -> None:
+    with scripted(Script([[[b""]]], linger_s=3.0)) as url:  # reads the request, answers nothing
+        client = StreamClient(Endpoint(url))
+        started = time.monotonic()
+        with pytest.raises(SendFailed) as failed:
+            client.post("/x", {}, b"{}", (2.0, 0.3), lambda: None)
+        assert failed.value.status == "timeout" and time.monotonic() - started < 2.0
+    with scripted(Script([[[CHUNKED_HEAD, b"3\r\nabc\r\n"]]], linger_s=3.0)) as url:
+        client = StreamClient(Endpoint(url))
+        resp = client.post("/x", {}, b"{}", (2.0, 0.3), lambda: None)
+        assert resp.read1() == b"abc"
+        with pytest.raises(TimeoutError):
+            resp.read1()
+
+
+def test_no_listener_is_a_connect_error_and_on_send_never_runs() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    sends: list[int] = []
+    with pytest.raises(SendFailed) as failed:
+        post(StreamClient(Endpoint(f"http://127.0.0.1:{port}")), sends)
+    assert failed.value.status == "connect_error" and sends == []
+
+
+def test_url_credentials_and_path_prefix() -> None:
+    script = Script([[[CHUNKED_HEAD + chunked(b"ok")]]])
+    with scripted(script) as url:
+        host = url.removeprefix("http://")
+        client = StreamClient(Endpoint(f"http://us%40er:p%3Ass@{host}/api/"))
+        assert read_all(post(client, path="/v1/completions")) == b"ok"
+    head = script.requests[0][1].decode()
+    assert head.startswith("POST /api/v1/completions HTTP/1.1\r\n")
+    assert f"Authorization: Basic {base64.b64encode(b'us@er:p:ss').decode()}" in head
+    assert f"Host: {host}" in head and "us%40er" not in head
+
+
+def test_endpoint_refuses_what_is_not_http() -> None:
+    for url in ("ftp://127.0.0.1/", "127.0.0.1:80", "http://"):
+        with pytest.raises(ValueError):
+            Endpoint(url)
