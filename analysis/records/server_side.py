@@ -133,22 +133,25 @@ def quiet_span(inside: Sequence[ServerMetricsSample], records: Sequence[RequestR
     return (calm[0], calm[-1]) if len(calm) >= 2 else None
 
 
+def _counter_rate(first: ServerMetricsSample, last: ServerMetricsSample) -> float | None:
+    """The server's generated-tokens counter as a rate between two samples."""
+    counted = _delta(first, last, "generation_tokens_total")
+    span_s = last["t_s"] - first["t_s"]
+    return counted / span_s if counted is not None and span_s > 0 else None
+
+
 def token_rates(inside: Sequence[ServerMetricsSample], records: Sequence[RequestRecord]
                 ) -> tuple[float | None, float | None, float | None]:
-    """(server tok/s, client tok/s, gap): the server's counter as a rate between the first and last samples
-    inside the window, and the client's tokens beside it over the quiet span (``quiet_span``), where there is
-    one."""
+    """(server tok/s, client tok/s, gap). The server's rate is over the quiet span (``quiet_span``) where there
+    is one, else between the window's first and last samples; the client's tokens are set beside it, and the
+    gap judged, only over a quiet span."""
     if len(inside) < 2:
         return None, None, None
     span = quiet_span(inside, records)
-    first, last = span if span is not None else (inside[0], inside[-1])
-    a, b = first["t_s"], last["t_s"]
-    counted = _delta(first, last, "generation_tokens_total")
-    if counted is None or b <= a:
-        return None, None, None
-    server = counted / (b - a)
-    if span is None:
+    server = _counter_rate(*(span or (inside[0], inside[-1])))
+    if server is None or span is None:
         return server, None, None
+    a, b = span[0]["t_s"], span[1]["t_s"]
     candidates = [window_tokens(records, a, b) / (b - a), finished_tokens(records, a, b) / (b - a)]
     candidates = [c for c in candidates if c > 0]
     if not candidates:
