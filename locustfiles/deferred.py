@@ -36,6 +36,7 @@ class AfterSends:
 
     def _run(self) -> None:
         try:
+            gevent.sleep(0)  # started by the first user woken in this turn: the others' sends are queued first
             while self._items:
                 _do(self._items.popleft())
                 gevent.sleep(0)  # one turn of the loop: arrived bytes, and users ready to send, go first
