@@ -74,6 +74,14 @@ def classify_stream_end(state: StreamState, outcome: Outcome) -> None:
         outcome.fail("truncated", "stream ended without a finish reason")
 
 
+def _page(resp: Response, limit: int) -> str:
+    """The start of an answer that is not a stream (an error page, a JSON body), as text for the record."""
+    try:
+        return resp.read(limit).decode("utf-8", "replace").strip()
+    except OSError as exc:  # a body that cannot be read (silent, cut) still leaves the status to report
+        return f"<unreadable body: {type(exc).__name__}>"
+
+
 def _not_a_stream(content_type: str) -> bool:
     """A page or a whole JSON answer where an event stream was asked for (a proxy, or streaming ignored)."""
     ctype = content_type.lower()
@@ -317,22 +325,19 @@ class LLMUser(HttpUser):
                                    lambda: self._sent(ctx, req))
             outcome.http_status = resp.status_code
             if resp.status_code >= 400:
-                page = resp.read(ERROR_PAGE_LIMIT)
-                outcome.fail("http_error", f"HTTP {resp.status_code}", page.decode("utf-8", "replace").strip())
+                outcome.fail("http_error", f"HTTP {resp.status_code}", _page(resp, ERROR_PAGE_LIMIT))
                 end = time.perf_counter()
             elif _not_a_stream(resp.headers.get("content-type", "")):
-                page = resp.read(ERROR_TEXT_LIMIT)
                 outcome.fail("not_streaming", f"HTTP {resp.status_code} {resp.headers.get('content-type')} "
-                             "instead of an event stream", page.decode("utf-8", "replace").strip())
+                             "instead of an event stream", _page(resp, ERROR_TEXT_LIMIT))
                 end = time.perf_counter()
             else:
                 end, req.ready = self._read_stream(resp, state, outcome, req.t0, s.request_timeout)
         except SendFailed as exc:  # nothing came back: no connection, or no response head in time
             outcome.fail(exc.status, exc.reason, exc.detail)
             end = time.perf_counter()
-        except (TimeoutError, OSError) as exc:  # an error page that stopped coming, or a head that was not HTTP
-            outcome.fail("timeout" if isinstance(exc, TimeoutError) else "truncated",
-                         "response broken before its body", str(exc))
+        except OSError as exc:  # an answer that was not HTTP/1.1 as the client reads it (transport.BrokenStream)
+            outcome.fail("truncated", "response broken before its body", str(exc))
             end = time.perf_counter()
         finally:
             if resp is not None:
