@@ -108,7 +108,7 @@ class InFlight:
     conversation: Conversation | None = None  # --multi-turn: the conversation and turn this request is
     send_lag_ms: float | None = None  # from the user being ready to the send; None: it never went on the wire
     sent: bool = False  # its bytes went on the wire (``LLMUser._sent``)
-    report: dict[str, Any] | None = None  # the request's event for Locust's statistics
+    started: float | None = None  # wall clock when its send began, once it ran its course (Locust's start_time)
     ready: float | None = None  # a clean end: the poll that woke the user for its last bytes (send lag's start)
 
 
@@ -243,9 +243,14 @@ class LLMUser(HttpUser):
 
     def _book(self, ctx: RunContext, req: InFlight, name: str) -> None:
         """The request in Locust's statistics, its record (and answer) on their way to disk and the books."""
-        if req.report is not None:
-            self.environment.events.request.fire(**req.report)
         record = self._record(ctx, req)
+        if req.started is not None:  # a request that ran its course (not stopped mid-stream), as HttpSession
+            ok, outcome = record["status"] == "ok", req.outcome  # reports a caught response
+            failure = None if ok else CatchResponseError(f"{outcome.status}: {outcome.reason or outcome.error}")
+            self.environment.events.request.fire(
+                request_type="POST", name=name, response_time=record["e2e_s"] * 1000.0,
+                response_length=record["output_tokens"] if ok else 0, response=None, context=self.context(),
+                start_time=req.started, url=ctx.dialect.path, exception=failure)
         answer = _answer(record, req) if ctx.settings.checks_output else None
         if self.environment.runner is None:
             ctx.write_record(record, answer)
@@ -342,13 +347,8 @@ class LLMUser(HttpUser):
         finally:
             if resp is not None:
                 resp.close()  # a body left unread (an error page, a stop mid-stream): the connection goes with it
-        tokens = state.resolve_tokens().output_tokens if outcome.status == "ok" else 0
         req.end = end
-        failure = None if outcome.status == "ok" else f"{outcome.status}: {outcome.reason or outcome.error}"
-        req.report = {  # for Locust's statistics (``_book``), as HttpSession reports a caught response
-            "request_type": "POST", "name": name, "response_time": (end - req.t0) * 1000.0,
-            "response_length": tokens, "response": None, "context": self.context(), "start_time": started,
-            "url": ctx.dialect.path, "exception": CatchResponseError(failure) if failure is not None else None}
+        req.started = started  # reported to Locust's statistics after the sends (``_book``)
 
     @staticmethod
     def _read_stream(resp: Response, state: StreamState, outcome: Outcome, t0: float, total_timeout: float

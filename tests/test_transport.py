@@ -124,6 +124,18 @@ def test_chunks_split_anywhere_arrive_whole_and_the_connection_is_reused() -> No
     assert f"Host: 127.0.0.1:{url.rsplit(':', 1)[1]}" in head and "Accept: text/event-stream" in head
 
 
+def test_one_chunk_per_read_each_read_returns_its_chunk() -> None:
+    """Servers write one event per chunk: each read then holds exactly one chunk (the client's quick path)."""
+    events = [b"data: %d\n\n" % i for i in range(5)]
+    script = Script([[[CHUNKED_HEAD, *(chunked(e)[:-5] for e in events), b"0\r\n\r\n"]]], pause_s=0.02)
+    with scripted(script) as url:
+        resp = post(StreamClient(Endpoint(url)))
+        reads = []
+        while block := resp.read1():
+            reads.append(block)
+    assert reads == events and resp.done
+
+
 def test_interim_heads_trailers_and_chunk_extensions_are_read_past() -> None:
     answer = [b"HTTP/1.1 100 Continue\r\n\r\n", CHUNKED_HEAD,
               b"5;name=value\r\nhello\r\n0\r\nX-Checksum: 1\r\nX-Other: 2\r\n\r\n"]
