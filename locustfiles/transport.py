@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import socket
 import ssl
 from collections.abc import Callable
@@ -84,6 +85,13 @@ class Endpoint:
         if parts.password is not None:  # http://user:password@host: sent as Basic auth, as requests did
             pair = f"{unquote(parts.username or '')}:{unquote(parts.password)}".encode()
             self.auth = "Basic " + base64.b64encode(pair).decode("ascii")
+
+
+@functools.lru_cache(maxsize=16)
+def endpoint(base_url: str, verify: bool | str = True) -> Endpoint:
+    """One ``Endpoint`` per server for all users of a process: a TLS context loads the CA store once, not 250
+    times in a ladder's step to C=250."""
+    return Endpoint(base_url, verify)
 
 
 class StreamClient:

@@ -32,7 +32,7 @@ from locustfiles.prompts import Prompt
 from locustfiles.run import RunContext
 from locustfiles.sse import EventReader
 from locustfiles.streams import StreamState
-from locustfiles.transport import Endpoint, Response, SendFailed, StreamClient
+from locustfiles.transport import Response, SendFailed, StreamClient, endpoint
 
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 2.0
@@ -156,7 +156,7 @@ class LLMUser(HttpUser):
     def on_start(self) -> None:
         ctx = self._ctx()
         self.user_id = ctx.next_user_id() if ctx is not None else "0:0"
-        self._http = StreamClient(Endpoint(self.client.base_url, verify=self.client.verify))
+        self._http = StreamClient(endpoint(self.client.base_url, self.client.verify))
         self._ready: float | None = None  # perf_counter when this user became ready to send (send_lag_ms)
 
     def on_stop(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from locustfiles.transport import BrokenStream, Endpoint, SendFailed, StreamClient
+from locustfiles.transport import BrokenStream, Endpoint, SendFailed, StreamClient, endpoint
 
 TIMEOUT = (2.0, 2.0)
 CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -262,3 +263,14 @@ def test_endpoint_refuses_what_is_not_http() -> None:
     for url in ("ftp://127.0.0.1/", "127.0.0.1:80", "http://"):
         with pytest.raises(ValueError):
             Endpoint(url)
+
+
+def test_https_endpoints_verify_by_default_and_share_one_tls_context() -> None:
+    loose = endpoint("https://127.0.0.1:8443/", False)
+    assert loose is endpoint("https://127.0.0.1:8443/", False)  # all users of a process: one CA store load
+    assert loose.tls is not None and loose.tls.verify_mode == ssl.CERT_NONE and not loose.tls.check_hostname
+    assert loose.host_header == "127.0.0.1:8443" and loose.prefix == ""
+    strict = Endpoint("https://h.example/")
+    assert strict.tls is not None and strict.tls.verify_mode == ssl.CERT_REQUIRED and strict.tls.check_hostname
+    assert strict.address == ("h.example", 443) and strict.host_header == "h.example"
+    assert Endpoint("http://[::1]:8000").host_header == "[::1]:8000"
