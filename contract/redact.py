@@ -92,6 +92,9 @@ def redact_obj(obj: Any) -> Any:
     return obj
 
 
+_JSONL = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+
+
 def _json_plain(key: str) -> bool:
     """True when ``key`` appears in JSON text exactly as it is (nothing in it is escaped by the encoder)."""
     return not any(c in key for c in '"\\') and all(ord(c) >= 0x20 for c in key)
@@ -106,13 +109,17 @@ def redacted_json_line(obj: Any) -> bytes:
     credentials), the walk would change nothing and is skipped; otherwise it runs, exactly as before. Values
     orjson refuses (integers over 64 bits, numpy scalars) take the standard library's encoder."""
     try:
-        data = orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+        data = orjson.dumps(obj, option=_JSONL)
     except TypeError:
         return (json.dumps(redact_obj(obj), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
-    if b"@" not in data and (not _KEYS or (all(_json_plain(k) for k in _KEYS)
-                                           and not any(k in data.decode("utf-8") for k in _KEYS))):
+    if b"@" not in data and (not _KEYS or _unseen_keys(data.decode("utf-8"))):
         return data
-    return orjson.dumps(redact_obj(obj), option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    return orjson.dumps(redact_obj(obj), option=_JSONL)
+
+
+def _unseen_keys(text: str) -> bool:
+    """No known secret in ``text``, and every one would show there as it is (none needs JSON escaping)."""
+    return all(_json_plain(k) and k not in text for k in _KEYS)
 
 
 class RedactingFilter(logging.Filter):
