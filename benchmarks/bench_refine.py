@@ -106,13 +106,15 @@ def main() -> int:
     parser.add_argument("--step-ci", type=float, default=0.015)
     parser.add_argument("--refine-levels", type=int, default=3)
     parser.add_argument("--time-budget", default="6m", help="for each compare, ladders and refinement together")
+    parser.add_argument("--keep", type=Path, help="keep each run's output under this directory (default: discarded)")
     args = parser.parse_args()
     names = list(PAIRS) if args.pairs == "all" else args.pairs.split(",")
     print(f"ladder {LADDER}, speed {args.speed:g}, max-tokens {args.max_tokens}, step {args.min_step_time:g}-"
           f"{args.max_step_time:g} s, step-ci {args.step_ci:g}, refine-levels {args.refine_levels}, "
           f"time budget {args.time_budget} per compare", flush=True)
     totals = []
-    with tempfile.TemporaryDirectory(prefix="bench-refine-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-refine-") as scratch:
+        tmp = args.keep or scratch
         for name in names:
             base, spec = PAIRS[name]
             truth = model_crossing(base, spec, args.max_tokens)

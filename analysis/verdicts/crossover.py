@@ -4,6 +4,13 @@ Ratios are interpolated linearly in log C between the two tested levels that bra
 levels are spaced geometrically, and throughput curves are close to straight on that axis. The crossing's
 interval comes from the same interpolation applied to the ratio's lower and upper 95% bounds; a bound that
 never crosses 1 inside the tested range leaves that end open (None: "beyond the tested levels").
+
+Where levels are dense around a crossing (three or more within a factor ``FIT_SPAN`` of it, as refinement
+leaves them), a power law (log ratio straight in log C) is fitted to all of them, each weighted by its
+interval, and the crossing and its interval come from that line (``local_fit``): two neighbouring levels each
+known to +-4% say little about where between them the ratio passes 1, four levels together say more. The
+same fit merges the wiggles of noise: levels a few percent apart in C whose ratios straddle 1 out of order
+(1.01, 0.99, 1.005) are one crossing of a line that falls significantly, not three.
 """
 
 from __future__ import annotations
@@ -12,7 +19,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from analysis.table import fmt_ratio
+
+#: Levels within this factor of a crossing feed its local fit. Throughput-ratio curves bend (convex in log C):
+#: over C/2..2C the emulator's cost-model curves sit 2-3% (of log ratio) off a straight line, enough to move a
+#: fitted crossing by 10% where the ratio falls slowly; over C/1.5..1.5C a third of that.
+FIT_SPAN = 1.5
+Z95 = 1.959964
 
 
 @dataclass(frozen=True)
@@ -68,21 +83,92 @@ def _nearest(crossings: list[tuple[int, float, bool]], c: float, falling: bool) 
 
 
 def find_crossovers(points: Sequence[RatioPoint]) -> list[Crossover]:
-    """Every crossing of 1 by the ratio curve, each with a band from the bound curves."""
+    """Every crossing of 1 by the ratio curve, each with a band from the bound curves, or from a local fit where
+    the levels around it are dense enough (crossings of noise within one fit merged into one)."""
     pts = sorted(points, key=lambda p: p.target_c)
     cs = [p.target_c for p in pts]
     mid = [p.ratio for p in pts]
     lows = _crossings(cs, [p.low if p.low is not None else p.ratio for p in pts])
     highs = _crossings(cs, [p.high if p.high is not None else p.ratio for p in pts])
     result = []
-    for i, c, falling in _crossings(cs, mid):
-        # Falling ratio: the lower bound reaches 1 first, the upper bound last; rising: the other way round.
-        first, last = (lows, highs) if falling else (highs, lows)
-        c_low, c_high = _nearest(first, c, falling), _nearest(last, c, falling)
-        c_low = min(c_low, c) if c_low is not None else None  # a non-monotone bound curve cannot
-        c_high = max(c_high, c) if c_high is not None else None  # put the band beside the crossing
-        result.append(Crossover(c, c_low, c_high, cs[i], cs[i + 1], falling))
+    for group in _groups(_crossings(cs, mid)):
+        fit = local_fit(pts, math.exp(sum(math.log(c) for _, c, _ in group) / len(group)))
+        i, c, falling = group[0]
+        last = group[-1][0]
+        if fit is not None and len(group) % 2 == 1 and fit.falling == falling:
+            result.append(Crossover(fit.c, fit.low, fit.high, cs[i], cs[last + 1], falling))
+            continue
+        for i, c, falling in group:
+            # Falling ratio: the lower bound reaches 1 first, the upper bound last; rising: the other way round.
+            first, last_bound = (lows, highs) if falling else (highs, lows)
+            c_low, c_high = _nearest(first, c, falling), _nearest(last_bound, c, falling)
+            c_low = min(c_low, c) if c_low is not None else None  # a non-monotone bound curve cannot
+            c_high = max(c_high, c) if c_high is not None else None  # put the band beside the crossing
+            result.append(Crossover(c, c_low, c_high, cs[i], cs[i + 1], falling))
     return result
+
+
+def _groups(crossings: list[tuple[int, float, bool]]) -> list[list[tuple[int, float, bool]]]:
+    """Consecutive crossings within a factor ``FIT_SPAN`` of their group's first: candidates for one fit."""
+    groups: list[list[tuple[int, float, bool]]] = []
+    for x in crossings:
+        if groups and x[1] <= FIT_SPAN * groups[-1][0][1]:
+            groups[-1].append(x)
+        else:
+            groups.append([x])
+    return groups
+
+
+@dataclass(frozen=True)
+class LineFit:
+    """Where a weighted straight line through the ratios near a crossing reaches 1, with its 95% interval."""
+
+    c: float
+    low: float
+    high: float
+    falling: bool
+    levels: int  # how many levels the line was fitted to
+
+
+def local_fit(points: Sequence[RatioPoint], near: float) -> LineFit | None:
+    """The crossing of 1 by the line log ratio = a + b log C (a power law, which bends as throughput ratios do)
+    fitted to the levels within ``FIT_SPAN`` of ``near``, each weighted by its interval (standard error from its
+    95% bounds, on the log scale); None unless three or more levels with
+    bounds lie there, on both sides of 1, and the line's slope is significant and its interval inside them.
+
+    The interval is the set of C where the line's own 95% interval contains 1 (Fieller's inversion, so it is
+    not symmetric), with the standard errors scaled up by the scatter about the line when that exceeds what the
+    levels' intervals allow (a bend or noise the intervals missed widens it; it never narrows).
+    """
+    span = math.log(FIT_SPAN) + 1e-9
+    use = [p for p in points if p.low is not None and p.high is not None and p.high > p.low > 0
+           and abs(math.log(p.target_c / near)) <= span]
+    if len(use) < 3 or all(p.ratio >= 1 for p in use) or all(p.ratio < 1 for p in use):
+        return None
+    x = np.log([p.target_c for p in use])
+    y = np.log([p.ratio for p in use])
+    w = (2 * Z95 / np.log([p.high / p.low for p in use])) ** 2  # type: ignore[operator]
+    s, sx, sy, sxx, sxy = w.sum(), (w * x).sum(), (w * y).sum(), (w * x * x).sum(), (w * x * y).sum()
+    det = s * sxx - sx * sx
+    if det <= 0:
+        return None
+    b = (s * sxy - sx * sy) / det
+    a = (sy - b * sx) / s
+    chi2 = float((w * (y - a - b * x) ** 2).sum())
+    k = Z95**2 * max(1.0, chi2 / (len(use) - 2))
+    var_a, var_b, cov = sxx / det, s / det, -sx / det
+    # (a + b x)^2 <= k var(a + b x): a quadratic in x = log C, bounded only when the slope is significant.
+    qa = b * b - k * var_b
+    qb = 2 * (a * b - k * cov)
+    qc = a * a - k * var_a
+    if qa <= 0 or b == 0:
+        return None
+    root = math.sqrt(max(0.0, qb * qb - 4 * qa * qc))
+    x_low, x_high = (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)
+    if x_low < x.min() - 1e-9 or x_high > x.max() + 1e-9:  # beyond the fitted levels: the line says nothing
+        return None
+    c = math.exp(-a / b)
+    return LineFit(c, min(math.exp(x_low), c), max(math.exp(x_high), c), bool(b < 0), len(use))
 
 
 def judge(points: Sequence[RatioPoint]) -> Verdict:

@@ -124,7 +124,7 @@ def _switch(table: Mapping[int, Mapping[str, Candidate]], cs: Sequence[int], lef
                                   rng=np.random.default_rng([seed, c, PAIR_STREAM]), n_boot=n_boot)
         low, high = interval if interval else (None, None)
         points.append(RatioPoint(c, ca.tok_s / cb.tok_s, low, high))
-    bracket = [x for x in find_crossovers(points) if x.below_c == left[2]]
+    bracket = [x for x in find_crossovers(points) if x.below_c <= left[2] and x.above_c >= right[1]]
     if bracket:
         x = bracket[0]
         return Switch(a, b, x.c, x.c_low, x.c_high, left[2], right[1])
