@@ -50,6 +50,7 @@ class Crossover:
     below_c: int  # tested level just below the crossing
     above_c: int  # tested level just above it
     spec_wins_below: bool  # True when the ratio falls through 1 as C rises
+    fitted: int = 0  # levels its value and band were fitted over (``local_fit``); 0: interpolated between two
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def find_crossovers(points: Sequence[RatioPoint]) -> list[Crossover]:
         i, c, falling = group[0]
         last = group[-1][0]
         if fit is not None and len(group) % 2 == 1 and fit.falling == falling:
-            result.append(Crossover(fit.c, fit.low, fit.high, cs[i], cs[last + 1], falling))
+            result.append(Crossover(fit.c, fit.low, fit.high, cs[i], cs[last + 1], falling, fit.levels))
             continue
         for i, c, falling in group:
             # Falling ratio: the lower bound reaches 1 first, the upper bound last; rising: the other way round.

@@ -47,6 +47,7 @@ class Switch:
     c_high: float | None
     below_c: int  # last tested level of ``from_name``'s segment
     above_c: int  # first tested level of ``to_name``'s segment
+    fitted: int = 0  # levels its value and band were fitted over (``crossover.local_fit``); 0: interpolated
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def _switch(table: Mapping[int, Mapping[str, Candidate]], cs: Sequence[int], lef
     bracket = [x for x in find_crossovers(points) if x.below_c <= left[2] and x.above_c >= right[1]]
     if bracket:
         x = bracket[0]
-        return Switch(a, b, x.c, x.c_low, x.c_high, left[2], right[1])
+        return Switch(a, b, x.c, x.c_low, x.c_high, left[2], right[1], x.fitted)
     # Unreachable for a true bracket (a wins at its end, b at its start), kept total for safety.
     mid = math.sqrt(left[2] * right[1])
     return Switch(a, b, mid, None, None, left[2], right[1])

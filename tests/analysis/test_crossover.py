@@ -9,6 +9,7 @@ import pytest
 
 from analysis.verdicts.crossover import RatioPoint, crossing_log_c, find_crossovers, judge, local_fit
 from analysis.verdicts.recommend import LevelThroughput, recommend
+from analysis.verdicts.refine import crossing_statement
 
 
 def test_crossing_is_interpolated_on_log_concurrency() -> None:
@@ -101,6 +102,8 @@ def test_dense_levels_are_fitted_and_the_fit_holds_a_power_law_crossing_exactly(
     assert (fit.high - fit.low) < (two_level.c_high or math.inf) - (two_level.c_low or 0.0)
     (x,) = find_crossovers(points)
     assert (x.c, x.c_low, x.c_high) == (fit.c, fit.low, fit.high) and (x.below_c, x.above_c) == (13, 15)
+    assert x.fitted == 5 and crossing_statement(x, 2) == (f"C = 14 ({x.c_low:.3g}-{x.c_high:.3g}), from 2 added "
+                                                          "levels (fitted over 5 levels)")
 
 
 def test_wiggles_of_noise_around_a_falling_line_are_one_crossing() -> None:
