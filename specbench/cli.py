@@ -289,13 +289,15 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
 
     refine = refine_levels(args)
     sweep = load_sweep(args.sweep_file)
-    key = _validated(args, passed_on(args) + extra).api_key()
+    settings = _validated(args, passed_on(args) + extra)
+    key = settings.api_key()
     out = Path(args.out) if args.out else Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     check_fresh_dir(out, "--out", args.overwrite)
     names = ", ".join(e.name + (" (baseline)" if e.baseline else "") for e in sweep.entries)
     print(f"Sweep {sweep.source}: {names}", flush=True)
     return run_sweep(SweepJob(sweep, out, args.suite_config, args.processes, args.api, key, args.flush_cache,
-                              passed_on(args) + extra, verbose=args.verbose, refine_levels=refine))
+                              passed_on(args) + extra, verbose=args.verbose, refine_levels=refine,
+                              rate_mode=bool(settings.rate_ladder)))
 
 
 def demo_sweep(speed: float):  # -> Sweep (typed lazily: the sweep module is only needed here)
@@ -332,7 +334,7 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"Sweep over built-in emulators at speed {args.speed:g}, one after another: {names}", flush=True)
         return run_sweep(SweepJob(demo_sweep(args.speed), out, args.suite_config,
                                   args.processes, "auto", None, True, extra, verbose=args.verbose,
-                                  refine_levels=refine))
+                                  refine_levels=refine, rate_mode=bool(settings.rate_ladder)))
     if args.rate:
         args.out = args.out or "reports/demo-rate"
     print(f"Starting two built-in emulators (baseline and eagle3, speed {args.speed:g}) on 127.0.0.1 ...",

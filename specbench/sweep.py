@@ -5,7 +5,8 @@ wait until its readiness URL answers 200, check it like ``compare`` does, run th
 and stop the server (SIGTERM to the group, SIGKILL after the stop timeout) before the next one starts, so two
 configurations never share the machine. Every run gets identical settings and prompt order; the API is the
 one the baseline resolves to (or ``--api``). Ctrl-C stops the run in progress and its server; the report is
-still written from what was recorded.
+still written from what was recorded. Then, unless ``--no-refine``, refinement starts the configurations again
+for the levels it adds (switch points; with ``--rate-ladder``, each capacity under the SLO).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from specbench.compare import refine_summary, run_ladder, write_report
 from specbench.launch import LaunchError, ServerCommand, free_port
 from specbench.preflight import check_server
-from specbench.refine import refine
+from specbench.refine import refine, refine_rates
 from specbench.sweepfile import Entry, Sweep
 
 
@@ -33,6 +34,7 @@ class SweepJob:
     extra: list[str] = field(default_factory=list)
     verbose: bool = False
     refine_levels: int = DEFAULT_REFINE_LEVELS  # extra levels per switch point after the ladders; 0: none (#27)
+    rate_mode: bool = False  # --rate-ladder: refinement adds rates around each capacity under the SLO (#27)
 
 
 def run_sweep(job: SweepJob) -> int:
@@ -63,22 +65,27 @@ def run_sweep(job: SweepJob) -> int:
 
 
 def refine_sweep(job: SweepJob, api: str) -> int:
-    """Extra levels around each switch point: every configuration is started again, measured at just those
-    levels with the same settings and prompt order, and stopped, one after another (#27)."""
+    """Extra levels around each switch point (rate mode: extra rates around each capacity under the SLO):
+    every configuration is started again, measured at just those levels with the same settings and prompt
+    order, and stopped, one after another (#27)."""
     entries = {e.name: e for e in job.sweep.entries}
     order = [job.sweep.baseline.name, *(e.name for e in job.sweep.entries if not e.baseline)]
+    dirs = {name: job.out / name for name in order}
 
     def run_levels(name: str, levels: list[float], sub: Path, share: float | None) -> int:
         budget = ["--time-budget", f"{share:.0f}s"] if share else []
+        ladder = ["--rate-ladder" if job.rate_mode else "--ladder", ",".join(f"{level:g}" for level in levels)]
         try:
             return _one(entries[name], job, api, run_dir=sub,
-                        extra=[*budget, *job.extra, "--ladder", ",".join(f"{c:g}" for c in levels)])[1]
+                        extra=[*budget, *job.extra, *ladder, "--stop-after-saturation", "-1"])[1]
         except KeyboardInterrupt:
             return 130
 
-    result = refine(job.out, order, {name: job.out / name for name in order}, run_levels,
-                    max_levels=job.refine_levels)
-    print(refine_summary(result.levels, result.reason), flush=True)
+    if job.rate_mode:
+        result = refine_rates(order, dirs, run_levels, max_levels=job.refine_levels)
+    else:
+        result = refine(job.out, order, dirs, run_levels, max_levels=job.refine_levels)
+    print(refine_summary(result.levels, result.reason, rates=job.rate_mode), flush=True)
     return result.returncode
 
 

@@ -8,9 +8,10 @@ never crosses 1 inside the tested range leaves that end open (None: "beyond the 
 Where levels are dense around a crossing (three or more within a factor ``FIT_SPAN`` of it, as refinement
 leaves them), a power law (log ratio straight in log C) is fitted to all of them, each weighted by its
 interval, and the crossing and its interval come from that line (``local_fit``): two neighbouring levels each
-known to +-4% say little about where between them the ratio passes 1, four levels together say more. The
-same fit merges the wiggles of noise: levels a few percent apart in C whose ratios straddle 1 out of order
-(1.01, 0.99, 1.005) are one crossing of a line that falls significantly, not three.
+known to +-4% say little about where between them the ratio passes 1, four levels together say more, and
+their scatter about the line says how well they are known. The same fit merges the wiggles of noise: levels a
+few percent apart in C whose ratios straddle 1 out of order (1.01, 0.99, 1.005) are one crossing of a line
+that falls significantly, not three.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.table import fmt_ratio
+from contract.window import t975
 
 #: Levels within this factor of a crossing feed its local fit. Throughput-ratio curves bend (convex in log C):
 #: over C/2..2C the emulator's cost-model curves sit 2-3% (of log ratio) off a straight line, enough to move a
@@ -134,12 +136,15 @@ class LineFit:
 def local_fit(points: Sequence[RatioPoint], near: float) -> LineFit | None:
     """The crossing of 1 by the line log ratio = a + b log C (a power law, which bends as throughput ratios do)
     fitted to the levels within ``FIT_SPAN`` of ``near``, each weighted by its interval (standard error from its
-    95% bounds, on the log scale); None unless three or more levels with
-    bounds lie there, on both sides of 1, and the line's slope is significant and its interval inside them.
+    95% bounds, on the log scale); None unless three or more levels with bounds lie there, on both sides of 1,
+    and the line's slope is significant and its interval inside them.
 
     The interval is the set of C where the line's own 95% interval contains 1 (Fieller's inversion, so it is
-    not symmetric), with the standard errors scaled up by the scatter about the line when that exceeds what the
-    levels' intervals allow (a bend or noise the intervals missed widens it; it never narrows).
+    not symmetric). Its scale: with four or more levels, the scatter of the levels about the line (Student t
+    on n - 2 degrees of freedom; the stated intervals then only weight the levels against each other), since a
+    level's stated interval can be far wider than its real spread (the conservative batches of a fixed-length
+    workload: +-4% stated where seeded repeats agree to +-0.4%); with three, the stated intervals, scaled up
+    (never down) by the scatter, as one degree of freedom says next to nothing about it.
     """
     span = math.log(FIT_SPAN) + 1e-9
     use = [p for p in points if p.low is not None and p.high is not None and p.high > p.low > 0
@@ -156,7 +161,11 @@ def local_fit(points: Sequence[RatioPoint], near: float) -> LineFit | None:
     b = (s * sxy - sx * sy) / det
     a = (sy - b * sx) / s
     chi2 = float((w * (y - a - b * x) ** 2).sum())
-    k = Z95**2 * max(1.0, chi2 / (len(use) - 2))
+    dof = len(use) - 2
+    # Three levels: the stated intervals set the scale (scaled up, never down, by the scatter). Four or more:
+    # the scatter about the line does, with Student t on its degrees of freedom, so levels whose stated
+    # intervals are wider than their real spread (batches of a fixed-length workload) still pin the crossing.
+    k = Z95**2 * max(1.0, chi2 / dof) if dof < 2 else t975(dof) ** 2 * chi2 / dof
     var_a, var_b, cov = sxx / det, s / det, -sx / det
     # (a + b x)^2 <= k var(a + b x): a quadratic in x = log C, bounded only when the slope is significant.
     qa = b * b - k * var_b

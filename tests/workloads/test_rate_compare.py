@@ -77,3 +77,29 @@ def test_rate_mode_compare_names_each_servers_capacity_under_the_slo_and_pins_it
         assert meta["settings"]["rate_ladder"] == [4.0, 16.0] and meta["settings"]["slo"] == "ttft=500ms,tpot=12.5ms"
         added = json.loads((out / side / "refined" / "round-1" / "meta.json").read_text())
         assert added["settings"]["rate_ladder"] == [8.0]
+
+
+def test_rate_mode_sweep_pins_the_capacity_with_an_added_rate_too(tmp_path, emulator):
+    """``specbench sweep`` with ``--rate-ladder`` refines rates around each capacity under the SLO, as compare
+    does (two already running servers, given by URL: started and stopped by nobody)."""
+    base = emulator("baseline", speed=4)
+    spec = emulator("eagle3", speed=4)
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text("configurations:\n"
+                          f"  - {{name: 'off', baseline: true, url: '{base.url}'}}\n"
+                          f"  - {{name: eagle3, url: '{spec.url}'}}\n")
+    out = tmp_path / "report"
+    cmd = [sys.executable, "-m", "specbench.cli", "sweep", str(sweep_file), "--out", str(out), "--rate-ladder",
+           "4,16", "--slo", "ttft=500ms,tpot=12.5ms", "--max-tokens", "128", "--min-requests", "16",
+           "--min-step-time", "2", "--max-step-time", "6", "--warmup-time", "1", "--refine-levels", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "refining the capacity under the SLO: round 1 adds 8 req/s on every server" in proc.stdout
+    assert "capacity refinement: added 8 req/s; stopped: " in proc.stdout
+    slo = json.loads((out / "comparison.json").read_text())["slo"]
+    assert [(lv["level"], lv["refined"]) for lv in slo["levels"]] == [(4.0, False), (8.0, True), (16.0, False)]
+    cap = slo["spec_capacity"]
+    assert cap["last_held"] <= cap["low"] <= cap["value"] <= cap["high"] <= cap["first_missed"]
+    for name in ("off", "eagle3"):
+        added = json.loads((out / name / "refined" / "round-1" / "meta.json").read_text())
+        assert added["settings"]["rate_ladder"] == [8.0]
