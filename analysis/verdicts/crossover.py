@@ -96,10 +96,11 @@ def find_crossovers(points: Sequence[RatioPoint]) -> list[Crossover]:
     result = []
     for group in _groups(_crossings(cs, mid)):
         fit = local_fit(pts, math.exp(sum(math.log(c) for _, c, _ in group) / len(group)))
-        i, c, falling = group[0]
-        last = group[-1][0]
+        falling = group[0][2]
         if fit is not None and len(group) % 2 == 1 and fit.falling == falling:
-            result.append(Crossover(fit.c, fit.low, fit.high, cs[i], cs[last + 1], falling, fit.levels))
+            below = max((v for v in cs if v <= fit.c), default=cs[0])  # the tested levels around the fitted C
+            above = min((v for v in cs if v >= fit.c), default=cs[-1])
+            result.append(Crossover(fit.c, fit.low, fit.high, below, above, falling, fit.levels))
             continue
         for i, c, falling in group:
             # Falling ratio: the lower bound reaches 1 first, the upper bound last; rising: the other way round.
