@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from analysis.verdicts.crossover import FIT_SPAN
 from analysis.verdicts.slo_compare import Capacity
 
 TOLERANCE = 0.15  # the interval must lie within +-15% of the crossover's value
@@ -50,15 +51,21 @@ def within(value: float, low: float, high: float, tolerance: float) -> bool:
 
 
 def next_level(x: Crossing, tested: Iterable[int]) -> int | None:
-    """The bracket's geometric midpoint as a whole concurrency, None when no untested level lies inside."""
+    """The bracket's geometric midpoint as a whole concurrency; when no untested level lies inside the bracket
+    (low C: 6 and 7 are neighbours), the untested level nearest the crossing within ``FIT_SPAN`` of it, one
+    more point for its local fit (``crossover.local_fit``); None when neither exists."""
     lo, hi = x.below_c, x.above_c
-    if hi - lo < 2:
-        return None
-    mid = math.sqrt(lo * hi)
     taken = set(tested)
-    # Nearest whole levels to the log-midpoint, closest first; ties go to the lower one.
-    candidates = sorted(range(lo + 1, hi), key=lambda c: (abs(math.log(c) - math.log(mid)), c))
-    return next((c for c in candidates if c not in taken), None)
+    if hi - lo >= 2:
+        mid = math.sqrt(lo * hi)
+        # Nearest whole levels to the log-midpoint, closest first; ties go to the lower one.
+        candidates = sorted(range(lo + 1, hi), key=lambda c: (abs(math.log(c) - math.log(mid)), c))
+        inside = next((c for c in candidates if c not in taken), None)
+        if inside is not None:
+            return inside
+    beside = [c for c in range(max(1, math.ceil(x.c / FIT_SPAN)), math.floor(x.c * FIT_SPAN) + 1)
+              if c not in taken]
+    return min(beside, key=lambda c: (abs(math.log(c / x.c)), c), default=None)
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,7 @@ def plan_round(crossings: Sequence[Crossing], tested: Iterable[int], added: dict
     def target(x: Crossing) -> Target:
         return Target(f"C≈{x.c:.3g}", f"interval within ±{tolerance:.0%}" if is_tight(x, tolerance) else None,
                       (added or {}).get(x.c, 0), lambda taken: next_level(x, {int(c) for c in taken}),
-                      f"no untested level between C={x.below_c} and C={x.above_c}")
+                      f"no untested level between C={x.below_c} and C={x.above_c} or within {FIT_SPAN:g}x of it")
 
     return _plan([target(x) for x in crossings], tested, max_added, "levels")
 

@@ -35,7 +35,10 @@ def test_tight_means_both_ends_within_15_percent_from_a_close_bracket() -> None:
 def test_next_level_is_the_geometric_midpoint_then_bisects_on_log_c() -> None:
     assert next_level(_x(17, 12, 25, 10, 30), {10, 30}) == 17  # sqrt(300) = 17.3
     assert next_level(_x(12, 11, 14, 10, 17), {10, 17, 30}) == 13  # sqrt(170) = 13.04
-    assert next_level(_x(10.5, 10.2, 10.8, 10, 11), {10, 11}) is None  # no whole level inside
+    # No whole level inside 10..11: the untested level nearest the crossing within 1.5x of it, for the fit
+    assert next_level(_x(10.5, 10.2, 10.8, 10, 11), {10, 11}) == 12  # log(12/10.5) < log(10.5/9)
+    assert next_level(_x(6.6, 5.1, 7.8, 6, 7), {5, 6, 7, 10}) == 8
+    assert next_level(_x(1.3, 1.1, 1.5, 1, 2), {1, 2}) is None  # 1..1.95: nothing untested
     assert next_level(_x(17, 12, 25, 10, 30), {10, 17, 30}) in (16, 18)  # the midpoint taken: its neighbour
 
 
