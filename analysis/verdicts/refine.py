@@ -131,8 +131,8 @@ def added_near(x: Crossing, levels: Sequence[int], refined: Iterable[int]) -> in
 
 
 def crossing_statement(x: Crossing, added: int) -> str:
-    """'C = 6.1 (5.5-6.8), from 3 added levels (fitted over 5)': the value, its 95% interval and how it was
-    found."""
+    """'C = 6.1 (5.5-6.8), from 3 added levels (fitted over 5 levels)': the value, its 95% interval and how it
+    was found."""
     low = f"{x.c_low:.3g}" if x.c_low is not None else "below the tested levels"
     high = f"{x.c_high:.3g}" if x.c_high is not None else "above the tested levels"
     how = (f"from {added} added level{'s' if added != 1 else ''}" if added
