@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from unittest import mock
 
 import numpy as np
 from costcross import model_crossing
@@ -35,7 +34,7 @@ NOISE = ((0.003, 0.04), (0.01, 0.0196), (0.02, 0.039))  # (sd of log ratio, stat
 MAX_TOKENS = 48
 
 
-def judge(ratios: dict[int, float], truth: float, sd: float, half: float, draws: int, seed: int
+def judge(ratios: dict[int, float], truth: float, sd: float, half: float, draws: int, seed: int, *, fit: bool
           ) -> tuple[float, float, float]:
     """(share with one crossing, coverage among those, share within +-15%) over ``draws`` noisy draws."""
     rng = np.random.default_rng(seed)
@@ -45,7 +44,7 @@ def judge(ratios: dict[int, float], truth: float, sd: float, half: float, draws:
         for c, r in ratios.items():
             v = r * math.exp(rng.normal(0.0, sd))
             points.append(crossover.RatioPoint(c, v, v * math.exp(-half), v * math.exp(half)))
-        found = crossover.find_crossovers(points)
+        found = crossover.find_crossovers(points, fit=fit)
         if len(found) != 1:
             continue
         x = found[0]
@@ -69,11 +68,7 @@ def main() -> int:
                   / expected_throughput_for_prompts(pb, c, prompts, MAX_TOKENS) for c in levels}
         for sd, half in NOISE:
             for method in ("two levels", "fitted"):
-                if method == "fitted":
-                    found = judge(ratios, truth, sd, half, args.draws, 1)
-                else:
-                    with mock.patch.object(crossover, "local_fit", lambda *_a: None):
-                        found = judge(ratios, truth, sd, half, args.draws, 1)
+                found = judge(ratios, truth, sd, half, args.draws, 1, fit=method == "fitted")
                 print(f"{name:<7} {sd:<6.3f} ±{half:<5.1%}  {method:<14}  {found[0]:12.1%}  {found[1]:19.1%}  "
                       f"{found[2]:11.1%}", flush=True)
     return 0

@@ -25,10 +25,10 @@ from specbench.preflight import Preflight
 from specbench.refine import (
     REFINE_SHARE,
     LevelRunner,
+    added_level_options,
     budget_clock,
     pair_levels,
-    refine,
-    refine_rates,
+    refine_by_mode,
 )
 
 
@@ -199,32 +199,14 @@ def level_runner(job: CompareJob, api: str) -> LevelRunner:
     urls = {job.baseline_name: job.baseline.identity.url, **{name: pre.identity.url for name, pre in job.specs}}
 
     def run_levels(name: str, levels: list[float], sub: Path, share: float | None) -> int:
-        budget = ["--time-budget", f"{share:.0f}s"] if share else []
-        ladder = ["--rate-ladder" if job.rate_mode else "--ladder", ",".join(f"{level:g}" for level in levels)]
+        options = added_level_options(levels, share, rate_mode=job.rate_mode, extra=job.extra)
         return run_ladder(name, urls[name], sub, api=api, suite_config=job.suite_config, processes=job.processes,
-                          extra=[*budget, *job.extra, *ladder, "--stop-after-saturation", "-1"],
-                          flush=job.flush_cache, api_key=job.api_key, verbose=job.verbose).returncode
+                          extra=options, flush=job.flush_cache, api_key=job.api_key, verbose=job.verbose).returncode
 
     return run_levels
 
 
 def refine_compare(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
     """Extra levels around each crossover on every server, same settings and prompt order (#27)."""
-    clock = budget_clock(job.time_budget_s, began)
-    if job.rate_mode:
-        result = refine_rates(list(dirs), dirs, level_runner(job, api), max_levels=job.refine_levels,
-                              time_left=clock)
-    else:
-        result = refine(job.out, list(dirs), dirs, level_runner(job, api), max_levels=job.refine_levels,
-                        time_left=clock)
-    print(refine_summary(result.levels, result.reason, rates=job.rate_mode), flush=True)
-    return result.returncode
-
-
-def refine_summary(levels: tuple[float, ...], reason: str, *, rates: bool = False) -> str:
-    """One line on what refinement added and why it stopped."""
-    if rates:
-        added = ", ".join(f"{r:g} req/s" for r in levels) if levels else "no rate"
-        return f"capacity refinement: added {added}; stopped: {reason}"
-    added = ", ".join(f"C={c:g}" for c in levels) if levels else "no level"
-    return f"crossover refinement: added {added}; stopped: {reason}"
+    return refine_by_mode(job.out, list(dirs), dirs, level_runner(job, api), rate_mode=job.rate_mode,
+                          max_levels=job.refine_levels, time_left=budget_clock(job.time_budget_s, began))

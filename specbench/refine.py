@@ -95,6 +95,37 @@ def refine(out: Path, order: Sequence[str], dirs: dict[str, Path], run_levels: L
     return _rounds(order, dirs, run_levels, plan, time_left, "the crossover", lambda c: f"C={c:g}")
 
 
+def refine_by_mode(out: Path, order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner, *,
+                   rate_mode: bool, max_levels: int = DEFAULT_REFINE_LEVELS,
+                   time_left: Callable[[], float | None] = lambda: None) -> int:
+    """Refinement as compare and sweep run it: each crossing of concurrency ladders, or in rate mode each
+    capacity under the SLO; prints what it added and why it stopped, and returns a failed run's code (else 0)."""
+    if rate_mode:
+        result = refine_rates(order, dirs, run_levels, max_levels=max_levels, time_left=time_left)
+    else:
+        result = refine(out, order, dirs, run_levels, max_levels=max_levels, time_left=time_left)
+    print(refine_summary(result.levels, result.reason, rates=rate_mode), flush=True)
+    return result.returncode
+
+
+def refine_summary(levels: tuple[float, ...], reason: str, *, rates: bool = False) -> str:
+    """One line on what refinement added and why it stopped."""
+    if rates:
+        added = ", ".join(f"{r:g} req/s" for r in levels) if levels else "no rate"
+        return f"capacity refinement: added {added}; stopped: {reason}"
+    added = ", ".join(f"C={c:g}" for c in levels) if levels else "no level"
+    return f"crossover refinement: added {added}; stopped: {reason}"
+
+
+def added_level_options(levels: list[float], share: float | None, *, rate_mode: bool, extra: list[str]
+                        ) -> list[str]:
+    """Options of a short run of just ``levels`` (request rates in rate mode): its share of the time budget, the
+    job's own options, and no skipping after saturation (an added level is measured on every server)."""
+    budget = ["--time-budget", f"{share:.0f}s"] if share else []
+    ladder = ["--rate-ladder" if rate_mode else "--ladder", ",".join(f"{level:g}" for level in levels)]
+    return [*budget, *extra, *ladder, "--stop-after-saturation", "-1"]
+
+
 def refine_rates(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner, *,
                  max_levels: int = DEFAULT_REFINE_LEVELS, time_left: Callable[[], float | None] = lambda: None
                  ) -> RefineResult:

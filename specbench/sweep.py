@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
-from specbench.compare import refine_summary, run_ladder, write_report
+from specbench.compare import run_ladder, write_report
 from specbench.launch import LaunchError, ServerCommand, free_port
 from specbench.preflight import check_server
-from specbench.refine import refine, refine_rates
+from specbench.refine import added_level_options, refine_by_mode
 from specbench.sweepfile import Entry, Sweep
 
 
@@ -73,20 +73,13 @@ def refine_sweep(job: SweepJob, api: str) -> int:
     dirs = {name: job.out / name for name in order}
 
     def run_levels(name: str, levels: list[float], sub: Path, share: float | None) -> int:
-        budget = ["--time-budget", f"{share:.0f}s"] if share else []
-        ladder = ["--rate-ladder" if job.rate_mode else "--ladder", ",".join(f"{level:g}" for level in levels)]
+        options = added_level_options(levels, share, rate_mode=job.rate_mode, extra=job.extra)
         try:
-            return _one(entries[name], job, api, run_dir=sub,
-                        extra=[*budget, *job.extra, *ladder, "--stop-after-saturation", "-1"])[1]
+            return _one(entries[name], job, api, run_dir=sub, extra=options)[1]
         except KeyboardInterrupt:
             return 130
 
-    if job.rate_mode:
-        result = refine_rates(order, dirs, run_levels, max_levels=job.refine_levels)
-    else:
-        result = refine(job.out, order, dirs, run_levels, max_levels=job.refine_levels)
-    print(refine_summary(result.levels, result.reason, rates=job.rate_mode), flush=True)
-    return result.returncode
+    return refine_by_mode(job.out, order, dirs, run_levels, rate_mode=job.rate_mode, max_levels=job.refine_levels)
 
 
 def _one(entry: Entry, job: SweepJob, api: str, *, run_dir: Path | None = None,

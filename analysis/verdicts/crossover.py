@@ -85,9 +85,10 @@ def _nearest(crossings: list[tuple[int, float, bool]], c: float, falling: bool) 
     return min(same, key=lambda x: abs(math.log(x) - math.log(c))) if same else None
 
 
-def find_crossovers(points: Sequence[RatioPoint]) -> list[Crossover]:
+def find_crossovers(points: Sequence[RatioPoint], *, fit: bool = True) -> list[Crossover]:
     """Every crossing of 1 by the ratio curve, each with a band from the bound curves, or from a local fit where
-    the levels around it are dense enough (crossings of noise within one fit merged into one)."""
+    the levels around it are dense enough (crossings of noise within one fit merged into one). ``fit=False``:
+    the bound curves' bands only (what the fit is measured against)."""
     pts = sorted(points, key=lambda p: p.target_c)
     cs = [p.target_c for p in pts]
     mid = [p.ratio for p in pts]
@@ -95,12 +96,12 @@ def find_crossovers(points: Sequence[RatioPoint]) -> list[Crossover]:
     highs = _crossings(cs, [p.high if p.high is not None else p.ratio for p in pts])
     result = []
     for group in _groups(_crossings(cs, mid)):
-        fit = local_fit(pts, math.exp(sum(math.log(c) for _, c, _ in group) / len(group)))
+        line = local_fit(pts, math.exp(sum(math.log(c) for _, c, _ in group) / len(group))) if fit else None
         falling = group[0][2]
-        if fit is not None and len(group) % 2 == 1 and fit.falling == falling:
-            below = max((v for v in cs if v <= fit.c), default=cs[0])  # the tested levels around the fitted C
-            above = min((v for v in cs if v >= fit.c), default=cs[-1])
-            result.append(Crossover(fit.c, fit.low, fit.high, below, above, falling, fit.levels))
+        if line is not None and len(group) % 2 == 1 and line.falling == falling:
+            below = max((v for v in cs if v <= line.c), default=cs[0])  # the tested levels around the fitted C
+            above = min((v for v in cs if v >= line.c), default=cs[-1])
+            result.append(Crossover(line.c, line.low, line.high, below, above, falling, line.levels))
             continue
         for i, c, falling in group:
             # Falling ratio: the lower bound reaches 1 first, the upper bound last; rising: the other way round.
@@ -172,7 +173,7 @@ def local_fit(points: Sequence[RatioPoint], near: float) -> LineFit | None:
     qa = b * b - k * var_b
     qb = 2 * (a * b - k * cov)
     qc = a * a - k * var_a
-    if qa <= 0 or b == 0:
+    if qa <= 0:  # b = 0 gives qa = -k var_b <= 0: no slope, no crossing
         return None
     root = math.sqrt(max(0.0, qb * qb - 4 * qa * qc))
     x_low, x_high = (-qb - root) / (2 * qa), (-qb + root) / (2 * qa)

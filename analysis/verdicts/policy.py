@@ -22,7 +22,7 @@ import numpy as np
 
 from analysis.stats.bootstrap import ratio_interval
 from analysis.table import fmt_ratio
-from analysis.verdicts.crossover import Crossover, RatioPoint, band_text, find_crossovers
+from analysis.verdicts.crossover import FIT_SPAN, Crossover, RatioPoint, band_text, find_crossovers
 
 PAIR_STREAM = 2  # third seed word of a policy pair's bootstrap (per-level intervals use [seed, C])
 
@@ -125,13 +125,15 @@ def _switch(table: Mapping[int, Mapping[str, Candidate]], cs: Sequence[int], lef
                                   rng=np.random.default_rng([seed, c, PAIR_STREAM]), n_boot=n_boot)
         low, high = interval if interval else (None, None)
         points.append(RatioPoint(c, ca.tok_s / cb.tok_s, low, high))
-    bracket = [x for x in find_crossovers(points) if x.below_c <= left[2] and x.above_c >= right[1]]
-    if bracket:
-        x = bracket[0]
-        return Switch(a, b, x.c, x.c_low, x.c_high, left[2], right[1], x.fitted)
-    # Unreachable for a true bracket (a wins at its end, b at its start), kept total for safety.
+    # a wins at left[2] and b at right[1], so a falling crossing lies between them; a line fitted over dense
+    # noisy levels may put it one level-gap beside them (within FIT_SPAN): the one nearest the boundary.
     mid = math.sqrt(left[2] * right[1])
-    return Switch(a, b, mid, None, None, left[2], right[1])
+    near = [x for x in find_crossovers(points)
+            if x.spec_wins_below and left[2] / FIT_SPAN <= x.c <= right[1] * FIT_SPAN]
+    if near:
+        x = min(near, key=lambda x: abs(math.log(x.c / mid)))
+        return Switch(a, b, x.c, x.c_low, x.c_high, left[2], right[1], x.fitted)
+    return Switch(a, b, mid, None, None, left[2], right[1])  # unreachable, kept total for safety
 
 
 def switch_band(s: Switch) -> str:

@@ -113,3 +113,18 @@ def test_many_outputs_and_html_carry_everything_report_md_has(runs: dict[str, Pa
 def test_names_must_be_unique(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     code = analysis_main(["compare", str(runs["off"]), f"a={runs['s5']}", f"a={runs['s3']}"])
     assert code == 2 and "given twice" in capsys.readouterr().err
+
+
+def test_switch_takes_a_fitted_crossing_beside_the_segment_boundary() -> None:
+    """Dense noisy levels: the winners change between C=12 and 13, but the line fitted over all six levels
+    crosses 1 between 13 and 14. The switch point is that fitted crossing, with its band, not the boundary's
+    midpoint without one."""
+    ratios = {10: 1.16, 11: 1.10, 12: 1.06, 13: 0.99, 14: 0.982, 15: 0.95}
+    spread = (0.99, 1.01, 0.995, 1.005, 0.998, 1.002, 0.993, 1.007)
+    table = {c: [Candidate("a", 100.0 * r, tuple(100.0 * r * s for s in spread)),
+                 Candidate("b", 100.0, tuple(100.0 * s for s in reversed(spread)))] for c, r in ratios.items()}
+    policy = switching_policy(table, n_boot=400)
+    assert policy.kind == "switch" and policy.segments == (("a", 10, 12), ("b", 13, 15))
+    (s,) = policy.switches
+    assert s.fitted == 6 and 13 < s.c < 14
+    assert s.c_low is not None and s.c_high is not None and s.c_low <= s.c <= s.c_high
