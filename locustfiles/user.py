@@ -20,6 +20,7 @@ import gevent
 import orjson
 from locust import HttpUser, constant, task
 from locust.exception import CatchResponseError
+from locust.user.task import LOCUST_STATE_RUNNING
 
 from contract.redact import redact
 from contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, answer_digest
@@ -158,6 +159,7 @@ class LLMUser(HttpUser):
         self.user_id = ctx.next_user_id() if ctx is not None else "0:0"
         self._http = StreamClient(endpoint(self.client.base_url, self.client.verify))
         self._ready: float | None = None  # perf_counter when this user became ready to send (send_lag_ms)
+        self._only_task = len(set(self.tasks)) == 1  # no other task of a subclass to share the user's turns
 
     def on_stop(self) -> None:
         self._http.close()
@@ -167,16 +169,22 @@ class LLMUser(HttpUser):
 
     @task
     def stream_completion(self) -> None:
+        """Requests, one after another, for as long as ``_straight_on`` allows (at least one)."""
+        while self._one_request():
+            pass
+
+    def _one_request(self) -> bool:
+        """One request, its record and books; True when the user may send its next request at once."""
         ctx = self._ctx()
         if ctx is None or ctx.live.draining:  # no run context (error already reported), or ladder over
             self._ready = None
             gevent.sleep(0.2)
-            return
+            return False
         if self._ready is None:  # its first task: ready now
             self._ready = time.perf_counter()
         go, scheduled_s, row = self._wait_turn(ctx)
         if not go:
-            return
+            return False
         name, body, headers, req = self._prepare(ctx, scheduled_s, row)
         try:
             self._stream(ctx, name, body, headers, req)
@@ -195,6 +203,20 @@ class LLMUser(HttpUser):
             self._finish(ctx, req, name)
         if self._back_off(req.outcome.status):
             self._ready = time.perf_counter()  # a deliberate wait is not lag
+            return False
+        return self._straight_on(ctx)
+
+    def _straight_on(self, ctx: RunContext) -> bool:
+        """Closed loop with nothing else to do: the next request goes out from inside this task.
+
+        Why: Locust's task loop yields to the event loop between two tasks (``gevent.sleep(0)`` for a zero
+        wait), so when one poll woke many users at their streams' ends, every one of them read its end before
+        any of them sent, and the response heads of the first sends were read in between: all of it the send
+        lag of the users behind. From here a user reads its end and sends in one go, and the heads wait for
+        the next poll. Locust's loop takes over again (its stop and wait semantics unchanged) when the user is
+        being stopped, has a wait or another task, the run is open loop, or the ladder is over."""
+        return (self._state == LOCUST_STATE_RUNNING and ctx.schedule is None and not ctx.live.draining
+                and self._only_task and not self.wait_time())
 
     def _wait_turn(self, ctx: RunContext) -> tuple[bool, float | None, int | None]:
         """(send now?, when it was due in the master's clock, with --trace the row to send): closed loop sends at
