@@ -18,7 +18,7 @@ import sys
 import time
 
 import gevent
-import locust  # noqa: F401  (first: gevent monkey-patching)
+import locust  # noqa: F401  (monkey-patches before the suite is imported)
 from locust import constant, task
 from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 from locust.env import Environment
