@@ -35,6 +35,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from gevent.monkey import get_original
+from gevent.socket import socket as _GreenSocket
+
+from locustfiles.silence import SilenceTimer
 
 _select = get_original("select", "select")
 
@@ -97,14 +100,17 @@ def endpoint(base_url: str, verify: bool | str = True) -> Endpoint:
 class StreamClient:
     """One user's connection to one server; one request at a time."""
 
-    __slots__ = ("_heads", "_sock", "endpoint")
+    __slots__ = ("_heads", "_sock", "endpoint", "silence")
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self._sock: Any = None
         self._heads: dict[tuple[Any, ...], bytes] = {}
+        self.silence: SilenceTimer | None = None  # the read timeout on an event loop (``_timeouts``)
 
     def close(self) -> None:
+        if self.silence is not None:
+            self.silence.disarm()
         sock, self._sock = self._sock, None
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -160,6 +166,15 @@ class StreamClient:
 
         ``on_send`` runs once, just before the request's bytes are first written (after any connect). Raises
         ``SendFailed`` when no response head came back."""
+        try:
+            return self._post(path, headers, body, timeout, on_send)
+        except BaseException:  # a kill too: nothing may throw into this greenlet after the request
+            if self.silence is not None:
+                self.silence.disarm()
+            raise
+
+    def _post(self, path: str, headers: dict[str, str], body: bytes, timeout: tuple[float, float],
+              on_send: Callable[[], None]) -> Response:
         connect_timeout, read_timeout = timeout
         data = self.head(path, headers, len(body)) + body
         sent = False
@@ -170,7 +185,7 @@ class StreamClient:
             if not reused:
                 self._connect(connect_timeout)
             sock = self._sock
-            sock.settimeout(read_timeout)
+            self._timeouts(sock, read_timeout)
             if not sent:
                 sent = True
                 on_send()
@@ -194,11 +209,22 @@ class StreamClient:
                 raise SendFailed("connect_error", "ConnectionError", str(exc)) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _timeouts(self, sock: Any, read_timeout: float) -> None:
+        """The read timeout for this request: one timer (``locustfiles.silence``) where the socket is gevent's
+        (every load process), the socket's own timeout otherwise (a process without the event loop)."""
+        if isinstance(sock, _GreenSocket):
+            sock.settimeout(None)
+            if self.silence is None:
+                self.silence = SilenceTimer()
+            self.silence.arm(read_timeout)
+        else:
+            sock.settimeout(read_timeout)
+
     def _response(self, sock: Any) -> Response:
         """Read the response head, skipping 1xx interim heads (100 Continue, 103 Early Hints)."""
         buf = b""
         while True:
-            head, buf = _read_head(sock, buf)
+            head, buf = _read_head(sock, buf, self.silence)
             lines = head.split(b"\r\n")
             status_line = lines[0].split(None, 2)
             if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/") or not status_line[1].isdigit():
@@ -212,7 +238,7 @@ class StreamClient:
             return Response(self, sock, code, reason, fields, buf, keep)
 
 
-def _read_head(sock: Any, buf: bytes) -> tuple[bytes, bytes]:
+def _read_head(sock: Any, buf: bytes, silence: SilenceTimer | None) -> tuple[bytes, bytes]:
     """(one head without its blank line, the bytes after it). ``_Closed`` when the connection ends or is reset
     before any byte."""
     end = buf.find(b"\r\n\r\n")
@@ -225,6 +251,8 @@ def _read_head(sock: Any, buf: bytes) -> tuple[bytes, bytes]:
             if buf:
                 raise
             raise _Closed(type(exc).__name__) from exc
+        if silence is not None:
+            silence.touch()
         if not block:
             if buf:
                 raise BrokenStream("connection closed inside the response head")
@@ -251,12 +279,13 @@ class Response:
     The body read to its end hands the connection back to its client for the next request (when the server
     keeps it); ``close`` drops the connection, for a body left unread."""
 
-    __slots__ = ("_buf", "_client", "_framing", "_keep", "_left", "_sock", "_state", "done", "headers", "reason",
-                 "status_code")
+    __slots__ = ("_buf", "_client", "_framing", "_keep", "_left", "_silence", "_sock", "_state", "done", "headers",
+                 "reason", "status_code")
 
     def __init__(self, client: StreamClient, sock: Any, status_code: int, reason: str, headers: dict[str, str],
                  buf: bytes, keep: bool) -> None:
         self._client, self._sock, self._buf, self._keep = client, sock, buf, keep
+        self._silence = client.silence
         self.status_code, self.reason, self.headers = status_code, reason, headers
         self.done = False
         self._state = "size"  # chunked: "size" (a size line next), "data", "crlf" (after data), "trailer"
@@ -287,6 +316,8 @@ class Response:
             if out or self.done:
                 return out
             block = self._sock.recv(READ_SIZE)
+            if self._silence is not None:
+                self._silence.touch()
             if not block:
                 if self._framing == "close":
                     self._finish()
@@ -379,11 +410,15 @@ class Response:
 
     def _finish(self) -> None:
         self.done = True
+        if self._silence is not None:
+            self._silence.disarm()
         if not (self._keep and not self._buf):  # kept: the connection waits for the user's next request
             self._client.close()
 
     def close(self) -> None:
         """Leave the body unread: the connection is dropped (its remaining bytes would confuse the next answer)."""
+        if self._silence is not None:
+            self._silence.disarm()
         if not self.done:
             self.done = True
             self._client.close()

@@ -9,13 +9,17 @@ framing errors) is played here.
 from __future__ import annotations
 
 import base64
+import json
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -274,3 +278,18 @@ def test_https_endpoints_verify_by_default_and_share_one_tls_context() -> None:
     assert strict.tls is not None and strict.tls.verify_mode == ssl.CERT_REQUIRED and strict.tls.check_hostname
     assert strict.address == ("h.example", 443) and strict.host_header == "h.example"
     assert Endpoint("http://[::1]:8000").host_header == "[::1]:8000"
+
+
+def test_the_read_timeout_on_the_event_loop() -> None:
+    """In a gevent-patched process (every load process) the read timeout is one timer per request
+    (``locustfiles.silence``): silence before and after the head is a timeout after the limit, bytes that keep
+    coming are never one, and a finished request leaves nothing to fire while its user is idle."""
+    script = Path(__file__).resolve().parent / "scripts" / "green_silence.py"
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["green"], "the load process's path was not taken"
+    assert out["before_head"] == "timeout" and 0.28 <= out["before_head_s"] < 2.0, out
+    assert out["after_head"] == "timeout" and 0.28 <= out["after_head_s"] < 2.0, out
+    assert out["trickle"] == "01234567" and out["trickle_s"] >= 0.7, out
+    assert out["idle_between"] == ["one", "two"], out
