@@ -74,10 +74,11 @@ def _spec_capped(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:
 
     With the spec server's running-requests series (server_metrics.jsonl) the warning says where it actually
     queued; without it, the servers' declared caps (``max_running_requests`` in meta.json) are compared. A
-    baseline that queued too (half as many or more) excuses the spec side, but only on ``MIN_GAUGE_SAMPLES``
-    samples or more: SGLang refreshes its gauges every 40 decode steps, so one or two samples in a short window
-    can still show the step before (beside a busy core, a baseline at C=6 showed "running 1, queued 1" with 5.8
-    in flight).
+    baseline that queued too (half as many or more) excuses the spec side. Either side's queue counts only on
+    ``MIN_GAUGE_SAMPLES`` samples or more in the window: SGLang refreshes its gauges every 40 decode steps, and a
+    request that arrived mid-step waits for the next, so one or two samples can show a queue that is not there
+    (beside a busy core, a baseline at C=6 showed "running 1, queued 1" with 5.8 in flight; a baseline at C=2,
+    one sample, "running 1, queued 1", warned when the run was compared with itself).
     """
     spec_cap = spec.meta.server.get("max_running_requests")
     note = ("SGLang silently caps speculative servers at 48 unless --max-running-requests is given, so levels "
@@ -89,6 +90,7 @@ def _spec_capped(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:
             base_queued = (other.server_queued if other is not None and other.server_samples >= MIN_GAUGE_SAMPLES
                            else None)
             if (row.window_s and row.server_queued is not None and row.server_queued >= 1
+                    and row.server_samples >= MIN_GAUGE_SAMPLES
                     and row.server_running_max is not None and row.server_running_max < row.target_c
                     and (base_queued is None or base_queued < row.server_queued / 2)):
                 queued.append(row)

@@ -182,7 +182,23 @@ def test_a_baseline_queue_excuses_the_spec_cap_only_on_enough_gauge_samples(
     def at_4(run: RunSummary, **figures: float | int) -> RunSummary:
         return replace(run, rows=[replace(r, **figures) if r.target_c == 4 else r for r in run.rows])
 
-    spec_run = at_4(spec_run, server_queued=2.0, server_running_max=2.0)
+    spec_run = at_4(spec_run, server_queued=2.0, server_running_max=2.0, server_samples=12)
     base_run = at_4(base_run, server_queued=1.5, server_samples=base_samples)
+    found = [w.code for w in pair_warnings(base_run, spec_run)]
+    assert ("spec_max_running_lower" in found) is fires, found
+
+
+@pytest.mark.parametrize(("spec_samples", "fires"), [(1, False), (2, False), (3, True)])
+def test_a_spec_queue_counts_only_on_enough_gauge_samples(tmp_path: Path, spec_samples: int, fires: bool) -> None:
+    # One or two samples saying "queued" can be a request that arrived mid-step (a run compared with itself
+    # warned so); the baseline here has no queue figure to excuse anything.
+    base, spec = small_pair()
+    base.server_counter_factor = spec.server_counter_factor = 1.0
+    base_run = summarize_run(load_run(write_run(tmp_path / "base", base)))
+    spec_run = summarize_run(load_run(write_run(tmp_path / "spec", spec)))
+    spec_run = replace(spec_run, rows=[replace(r, server_queued=2.0, server_running_max=2.0,
+                                               server_samples=spec_samples) if r.target_c == 4 else r
+                                       for r in spec_run.rows])
+    base_run = replace(base_run, rows=[replace(r, server_queued=None, server_samples=0) for r in base_run.rows])
     found = [w.code for w in pair_warnings(base_run, spec_run)]
     assert ("spec_max_running_lower" in found) is fires, found
