@@ -214,9 +214,13 @@ class LLMUser(HttpUser):
         any of them sent, and the response heads of the first sends were read in between: all of it the send
         lag of the users behind. From here a user reads its end and sends in one go, and the heads wait for
         the next poll. Locust's loop takes over again (its stop and wait semantics unchanged) when the user is
-        being stopped, has a wait or another task, the run is open loop, or the ladder is over."""
+        being stopped, has a wait or another task, the run is open loop, or the ladder is over; and when the
+        end-of-request work falls behind (more queued than two per user: a saturated load process), so its
+        greenlet gets its turns between the users' as it did under Locust's loop."""
+        runner = self.environment.runner
+        behind = len(AFTER_SENDS) > 2 * max(1, runner.user_count if runner is not None else 1)
         return (self._state == LOCUST_STATE_RUNNING and ctx.schedule is None and not ctx.live.draining
-                and self._only_task and not self.wait_time())
+                and self._only_task and not self.wait_time() and not behind)
 
     def _wait_turn(self, ctx: RunContext) -> tuple[bool, float | None, int | None]:
         """(send now?, when it was due in the master's clock, with --trace the row to send): closed loop sends at
