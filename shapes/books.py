@@ -66,6 +66,23 @@ class StepBook:
     load_cpu: dict[str, float] | None = None  # percent of one core per load process (shapes.loadcpu)
 
 
+def own_stable_s(records: Sequence[RequestRecord], since_s: float, users_needed: int) -> float | None:
+    """The first step's stable time, from its own first requests: None until half its users have finished one.
+
+    A first step has no previous step's TTFT, so without this only every user's first request ends its warm-up:
+    one user whose first request the server never answers (a full accept queue, a stuck connection, a load
+    process too busy to read) would keep the window shut until the step's time limit. Half the users' first
+    requests say how long a prefill takes here as well as a previous step's would.
+    """
+    first: dict[str, RequestRecord] = {}
+    for rec in records:
+        if rec["start_s"] >= since_s and (rec["user"] not in first or rec["start_s"] < first[rec["user"]]["start_s"]):
+            first[rec["user"]] = rec
+    if 2 * len(first) < users_needed:
+        return None
+    return warmup_stable_s([t for r in first.values() if r["status"] == "ok" and (t := r.get("ttft_s")) is not None])
+
+
 def warmup_end(records: Sequence[RequestRecord], since_s: float, users_needed: int) -> float | None:
     """When every one of ``users_needed`` users had finished a request started at/after ``since_s``.
 

@@ -31,6 +31,7 @@ from shapes.books import (
     close_step,
     count_measured,
     describe_close,
+    own_stable_s,
     step_min_requests,
     warmup_end,
     warmup_stable_s,
@@ -249,14 +250,19 @@ class ConcurrencyLadder(LoadTestShape):
         # The window opens at this tick, not back-dated to when the last user finished its first request:
         # every process then tags requests with the same phase the step's books use. It opens when every
         # user has finished a request of this step, or when the requests in flight have stayed at C for
-        # book.stable_s (the users kept from the previous step need not start over).
+        # book.stable_s (the users kept from the previous step need not start over); a first step takes its
+        # stable time from its own first requests once half its users have one (books.own_stable_s).
         if book.target_c > 0 and len(self.collector.in_flight) >= book.target_c:  # closed loop only
             book.at_target_since = book.at_target_since or now
         else:
             book.at_target_since = None
-        stable = (book.stable_s is not None and book.at_target_since is not None
-                  and now - book.at_target_since >= book.stable_s)
-        first_done = warmup_end(self.collector.records([book.index]), book.start_s, self._users_needed(book))
+        records = self.collector.records([book.index])
+        stable_s = book.stable_s
+        if stable_s is None:  # no previous step (or none with a TTFT): the step's own first requests
+            stable_s = own_stable_s(records, book.start_s, self._users_needed(book))
+        stable = (stable_s is not None and book.at_target_since is not None
+                  and now - book.at_target_since >= stable_s)
+        first_done = warmup_end(records, book.start_s, self._users_needed(book))
         if stable or first_done is not None:
             book.steady_start_s = now
             self.live.steady_start_s = now

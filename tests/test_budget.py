@@ -7,7 +7,7 @@ import math
 import pytest
 
 from contract.settings import SettingsError, SuiteSettings
-from shapes.books import step_min_requests, warmup_stable_s
+from shapes.books import own_stable_s, step_min_requests, warmup_stable_s
 from shapes.budget import (
     BudgetError,
     describe_forecast,
@@ -62,3 +62,15 @@ def test_warmup_and_request_minimums() -> None:
     assert warmup_stable_s([0.1, 0.2, 0.3]) == 2.0
     assert warmup_stable_s([3.0, 4.0, 5.0]) == 8.0
     assert step_min_requests(250, 0.03) == 30 and step_min_requests(250, 0.0) == 750
+
+
+def test_a_first_step_sets_its_stable_time_once_half_its_users_have_a_first_request() -> None:
+    def rec(user: str, start_s: float, ttft_s: float | None, status: str = "ok") -> dict[str, object]:
+        return {"user": user, "start_s": start_s, "ttft_s": ttft_s, "status": status}
+
+    firsts = [rec("a", 10.0, 1.5), rec("b", 10.0, 1.0), rec("a", 12.0, 9.0)]  # a's second request does not count
+    assert own_stable_s(firsts, 10.0, 5) is None  # 2 of 5 users: too few to tell
+    assert own_stable_s(firsts, 10.0, 4) == 3.0  # 2 of 4: max(2 s, 2 x the (upper) median first TTFT)
+    slow = [rec("a", 10.0, 1.5), rec("b", 10.0, 2.5), rec("c", 10.0, None, "timeout"), rec("z", 9.0, 0.1)]
+    assert own_stable_s(slow, 10.0, 6) == 5.0  # the timeout has no TTFT; z's request is the previous step's
+    assert own_stable_s([rec("c", 10.0, None, "timeout")] * 2, 10.0, 2) is None  # no TTFT at all: no rule

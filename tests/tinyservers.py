@@ -122,6 +122,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, "text/event-stream", SSE_OK)
 
 
+class _Server(ThreadingHTTPServer):
+    """A listen queue as deep as a real server's (socketserver's default of 5 drops connections made at once)."""
+
+    request_queue_size = 256
+
+
 def _auth_forms(header: str | None) -> tuple[str, str]:
     """The Authorization header as sent, and its secret decoded (a Basic header's user:password, a Bearer key)."""
     header = header or ""
@@ -150,7 +156,7 @@ def tiny_server(mode: str) -> Iterator[Any]:
     Modes: ok (any other name: plain answers, a short stream), ok_then_500, echo_creds, echo401_html, endless_sse,
     silent_sse, trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics.
     """
-    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server: Any = _Server(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
     server.mode, server.seen, server.lock, server.stopping = mode, [], threading.Lock(), False
     with serving(server) as url:
