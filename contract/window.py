@@ -12,21 +12,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from contract.schema import RequestRecord
-
-# Two-sided 97.5% Student-t quantiles for small batch counts (df = n - 1); larger df uses 1.96.
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
-         18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
-
-
-def t975(df: int) -> float:
-    """Student-t 97.5% quantile (for 95% two-sided intervals), from a table; conservative between rows."""
-    if df <= 0:
-        return math.inf
-    for key in sorted(_T975):
-        if df <= key:
-            return _T975[key]
-    return 1.96
+from contract.student_t import t975
 
 
 def token_arrivals(record: RequestRecord) -> tuple[np.ndarray, np.ndarray]:

@@ -24,7 +24,8 @@ from analysis.stats.bootstrap import MIN_BATCHES as LIFETIME_MIN_BATCHES
 from analysis.stats.bootstrap import batch_count, window_batches
 from analysis.stats.rate_series import bin_count, token_rate_series
 from contract.schema import RequestRecord
-from contract.window import batch_throughputs, t975
+from contract.student_t import t975
+from contract.window import batch_throughputs
 
 BATCH_MEANS = "batch_means"  # batches from the rate's autocorrelation
 LIFETIME = "lifetime_batches"  # fallback: batches of one median request
@@ -161,7 +162,7 @@ def ratio_interval_t(base: ThroughputEstimate, spec: ThroughputEstimate) -> tupl
     if vb + vs == 0:
         return math.exp(estimate), math.exp(estimate)
     df = (vb + vs) ** 2 / (vb**2 / (base.n - 1) + vs**2 / (spec.n - 1))
-    half = t975(int(df)) * math.sqrt(vb + vs)
+    half = t975(df) * math.sqrt(vb + vs)
     return math.exp(estimate - half), math.exp(estimate + half)
 
 

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from contract.schema import RequestRecord
-from contract.window import batch_throughputs, t975
+from contract.student_t import NORMAL_975, t975
+from contract.window import batch_throughputs
 
 MIN_BATCHES = 5
 MAX_BATCHES = 20
@@ -66,5 +67,5 @@ def ratio_interval(
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(logs, [tail, 100 - tail])
     df = (var_b + var_s) ** 2 / (var_b**2 / (nb - 1) + var_s**2 / (ns - 1))
-    widen = math.sqrt(min(nb, ns) / (min(nb, ns) - 1)) * t975(int(df)) / 1.96
+    widen = math.sqrt(min(nb, ns) / (min(nb, ns) - 1)) * t975(df) / NORMAL_975
     return math.exp(estimate - (estimate - low) * widen), math.exp(estimate + (high - estimate) * widen)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-Z95 = 1.959964  # two-sided 95% standard normal quantile
+from contract.student_t import NORMAL_975 as Z95
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:

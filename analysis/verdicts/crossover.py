@@ -23,13 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.table import fmt_ratio
-from contract.window import t975
+from contract.student_t import NORMAL_975 as Z95
+from contract.student_t import t975
 
 #: Levels within this factor of a crossing feed its local fit. Throughput-ratio curves bend (convex in log C):
 #: over C/2..2C the emulator's cost-model curves sit 2-3% (of log ratio) off a straight line, enough to move a
 #: fitted crossing by 10% where the ratio falls slowly; over C/1.5..1.5C a third of that.
 FIT_SPAN = 1.5
-Z95 = 1.959964
 
 
 @dataclass(frozen=True)
