@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.neighbours import NeighbourCpu
+
 # benchmarks/ is not a package and "coverage" is also the coverage.py tool's name: load the script by path.
 _SPEC = importlib.util.spec_from_file_location(
     "specbench_interval_coverage", Path(__file__).resolve().parents[2] / "benchmarks" / "coverage.py")
@@ -32,6 +34,10 @@ collect, tally_runs = _COVERAGE.collect, _COVERAGE.tally_runs
 # neighbour), so the count is a floor, not the figure under test.
 LOW, HIGH, TAIL = 0.93, 0.97, 0.001
 MIN_JUDGED = 120
+# Other processes' CPU use moving by more than this (5-s means, in cores) while the runs go moves the emulator's
+# pace within them: the windows then have no one long-run mean to cover, and the test says so instead of judging
+# (a fresh-clone run beside a looping load benchmark failed here at 84% coverage; a constant neighbour is judged).
+MAX_NEIGHBOUR_SWING = 0.3
 
 
 def _tail_at_most(k: int, n: int, p: float) -> float:
@@ -49,8 +55,12 @@ def _plausible(covered: int, judged: int, *, upper: bool = True) -> bool:
 @pytest.mark.slow
 @pytest.mark.serial  # its truth is the long run's mean: a neighbour that comes and goes moves it; runs alone
 def test_intervals_cover_the_long_run_truth_at_their_nominal_rate() -> None:
-    runs = collect(seeds=(1,), verbose=False)
+    with NeighbourCpu() as neighbours:
+        runs = collect(seeds=(1,), verbose=False)
     tallies = tally_runs(runs)
+    if neighbours.swing() > MAX_NEIGHBOUR_SWING:
+        pytest.skip(f"not judged: {neighbours.text()}, so the runs had no one long-run mean; "
+                    f"{tallies['tput_new'].line('tput_new')}")
     assert sum(len(r.edges) for r in runs) >= 200
     for key in ("tput_new", "tput_old"):
         tally = tallies[key]
