@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 
 from .httpserver import HttpRequest, Responder
-from .metrics import CONTENT_TYPE
+from .metrics_render import CONTENT_TYPE, render
 from .session import send_json
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def build_server_info(emu: Emulator) -> dict[str, Any]:
 
 
 def metrics(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
-    resp.send(200, emu.metrics.render().encode(), CONTENT_TYPE)
+    resp.send(200, render(emu.metrics).encode(), CONTENT_TYPE)
 
 
 def flush_cache(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
