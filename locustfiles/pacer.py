@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from gevent.lock import Semaphore
 
-from locustfiles.messages import DROP_MESSAGE
+from contract.messages import DROP_MESSAGE
 from locustfiles.schedule import Schedule
 from shapes.arrivals import Claim
 

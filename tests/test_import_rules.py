@@ -24,9 +24,6 @@ FORBIDDEN: dict[str, set[str]] = {
     "shapes": {"locustfiles", "specbench", "emulator"},
     "locustfiles": {"specbench", "emulator"},  # the default target runs as its own program (locustfiles.target)
 }
-#: modules a package may import although their package is forbidden to it: the shape on the master speaks the
-#: load side's messages (their names are declared once, on the load side)
-ALLOWED: dict[str, set[str]] = {"shapes": {"locustfiles.messages"}}
 
 
 # analysis's layers, lowest first: a module may import its own layer and those before it, never one after.
@@ -114,9 +111,8 @@ def analysis_modules() -> list[tuple[str, Path]]:
 
 
 def forbidden_imports(path: Path, package: str) -> set[str]:
-    """The packages forbidden to ``package`` that the module at ``path`` imports, but for its ALLOWED modules."""
-    allowed = ALLOWED.get(package, set())
-    names = {name for name in imported_modules(path) if not name.startswith(".") and module_of(name) not in allowed}
+    """The packages forbidden to ``package`` that the module at ``path`` imports."""
+    names = {name for name in imported_modules(path) if not name.startswith(".")}
     return {name.split(".")[0] for name in names} & FORBIDDEN[package]
 
 
@@ -134,15 +130,6 @@ def test_the_rule_sees_an_import_inside_a_function(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from emulator import start\n    import shapes.ladder\n", encoding="utf-8")
     assert imported_packages(module) == {"emulator", "shapes"}
-
-
-def test_an_allowed_module_is_only_that_module(tmp_path: Path) -> None:
-    module = tmp_path / "m.py"
-    module.write_text("from locustfiles.messages import STEP_MESSAGE\nimport locustfiles.user\n", encoding="utf-8")
-    assert forbidden_imports(module, "shapes") == {"locustfiles"}
-    module.write_text("from locustfiles.messages import STEP_MESSAGE\nfrom locustfiles import messages\n",
-                      encoding="utf-8")
-    assert forbidden_imports(module, "shapes") == set()
 
 
 def test_analysis_layers_import_only_downwards() -> None:
