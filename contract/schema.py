@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
 
 from contract.apis import APIS, Api  # noqa: F401 - re-exported: the contract names its routes
+from contract.runformat import RunFormatError  # schema.py raises it too; readers of a run catch it from here
 from contract.server_metrics import SERVER_METRICS_FILE, ServerMetricsSample, read_server_metrics
 from contract.settings import SuiteSettings
 
@@ -197,10 +198,6 @@ class RunMeta:
                 if key in data:
                     settings.setdefault(key, data[key])
         return cls(**known, settings=SuiteSettings.from_public(settings))
-
-
-class RunFormatError(ValueError):
-    """A run directory file does not follow the schema; the message names file, line and what was expected."""
 
 
 @dataclass

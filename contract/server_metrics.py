@@ -21,6 +21,8 @@ from typing import Any, NotRequired, TypedDict
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from contract.runformat import RunFormatError
+
 SERVER_METRICS_FILE = "server_metrics.jsonl"
 SERVER_METRICS_SCHEMA = 1
 
@@ -211,8 +213,6 @@ def accept_length_from_counters(accepted: float, verify: float) -> float | None:
 
 def read_server_metrics(path: Path) -> tuple[list[ServerMetricsSample], int]:
     """Samples in time order and the count of torn lines (a killed run); a newer schema is an error."""
-    from contract.schema import RunFormatError  # the schema module reads this file as part of a run
-
     samples: list[ServerMetricsSample] = []
     torn = 0
     with path.open("rb") as fh:

@@ -4,7 +4,8 @@ Gauges come from the scheduler's last log window (refreshed every ``metrics_inte
 SGLang's decode log, and zeroed when the server goes idle); counters and histograms are updated when a
 request finishes, from its ledger record. A release with several data-parallel ranks (SGLang) or engines
 (vLLM) reports each its share (requests are dealt to them in turn, gauges split so the parts add up to the
-truth); duplicated tensor-parallel ranks and priority series repeat it (``emulator.metrics_render``).
+truth); duplicated tensor-parallel ranks and priority series repeat it. This module only counts; the text of
+each release is ``emulator.metrics_render``'s, which reads these counters.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from typing import Any
 from .profile import Profile
 from .scheduler import Scheduler
 
-__all__ = ["CONTENT_TYPE", "Metrics", "PartCounts", "accepted_by_position"]
+__all__ = ["Histogram", "Metrics", "PartCounts", "accepted_by_position"]
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 
 
@@ -101,8 +101,3 @@ class Metrics:
         if record["first_token_s"] is not None:
             self.ttft.observe(record["first_token_s"] - record["arrival_s"])
         self.e2e.observe(record["finished_s"] - record["arrival_s"])
-
-    def render(self) -> str:
-        from .metrics_render import RENDERERS
-
-        return RENDERERS[self.profile.wire.server](self)

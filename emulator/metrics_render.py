@@ -9,12 +9,12 @@ per-position acceptance counter ``position`` as well.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .metrics import Histogram, Metrics
+from .metrics import Histogram, Metrics
 
-__all__ = ["RENDERERS"]
+__all__ = ["CONTENT_TYPE", "RENDERERS", "render"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 Samples = list[tuple[dict[str, str], float]]
 
@@ -184,3 +184,8 @@ def render_llamacpp(m: Metrics) -> str:
 
 RENDERERS: dict[str, Callable[[Metrics], str]] = {"sglang": render_sglang, "vllm": render_vllm,
                                                   "llamacpp": render_llamacpp}
+
+
+def render(metrics: Metrics) -> str:
+    """The ``/metrics`` text of the emulated release, from its counters and the scheduler's gauges."""
+    return RENDERERS[metrics.profile.wire.server](metrics)

@@ -3,28 +3,48 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import gevent
 
 from .httpserver import HttpRequest, Responder
-from .metrics import CONTENT_TYPE
+from .ledger import Ledger
+from .metrics import Metrics
+from .metrics_render import CONTENT_TYPE, render
+from .prefixcache import PrefixCache
+from .profile import Profile
+from .scheduler import Scheduler
 from .session import send_json
 
-if TYPE_CHECKING:
-    from .server import Emulator
+__all__ = ["INFO_ROUTES", "Served"]
 
-__all__ = ["INFO_ROUTES"]
+
+class Served(Protocol):
+    """What the info routes read of the running server (``emulator.server.Emulator``, which hands itself to
+    them): declared here so that the routes need not import the server that imports them."""
+
+    profile: Profile
+    host: str
+    started_wall: float
+    scheduler: Scheduler
+    ledger: Ledger
+    metrics: Metrics
+    cache: PrefixCache
+
+    @property
+    def port(self) -> int: ...
+
+    def is_ready(self) -> bool: ...
 
 _FLUSH_TEXT = (b"Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
                b"requests, the operation will not be performed.)")
 
 
-def ready(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+def ready(emu: Served, _req: HttpRequest, resp: Responder) -> None:
     resp.send(200 if emu.is_ready() else 503)
 
 
-def health(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+def health(emu: Served, _req: HttpRequest, resp: Responder) -> None:
     """Like SGLang: 503 while starting, otherwise a probe that takes ``health_probe_s`` before 200."""
     if not emu.is_ready():
         resp.send(503)
@@ -33,13 +53,13 @@ def health(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
     resp.send(200)
 
 
-def _model_card(emu: Emulator) -> dict[str, Any]:
+def _model_card(emu: Served) -> dict[str, Any]:
     name = emu.profile.served_model_name
     return {"id": name, "object": "model", "created": int(emu.started_wall), "owned_by": emu.profile.wire.server,
             "root": name, "parent": None, "max_model_len": emu.profile.context_length}
 
 
-def models(emu: Emulator, req: HttpRequest, resp: Responder) -> None:
+def models(emu: Served, req: HttpRequest, resp: Responder) -> None:
     wanted = req.path[len("/v1/models/"):] if req.path.startswith("/v1/models/") else None
     card = _model_card(emu)
     if wanted is None:
@@ -52,18 +72,18 @@ def models(emu: Emulator, req: HttpRequest, resp: Responder) -> None:
                                         "code": "model_not_found"}})
 
 
-def model_info(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+def model_info(emu: Served, _req: HttpRequest, resp: Responder) -> None:
     p = emu.profile
     send_json(resp, 200, {"model_path": p.model_path, "served_model_name": p.served_model_name,
                           "tokenizer_path": p.model_path, "is_generation": True, "weight_version": "default",
                           "model_type": "emulated", "architectures": ["EmulatedForCausalLM"]})
 
 
-def server_info(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+def server_info(emu: Served, _req: HttpRequest, resp: Responder) -> None:
     send_json(resp, 200, build_server_info(emu))
 
 
-def build_server_info(emu: Emulator) -> dict[str, Any]:
+def build_server_info(emu: Served) -> dict[str, Any]:
     """One flat object: resolved server args, then ``internal_states`` and ``version``."""
     p, spec, stats = emu.profile, emu.profile.speculative, emu.scheduler.stats
     state: dict[str, Any] = {
@@ -111,39 +131,39 @@ def build_server_info(emu: Emulator) -> dict[str, Any]:
     }
 
 
-def metrics(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
-    resp.send(200, emu.metrics.render().encode(), CONTENT_TYPE)
+def metrics(emu: Served, _req: HttpRequest, resp: Responder) -> None:
+    resp.send(200, render(emu.metrics).encode(), CONTENT_TYPE)
 
 
-def flush_cache(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+def flush_cache(emu: Served, _req: HttpRequest, resp: Responder) -> None:
     busy = emu.scheduler.num_running or emu.scheduler.num_waiting
     if not busy:
         emu.cache.flush()
     resp.send(400 if busy else 200, _FLUSH_TEXT, "text/plain; charset=utf-8")
 
 
-def ledger(emu: Emulator, req: HttpRequest, resp: Responder) -> None:
+def ledger(emu: Served, req: HttpRequest, resp: Responder) -> None:
     """The truth ledger as a JSON list; ``?clear=1`` empties it after reading."""
     clear = req.query.get("clear", "") not in ("", "0", "false")
     send_json(resp, 200, emu.ledger.records(clear=clear))
 
 
-def gauges(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+def gauges(emu: Served, _req: HttpRequest, resp: Responder) -> None:
     """Every gauge refresh the scheduler published, oldest first: ``[wall time, running, waiting]``."""
     send_json(resp, 200, [list(entry) for entry in emu.scheduler.gauge_log])
 
 
-def stats(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+def stats(emu: Served, _req: HttpRequest, resp: Responder) -> None:
     body = {**emu.scheduler.stats.as_dict(), "profile": emu.profile.name, "speed": emu.profile.speed,
             "ready": emu.is_ready()}
     send_json(resp, 200, body)
 
 
-def profile(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+def profile(emu: Served, _req: HttpRequest, resp: Responder) -> None:
     send_json(resp, 200, dataclasses.asdict(emu.profile))
 
 
-def props(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+def props(emu: Served, _req: HttpRequest, resp: Responder) -> None:
     """llama.cpp's ``/props``: slots, model path, build, and the speculative settings of a slot."""
     p, spec = emu.profile, emu.profile.speculative
     params: dict[str, Any] = {"n_predict": -1, "temperature": 0.8}
@@ -158,7 +178,7 @@ def props(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
                           "build_info": f"{p.vintage}-emulated"})
 
 
-def slots(emu: Emulator, _req: HttpRequest, resp: Responder) -> None:
+def slots(emu: Served, _req: HttpRequest, resp: Responder) -> None:
     """llama.cpp's ``/slots``; newer builds say per slot whether it speculates."""
     p = emu.profile
     row: dict[str, Any] = {"n_ctx": p.context_length, "is_processing": False}

@@ -14,14 +14,12 @@ Adding an API is adding a subclass here and registering it in ``DIALECTS``; noth
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contract.schema import APIS
 from locustfiles import specfields
 from locustfiles.prompts import Prompt
-
-if TYPE_CHECKING:
-    from locustfiles.streams import StreamState
+from locustfiles.streamfacts import StreamFacts
 
 #: What preflight sends to check that a route streams.
 PROBE_PROMPT = Prompt(id="preflight", category="preflight", text="Say hi.")
@@ -51,7 +49,7 @@ class Dialect:
         """A tiny streamed request (2 tokens) for preflight, built like every real one."""
         return self.body(PROBE_PROMPT, Sampling(2, 0.0, False), model=model, server_kind="", rid=None)
 
-    def take(self, state: StreamState, t: float, obj: dict[str, Any]) -> None:
+    def take(self, state: StreamFacts, t: float, obj: dict[str, Any]) -> None:
         raise NotImplementedError
 
 
@@ -73,7 +71,7 @@ class GenerateDialect(Dialect):
             body["rid"] = rid
         return body
 
-    def take(self, state: StreamState, t: float, obj: dict[str, Any]) -> None:
+    def take(self, state: StreamFacts, t: float, obj: dict[str, Any]) -> None:
         meta = obj.get("meta_info") or {}
         if isinstance(meta.get("id"), str):
             state.server_request_id = meta["id"]
@@ -98,7 +96,7 @@ class GenerateDialect(Dialect):
             state.done = True
 
 
-def _take_generate_text(state: StreamState, obj: dict[str, Any], meta: dict[str, Any]) -> None:
+def _take_generate_text(state: StreamFacts, obj: dict[str, Any], meta: dict[str, Any]) -> None:
     """SGLang's ``text`` is cumulative unless the server runs ``--incremental-streaming-output`` (then a delta,
     and ``output_ids`` a delta shorter than the cumulative count); llama.cpp's ``content`` is a delta.
     Skipped unless the text is kept: the read loop of an ordinary run does no text work, and one that checks
@@ -122,7 +120,7 @@ def _take_generate_text(state: StreamState, obj: dict[str, Any], meta: dict[str,
         state.add_text(obj["content"])
 
 
-def _take_generate_ids(state: StreamState, obj: dict[str, Any], meta: dict[str, Any]) -> bool:
+def _take_generate_ids(state: StreamFacts, obj: dict[str, Any], meta: dict[str, Any]) -> bool:
     """``output_ids``: cumulative when as long as the cumulative count (kept by reference), else a delta;
     llama.cpp's native ``tokens`` (with ``return_tokens``) is a delta. True when the chunk carried ids."""
     ids = obj.get("output_ids")
@@ -177,7 +175,7 @@ class OpenAIDialect(Dialect):
                 body["rid"] = rid
         return body
 
-    def take(self, state: StreamState, t: float, obj: dict[str, Any]) -> None:
+    def take(self, state: StreamFacts, t: float, obj: dict[str, Any]) -> None:
         cum = _take_usage(state, obj.get("usage"))
         for choice in obj.get("choices") or ():
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
@@ -185,7 +183,7 @@ class OpenAIDialect(Dialect):
         _take_extensions(state, obj)
 
 
-def _take_usage(state: StreamState, usage: Any) -> int | None:
+def _take_usage(state: StreamFacts, usage: Any) -> int | None:
     """A chunk's ``usage`` (final, or per chunk with continuous usage): the cumulative output count, if any."""
     if not isinstance(usage, dict) or not isinstance(usage.get("completion_tokens"), int):
         return None
@@ -199,7 +197,7 @@ def _take_usage(state: StreamState, usage: Any) -> int | None:
     return cum
 
 
-def _take_choice(state: StreamState, t: float, choice: dict[str, Any], cum: int | None) -> None:
+def _take_choice(state: StreamFacts, t: float, choice: dict[str, Any], cum: int | None) -> None:
     ids = choice.get("token_ids")
     text = _choice_text(choice)
     state.add_text(_answer_delta(choice))
@@ -215,7 +213,7 @@ def _take_choice(state: StreamState, t: float, choice: dict[str, Any], cum: int 
             state.error = "finish_reason abort"
 
 
-def _take_extensions(state: StreamState, obj: dict[str, Any]) -> None:
+def _take_extensions(state: StreamFacts, obj: dict[str, Any]) -> None:
     """Speculation and counts the servers add beside the OpenAI fields: sglext, vLLM metrics, llama.cpp timings."""
     sglext = obj.get("sglext")
     if isinstance(sglext, dict) and isinstance(sglext.get("spec_tokens_details"), dict | list):

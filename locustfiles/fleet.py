@@ -20,7 +20,7 @@ import gevent
 from locust.rpc import Message
 from locust.runners import STATE_MISSING, MasterRunner
 
-from locustfiles.messages import WELCOME_MESSAGE
+from contract.messages import WELCOME_MESSAGE
 
 log = logging.getLogger("specbench")
 

@@ -22,17 +22,7 @@ from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from contract.limits import LimitError, check_processes
-from contract.redact import install_log_filter, redact
-from contract.schema import RunMeta
-from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile, settings_of
-from contract.urls import UrlError, check_url, has_credentials
-from locustfiles import guards
-from locustfiles import run as runmod
-from locustfiles.console import install_console
-from locustfiles.deferred import AFTER_SENDS
-from locustfiles.fleet import Fleet
-from locustfiles.link import WorkerLink, add_link_options, run_token
-from locustfiles.messages import (
+from contract.messages import (
     CLOCK_MESSAGE,
     CPU_MESSAGE,
     DROP_MESSAGE,
@@ -45,6 +35,16 @@ from locustfiles.messages import (
     STEP_MESSAGE,
     WELCOME_MESSAGE,
 )
+from contract.redact import install_log_filter, redact
+from contract.schema import RunMeta
+from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile, settings_of
+from contract.urls import UrlError, check_url, has_credentials
+from locustfiles import guards
+from locustfiles import run as runmod
+from locustfiles.console import install_console
+from locustfiles.deferred import AFTER_SENDS
+from locustfiles.fleet import Fleet
+from locustfiles.link import WorkerLink, add_link_options, run_token
 from locustfiles.prompts import PromptError
 from locustfiles.recorder import WRITE_FAILURES, on_write_failure, write_meta
 from locustfiles.sequencer import LocalSequence, StepCounters, WorkerSequence

@@ -23,7 +23,7 @@ from typing import Any
 
 import gevent
 
-from locustfiles.messages import CLOCK_MESSAGE, CPU_MESSAGE, HELLO_MESSAGE
+from contract.messages import CLOCK_MESSAGE, CPU_MESSAGE, HELLO_MESSAGE
 from shapes.loadcpu import process_busy_seconds
 
 log = logging.getLogger("specbench")

@@ -29,7 +29,8 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
-from locustfiles.prompts import Prompt, PromptSet, content_sha256, load_prompts
+from locustfiles.promptfile import load_builtin
+from locustfiles.promptset import Prompt, PromptSet, content_sha256
 
 NAME = "long-context"
 CATEGORY = "long_context"
@@ -135,7 +136,7 @@ def compose(i: int, tokens: int, pool: list[Document]) -> Prompt:
 @lru_cache(maxsize=1)
 def build() -> PromptSet:
     """The ``long-context`` set, composed from the built-in ``diverse`` set."""
-    source = load_prompts(SOURCE_SET)
+    source = load_builtin(SOURCE_SET)
     pool = documents(source)
     prompts = tuple(compose(i, tokens, pool) for i, tokens in enumerate(target_tokens()))
     return PromptSet(name=NAME, sha256=content_sha256(prompts), prompts=prompts,

@@ -14,26 +14,17 @@ from __future__ import annotations
 
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.lock import Semaphore
 
-from locustfiles.messages import DROP_MESSAGE
+from contract.messages import DROP_MESSAGE
+from locustfiles.schedule import Schedule
 from shapes.arrivals import Claim
-from shapes.live import LiveStep
 
-if TYPE_CHECKING:  # run.py imports this module (its Schedule)
+if TYPE_CHECKING:
     from locustfiles.run import RunContext
-
-
-class Schedule(Protocol):
-    """One process's due times in open loop, handed out one claim at a time."""
-
-    def claim(self, live: LiveStep, now_s: float, free_since_s: float) -> Claim:
-        """The next due time of step ``live.index`` for a user free since ``free_since_s`` (this process's
-        clock), and how many due times passed unsent before it (see ``Claim``)."""
-        ...
 
 
 _LOCKS: weakref.WeakKeyDictionary[Schedule, Semaphore] = weakref.WeakKeyDictionary()

@@ -32,10 +32,10 @@ from contract.settings import SettingsError, SuiteSettings, default_run_dir
 from locustfiles.deadline import DeadlineExceeded
 from locustfiles.dialects import Dialect, Sampling, dialect
 from locustfiles.link import ClockOffset
-from locustfiles.pacer import Schedule
 from locustfiles.prompts import PromptOrder, PromptSet, load_prompts
 from locustfiles.recorder import JsonlAppender, write_meta
 from locustfiles.replay import Replay, TraceSchedule
+from locustfiles.schedule import Schedule
 from locustfiles.sequencer import LocalSequence, WorkerSequence
 from locustfiles.serverinfo import ServerIdentity, identify
 from locustfiles.workload import Workload

@@ -1,8 +1,9 @@
-"""What one streamed response said: tokens per chunk, finish, usage, speculation and errors.
+"""Reading one streamed response: tokens per chunk, finish, usage, speculation and errors.
 
 One ``StreamState`` per request is fed decoded SSE payloads with their arrival times. What is common to every
-API (``[DONE]``, malformed payloads, error payloads, the response id, resolving token counts) lives here; what
-a chunk means is its API's dialect's business (``locustfiles.dialects``). Output tokens always come from what
+API (``[DONE]``, malformed payloads, error payloads, the response id) lives here; what a chunk means is its API's
+dialect's business (``locustfiles.dialects``), which writes it into the facts this state holds
+(``locustfiles.streamfacts``: the fields, and the resolved token counts). Output tokens always come from what
 the server reports; chunk counting is the marked last resort.
 """
 
@@ -14,10 +15,11 @@ from typing import Any
 
 import orjson
 
-from contract.schema import SpecFields
-from locustfiles import specfields
 from locustfiles.dialects import Dialect, dialect
 from locustfiles.sse import DONE
+from locustfiles.streamfacts import StreamFacts, TokenCounts
+
+__all__ = ["StreamState", "TokenCounts", "parse_payload"]
 
 
 def parse_payload(payload: bytes) -> Any:
@@ -35,38 +37,9 @@ def parse_payload(payload: bytes) -> Any:
 
 
 @dataclass
-class TokenCounts:
-    """Per-chunk cumulative output tokens as finally resolved, with where they came from."""
+class StreamState(StreamFacts):
+    """One request's stream as it is read: fed decoded SSE payloads, each chunk handed to its API's dialect."""
 
-    chunk_tokens: list[int]
-    chunk_tokens_source: str
-    output_tokens: int
-    output_tokens_source: str
-
-
-@dataclass
-class StreamState:
-    """Everything learnt from one response stream; ``api`` is "generate", "chat" or "completions"."""
-
-    api: str
-    chunk_times: list[float] = field(default_factory=list)  # arrival times of chunks carrying output
-    chunk_cum: list[int | None] = field(default_factory=list)  # server's cumulative count, if it said
-    done: bool = False  # saw [DONE] (or llama.cpp native "stop": true)
-    finish_reason: str | None = None
-    error: str | None = None  # an error payload inside the stream (or an abort's message)
-    error_code: int | None = None
-    malformed: str | None = None  # a payload that was not JSON
-    final_tokens: int | None = None
-    final_tokens_source: str | None = None
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
-    spec: SpecFields | None = None
-    server_request_id: str | None = None
-    last_cum: int = 0  # the last cumulative output count the server reported
-    keep_text: bool = False  # keep the answer's text: a multi-turn conversation resends it, --check-output
-    text_parts: list[str] = field(default_factory=list)  # the answer's text as it arrived (with keep_text)
-    keep_ids: bool = False  # --check-output: keep the answer's identity, its token ids, else its text
-    ids: list[int] = field(default_factory=list)  # the answer's token ids as they arrived (with keep_ids)
     dialect: Dialect = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -104,88 +77,3 @@ class StreamState:
             message = str(err)
         if self.error is None:
             self.error = message[:200]
-
-    def add_chunk(self, t: float, cum: int | None) -> None:
-        """A chunk that carried output, with the server's cumulative count after it when it said one."""
-        self.chunk_times.append(t)
-        self.chunk_cum.append(cum)
-        if cum is not None:
-            self.last_cum = cum
-
-    def add_text(self, delta: str) -> None:
-        """New answer text (a delta: OpenAI routes, llama.cpp ``content``, SGLang incremental streaming)."""
-        if delta and (self.keep_text or self.keep_ids):
-            self.text_parts.append(delta)
-
-    def set_text(self, whole: str) -> None:
-        """The whole answer so far (SGLang ``/generate`` by default repeats it cumulatively in every chunk)."""
-        if self.keep_text or self.keep_ids:
-            self.text_parts = [whole]
-
-    def set_ids(self, whole: list[int]) -> None:
-        """Every output id so far (SGLang ``/generate`` ``output_ids``): kept by reference, no copy."""
-        self.ids = whole
-
-    def add_ids(self, delta: list[int]) -> None:
-        """New output ids (vLLM ``token_ids``, SGLang incremental streaming, llama.cpp ``tokens``)."""
-        self.ids.extend(delta)
-
-    @property
-    def answer_text(self) -> str:
-        """The answer's text exactly as the server streamed it."""
-        return "".join(self.text_parts)
-
-    def take_cumulative(self, t: float, cum: int, source: str) -> None:
-        """A cumulative output count (native routes): a new chunk only when the count grew."""
-        if cum > self.last_cum:
-            self.add_chunk(t, cum)
-        self.final_tokens, self.final_tokens_source = cum, source
-
-    def take_generate_finish(self, finish: Any) -> None:
-        if isinstance(finish, dict):
-            kind = str(finish.get("type") or "unknown")
-            self.finish_reason = kind
-            if kind == "abort":
-                code = finish.get("status_code")
-                self.error_code = code if isinstance(code, int) else None
-                self.error = str(finish.get("message") or "no message")[:200]
-        else:
-            self.finish_reason = str(finish)
-
-    def take_llamacpp_timings(self, timings: dict[str, Any]) -> None:
-        predicted = timings.get("predicted_n")
-        if isinstance(predicted, int) and self.final_tokens_source not in ("usage", "tokens_predicted"):
-            self.final_tokens, self.final_tokens_source = predicted, "timings"
-        if self.prompt_tokens is None and isinstance(timings.get("prompt_n"), int):
-            cache_n = timings.get("cache_n") if isinstance(timings.get("cache_n"), int) else 0
-            self.prompt_tokens = timings["prompt_n"] + cache_n
-            self.cached_tokens = cache_n
-        spec = specfields.from_llamacpp(timings)
-        if spec is not None:
-            self.spec = spec
-
-    # -- results ---------------------------------------------------------------------------------------------
-
-    def resolve_tokens(self) -> TokenCounts:
-        """Per-chunk cumulative counts and the output total, preferring what the server reported.
-
-        Order: the server's per-chunk counts; a server total matched one-to-one with chunks; a server total
-        spread over the chunks ("interpolated"); counted chunks (last resort, marked "chunks").
-        """
-        n = len(self.chunk_times)
-        total = self.final_tokens
-        if n and all(c is not None for c in self.chunk_cum):
-            cum = [int(c) for c in self.chunk_cum]  # type: ignore[arg-type]
-            if total is None or total < cum[-1]:
-                return TokenCounts(cum, "server", cum[-1], self.final_tokens_source or "usage")
-            if total > cum[-1]:  # a final count above the last per-chunk figure: trust the final count
-                cum[-1] = total
-            return TokenCounts(cum, "server", total, self.final_tokens_source or "usage")
-        if total is not None:
-            if n == 0:
-                return TokenCounts([], "server", total, self.final_tokens_source or "usage")
-            if total == n:
-                return TokenCounts(list(range(1, n + 1)), "one_per_chunk", total, self.final_tokens_source or "")
-            spread = [round(total * (i + 1) / n) for i in range(n)]
-            return TokenCounts(spread, "interpolated", total, self.final_tokens_source or "")
-        return TokenCounts(list(range(1, n + 1)), "chunks", n, "chunks")

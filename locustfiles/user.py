@@ -22,12 +22,12 @@ from locust import HttpUser, constant, task
 from locust.exception import CatchResponseError
 from locust.user.task import LOCUST_STATE_RUNNING
 
+from contract.messages import RECORD_MESSAGE, START_MESSAGE
 from contract.redact import redact
 from contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, answer_digest
 from locustfiles.auth import auth_headers
 from locustfiles.conversation import Conversation
 from locustfiles.deferred import AFTER_SENDS
-from locustfiles.messages import RECORD_MESSAGE, START_MESSAGE
 from locustfiles.pacer import wait_for_turn
 from locustfiles.prompts import Prompt
 from locustfiles.run import RunContext

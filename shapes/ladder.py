@@ -23,9 +23,9 @@ from locust import LoadTestShape
 from locust.runners import MasterRunner
 
 from analysis.stats.batch_means import window_precision
+from contract.messages import STEP_MESSAGE
 from contract.schema import StepRecord
 from contract.settings import SuiteSettings, parse_duration, settings_of
-from locustfiles.messages import STEP_MESSAGE
 from shapes.books import (
     StepBook,
     close_step,

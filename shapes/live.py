@@ -4,7 +4,7 @@ The shape runs on the master (or the local runner) and decides step boundaries; 
 current step with a Locust message, so each record carries the global step index even on a worker that
 holds only a share of the users. Users tell the master when a request starts and send its record when it
 finishes, so the master can wait for stragglers before it closes a step's books; the master is the only
-writer of records.jsonl. The messages' names are the load side's (``locustfiles.messages``).
+writer of records.jsonl. The messages' names are declared once, below both sides (``contract.messages``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from analysis.charts.plots import COLOURS, level_axis
+from analysis.charts.axes import COLOURS, level_axis
 from analysis.reporting.decompose_report import by_category, histogram
 from analysis.verdicts.decompose import Decomposition, Estimate
 

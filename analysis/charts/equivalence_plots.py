@@ -7,7 +7,7 @@ from pathlib import Path
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from analysis.charts.plots import level_axis
+from analysis.charts.axes import level_axis
 from analysis.reporting.equivalence_report import Named
 from analysis.verdicts.equivalence import histogram
 

@@ -13,7 +13,7 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from analysis.charts.plots import level_axis
+from analysis.charts.axes import level_axis
 from analysis.verdicts.multi import MultiComparison
 
 

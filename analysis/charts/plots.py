@@ -8,29 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from analysis.charts.axes import COLOURS, level_axis
+from analysis.charts.decompose_plots import plot_acceptance, plot_decomposition
 from analysis.charts.server_plots import has_timeline, plot_server_timeline
 from analysis.records.summary import RunSummary, StepRow
 from analysis.verdicts.categories import ALL
 from analysis.verdicts.compare import Comparison
 
 Series = tuple[str, Sequence[StepRow]]
-COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
-
-
-def level_axis(ax: Axes, levels: Sequence[float], open_loop: bool = False) -> None:
-    """Log-scaled concurrency (or request-rate) axis ticked at the tested levels (a note when there are none)."""
-    ax.set_xlabel("request rate, req/s (log scale)" if open_loop else "target concurrency C (log scale)")
-    ax.grid(True, which="major", alpha=0.3)
-    if not levels:
-        ax.text(0.5, 0.5, "no measured level", ha="center", va="center", transform=ax.transAxes)
-        return
-    ax.set_xscale("log")
-    ax.set_xticks(list(levels))
-    ax.set_xticklabels([f"{c:g}" for c in levels])
-    ax.minorticks_off()
 
 
 def _points(rows: Sequence[StepRow], attr: str, scale: float = 1.0) -> tuple[list[float], list[float]]:
@@ -160,8 +147,6 @@ def summary_plots(summary: RunSummary, out_dir: Path) -> list[Path]:
 
 
 def comparison_plots(comparison: Comparison, out_dir: Path) -> list[Path]:
-    from analysis.charts.decompose_plots import plot_acceptance, plot_decomposition  # it draws on this module's axes
-
     series = [(comparison.spec.name, comparison.spec.rows), (comparison.baseline.name, comparison.baseline.rows)]
     runs = [comparison.baseline, comparison.spec]
     found = [lv.decomposition for lv in comparison.levels if lv.decomposition is not None]

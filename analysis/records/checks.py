@@ -7,14 +7,11 @@ so a reader knows which number to distrust. Pairwise checks (two runs' settings)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from analysis.records.server_side import MAX_TOKEN_GAP
+from analysis.records.steprow import StepRow
 from contract.policy import CLIENT_BOUND_CPU, MIN_ACHIEVED_FRACTION, client_lag_limit_ms, client_lagged, rate_held
 from contract.schema import RunData
-
-if TYPE_CHECKING:
-    from analysis.records.summary import StepRow
 
 MAX_ERROR_RATE = 0.01  # more failures than this share of the window's requests
 

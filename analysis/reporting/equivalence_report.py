@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from analysis.reporting.csvtext import csv_text
 from analysis.table import MISSING, Column, fmt_num, markdown_table, text_table
 from analysis.verdicts.equivalence import Changes, Equivalence, LevelEquivalence, histogram
 
@@ -102,9 +103,6 @@ def equivalence_json(eq: Equivalence) -> dict[str, Any]:
 
 def equivalence_csv(named: Named) -> str:
     """equivalence.csv: one row per (configuration, level)."""
-    # serialize imports the comparison, which renders with this module
-    from analysis.reporting.serialize import csv_text
-
     rows = []
     for name, eq in named:
         for lv in eq.levels:

@@ -20,7 +20,8 @@ from typing import Any
 from analysis.records.steps import StepWindow, window_from_step
 from analysis.records.summary import StepRow, flag_step, step_figures
 from analysis.reporting.columns import STEP_COLUMNS
-from analysis.reporting.serialize import STEP_FIELDS, clean, csv_text
+from analysis.reporting.csvtext import csv_text
+from analysis.reporting.serialize import STEP_FIELDS, clean
 from analysis.table import MISSING, Column, fmt_num
 from contract.schema import RequestRecord, StepRecord
 from contract.window import window_throughput

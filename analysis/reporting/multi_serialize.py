@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from analysis.reporting.csvtext import csv_text
 from analysis.reporting.decompose_report import decomposition_json
 from analysis.reporting.equivalence_report import equivalence_json
 from analysis.reporting.multi_render import multi_saturation, refined_levels, switch_lines
 from analysis.reporting.render import decompositions
-from analysis.reporting.serialize import clean, csv_text, method_json, run_json, warning_json
+from analysis.reporting.serialize import clean, method_json, run_json, warning_json
 from analysis.verdicts.multi import MultiComparison
 
 MULTI_SCHEMA = 1

@@ -6,10 +6,7 @@ null so every file is strict JSON. Bump the schema constants on any incompatible
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-from collections.abc import Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -17,6 +14,7 @@ from typing import Any
 from analysis.records.checks import ValidityWarning
 from analysis.records.server_side import unreported_figures
 from analysis.records.summary import RunSummary, StepRow
+from analysis.reporting.csvtext import csv_text
 from analysis.reporting.decompose_report import DECOMPOSITION_FIELDS, decomposition_json, decomposition_row
 from analysis.reporting.equivalence_report import equivalence_json
 from analysis.stats.bootstrap import CONFIDENCE, MAX_BATCHES, MIN_BATCHES
@@ -206,16 +204,6 @@ def _slo_comparison_json(c: Comparison) -> dict[str, Any] | None:
                            "dropped", "ttft_p99_s", "tpot_p99_s")},
         } for lv in s.levels],
     }
-
-
-def csv_text(fieldnames: Sequence[str], rows: list[dict[str, Any]]) -> str:
-    """CSV with a header row (even when empty); lists joined with ';', None as empty."""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(fieldnames), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ";".join(map(str, v)) if isinstance(v, list) else v for k, v in row.items()})
-    return buf.getvalue()
 
 
 def steps_csv(summary: RunSummary) -> str:

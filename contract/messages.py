@@ -2,8 +2,10 @@
 
 Why one module: both ends of every message (the master's handlers and the workers' senders, the shape on the
 master among them) must spell a name the same way; a name declared beside one end was imported by the other
-from there. Each line says who sends it, to whom, and what ``data`` holds. With the local runner
-``send_message`` calls the handler directly, so the same names serve both modes.
+from there. Why in ``contract``: the shapes (``shapes.ladder``) and the load side (``locustfiles``) both speak
+them, and the shapes sit below the load side, so the names sit below both. Each line says who sends it, to whom,
+and what ``data`` holds. With the local runner ``send_message`` calls the handler directly, so the same names
+serve both modes.
 """
 
 from __future__ import annotations

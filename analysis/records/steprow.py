@@ -1,0 +1,80 @@
+"""``StepRow``: one step's figures, the row of a run's step table.
+
+Its own module, under both the table that fills it (``analysis.records.summary``) and the checks that read it
+(``analysis.records.checks``), so that neither imports the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contract.policy import MIN_PERCENTILE_REQUESTS
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One ladder step's figures. Times in seconds, speeds in output tokens per second; None = no data."""
+
+    step: int
+    target_c: int
+    achieved_c: float | None  # time-averaged requests in flight in the window, all statuses
+    window_start_s: float | None
+    window_end_s: float | None
+    window_s: float | None
+    partial: bool  # window rebuilt from records of a killed run
+    requests_ok: int  # ok requests that started and finished in the window (open loop: sent in it)
+    requests_total: int  # all requests that started and finished in the window (open loop: sent in it)
+    failures: dict[str, int]  # status -> count among requests_total
+    error_rate: float | None  # failures / requests_total
+    min_requests: int  # requests the step needed: the ladder's min_requests, else max(30, 3*C)
+    throughput_tok_s: float | None  # ok-request tokens that arrived in the window / window length
+    per_request_tok_s: float | None  # mean over ok requests of output_tokens / e2e_s
+    ttft_p50_s: float | None
+    ttft_p99_s: float | None
+    itl_p50_s: float | None  # per-token ITL pooled over the step's ok requests
+    itl_p99_s: float | None
+    tpot_p50_s: float | None  # (e2e - ttft) / (output_tokens - 1) per request
+    tpot_p99_s: float | None
+    e2e_avg_s: float | None
+    e2e_p50_s: float | None
+    e2e_p99_s: float | None
+    accept_length: float | None  # total output tokens / total verify passes (speculative runs)
+    chunk_counted_requests: int  # ok requests whose output_tokens were counted from chunks
+    flags: tuple[str, ...] = ()  # warning codes that concern this step
+    # The server's side of the window (server_metrics.jsonl; analysis.records.server_side), None without samples.
+    server_samples: int = 0
+    server_running: float | None = None  # mean requests running, as the server counts them
+    server_running_max: float | None = None
+    server_queued: float | None = None  # mean requests waiting for a batch slot
+    server_kv_usage: float | None = None  # mean KV-cache use, 0..1
+    server_accept_length: float | None = None  # tokens per verify pass, as the server counts them
+    server_accept_by_position: tuple[float, ...] | None = None  # accepted share of verify passes per draft position
+    server_gen_tok_s: float | None = None  # the server's generation-token counter as a rate
+    server_token_gap: float | None = None  # server_gen_tok_s / client tok/s over the same span - 1
+    client_cpu_max: float | None = None  # the busiest load process's CPU over the step, 1.0 = one core
+    send_lag_p50_ms: float | None = None  # from a user being ready to its request on the wire (send_lag_ms)
+    send_lag_p90_ms: float | None = None
+    target_rate: float | None = None  # open loop: requests/s asked for (target_c is then 0)
+    achieved_rate: float | None = None  # open loop: requests sent in the window / window length
+    dropped: int = 0  # open loop: requests due while every user was busy, never sent
+    slo_requests: int | None = None  # with an SLO: requests sent in the window (all statuses)
+    slo_attainment: float | None = None  # share of those that met every SLO target
+    goodput_req_s: float | None = None  # requests meeting the SLO / window length
+    goodput_tok_s: float | None = None  # in-window output tokens of requests meeting the SLO / window length
+
+    @property
+    def level(self) -> float:
+        """What the step held: its request rate in open loop, its concurrency in closed loop."""
+        return self.target_rate if self.target_rate is not None else float(self.target_c)
+
+    @property
+    def level_text(self) -> str:
+        return f"rate={self.target_rate:g}/s" if self.target_rate is not None else f"C={self.target_c}"
+    throughput_ci_rel: float | None = None  # 95% half-width of throughput_tok_s, relative (None: no interval)
+    throughput_ci_method: str | None = None  # batch_means, lifetime_batches (fallback) or none
+    refined: bool = False  # a level added after the ladder to pin a crossover (steps.jsonl ``refined``)
+
+    @property
+    def indicative_percentiles(self) -> bool:
+        """Latency percentiles rest on ``requests_ok`` complete requests; under 30 they only indicate."""
+        return self.requests_ok < MIN_PERCENTILE_REQUESTS
