@@ -55,35 +55,37 @@ class ValidityWarning:
 
 
 def step_warnings(run_name: str, row: StepRow) -> list[ValidityWarning]:
-    """Warnings about one step's window: held concurrency, enough requests, errors, partial data."""
+    """Warnings about one step's window: held concurrency, enough requests, errors, partial data; and, window or
+    not, whether the load side limited it (a step with no window still says why it may have had none)."""
     where = f"{run_name}, {row.level_text}"
-    found: list[ValidityWarning] = []
-
-    def warn(code: str, text: str) -> None:
-        found.append(ValidityWarning(code, f"{where}: {text}", run_name, row.target_c))
-
+    problems: list[tuple[str, str]] = []
     if row.partial:
         rebuilt = "its window was rebuilt from its measured records" if row.window_s else "nothing was measured"
-        warn(PARTIAL_RUN, f"the run was killed during this step (no steps.jsonl line); {rebuilt}")
+        problems.append((PARTIAL_RUN, f"the run was killed during this step (no steps.jsonl line); {rebuilt}"))
     if row.window_s is None:
-        warn(NO_WINDOW, "no measured window (the step never reached steady state); no figures")
-        return found
+        problems.append((NO_WINDOW, "no measured window (the step never reached steady state); no figures"))
+    else:
+        problems.extend(window_problems(row))
+    problems.extend(client_problems(row))
+    return [ValidityWarning(code, f"{where}: {text}", run_name, row.target_c) for code, text in problems]
+
+
+def window_problems(row: StepRow) -> list[tuple[str, str]]:
+    """What a step's measured window falls short of: its concurrency, rate, requests, errors, token counts."""
+    found = []
     if row.achieved_c is not None and row.achieved_c < MIN_ACHIEVED_FRACTION * row.target_c:
-        warn(LOW_CONCURRENCY, f"achieved concurrency {row.achieved_c:.1f} is "
-             f"{row.achieved_c / row.target_c:.0%} of the target {row.target_c} (below 95%)")
-    for code, text in open_loop_problems(row):
-        warn(code, text)
+        found.append((LOW_CONCURRENCY, f"achieved concurrency {row.achieved_c:.1f} is "
+                      f"{row.achieved_c / row.target_c:.0%} of the target {row.target_c} (below 95%)"))
+    found.extend(open_loop_problems(row))
     if row.requests_ok < row.min_requests:
-        warn(FEW_REQUESTS, f"{row.requests_ok} successful requests measured, {row.min_requests} needed")
+        found.append((FEW_REQUESTS, f"{row.requests_ok} successful requests measured, {row.min_requests} needed"))
     if row.error_rate is not None and row.error_rate > MAX_ERROR_RATE:
         kinds = ", ".join(f"{n} {status}" for status, n in row.failures.items())
-        warn(ERROR_RATE, f"error rate {row.error_rate:.1%} ({kinds} of {row.requests_total} requests)")
+        found.append((ERROR_RATE, f"error rate {row.error_rate:.1%} ({kinds} of {row.requests_total} requests)"))
     if row.server_token_gap is not None and abs(row.server_token_gap) > MAX_TOKEN_GAP:
-        warn(SERVER_TOKEN_GAP, f"the server's generation-token counter ({row.server_gen_tok_s:.1f} tok/s) and the "
-             f"client's output tokens differ by {row.server_token_gap:+.1%} over the same seconds (over "
-             f"{MAX_TOKEN_GAP:.0%}): one of the two counts is wrong")
-    for code, text in client_problems(row):
-        warn(code, text)
+        found.append((SERVER_TOKEN_GAP, f"the server's generation-token counter ({row.server_gen_tok_s:.1f} tok/s) "
+                      f"and the client's output tokens differ by {row.server_token_gap:+.1%} over the same seconds "
+                      f"(over {MAX_TOKEN_GAP:.0%}): one of the two counts is wrong"))
     return found
 
 

@@ -202,3 +202,24 @@ def test_a_spec_queue_counts_only_on_enough_gauge_samples(tmp_path: Path, spec_s
     base_run = replace(base_run, rows=[replace(r, server_queued=None, server_samples=0) for r in base_run.rows])
     found = [w.code for w in pair_warnings(base_run, spec_run)]
     assert ("spec_max_running_lower" in found) is fires, found
+
+
+@pytest.mark.parametrize("busy", [0.99, 0.5])
+def test_a_step_without_a_window_still_says_its_load_process_ran_hot(tmp_path: Path, busy: float) -> None:
+    """A saturated load process's step can end with no window: the reason (client_bound) must reach the summary,
+    the report and comparison.json beside no_window; at half a core it must stay silent."""
+    base, spec = small_pair()
+    spec.levels[-1].step_extra = {"steady_start_s": None, "flags": ["no_window", "client_bound"]}
+    spec.client_busy = busy
+    comparison = compare_runs(load_run(write_run(tmp_path / "base", base)),
+                              load_run(write_run(tmp_path / "spec", spec)), n_boot=200)
+    last = comparison.spec.rows[-1]
+    assert last.window_s is None and "no_window" in last.flags
+    said = busy > 0.9
+    assert ("client_bound" in last.flags) is said
+    assert any(w.code == "client_bound" and f"C={last.target_c}" in w.message
+               for w in comparison.warnings) is said
+    assert ("used 99% of a core" in render_report(comparison)) is said
+    step = json.loads(json.dumps(comparison_json(comparison)))["spec"]["steps"][-1]
+    assert step["target_c"] == last.target_c and "no_window" in step["flags"]
+    assert ("client_bound" in step["flags"]) is said
