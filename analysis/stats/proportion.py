@@ -21,3 +21,24 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     centre = (p + Z95 * Z95 / (2 * n)) / (1 + Z95 * Z95 / n)
     half = Z95 * math.sqrt(p * (1 - p) / n + Z95 * Z95 / (4 * n * n)) / (1 + Z95 * Z95 / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def fisher_greater(k1: int, n1: int, k2: int, n2: int) -> float:
+    """One-sided Fisher exact test that share k1/n1 exceeds share k2/n2: the p-value P(X >= k1), X the first
+    group's count when the k1 + k2 outcomes fall at random among all n1 + n2 trials (hypergeometric).
+
+    Exact for the small counts equivalence meets (tens of changed answers), where comparing two separate
+    intervals for overlap is a far weaker test than testing the difference.
+    """
+    total, hits = n1 + n2, k1 + k2
+    if n1 == 0 or hits == 0:
+        return 1.0
+    ways = math.comb(total, n1)
+    tail = sum(math.comb(hits, x) * math.comb(total - hits, n1 - x) for x in range(k1, min(hits, n1) + 1))
+    return tail / ways
+
+
+def smallest_detectable(n1: int, k2: int, n2: int, alpha: float = 0.05) -> int | None:
+    """The fewest of n1 outcomes that ``fisher_greater`` would call more than k2 of n2 at level ``alpha``; None
+    when not even all n1 would: how small a difference a run of this size could have shown."""
+    return next((k1 for k1 in range(n1 + 1) if fisher_greater(k1, n1, k2, n2) < alpha), None)

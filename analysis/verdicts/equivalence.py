@@ -12,8 +12,11 @@ would no longer be a lone request's). Per level:
 * the noise floor, with no extra run: each server at level C against its own answer to the same prompt at
   the lowest level (batch-shape arithmetic changes greedy answers under load even without speculation).
 
-The verdict calls speculation lossy only when its changed share is clearly above the baseline's own: the 95%
-Wilson interval of the spec-against-baseline share lies wholly above that of the baseline's noise floor.
+The verdict calls speculation lossy only when its changed share is significantly above the baseline's own: a
+one-sided Fisher exact test of the two counts at the 5% level. Where the test could not have shown a changed share
+within 10 points of the floor, it says there were not enough answers to tell, and the share the run could have
+shown. A speculative server whose answers move across its own levels significantly more than the baseline's do
+(the same test on the two noise floors) is a finding of its own, said in a second sentence.
 """
 
 from __future__ import annotations
@@ -24,8 +27,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analysis.records.steps import step_windows
-from analysis.stats.proportion import wilson
+from analysis.stats.proportion import fisher_greater, smallest_detectable
 from contract.schema import RunData
+
+#: The equivalence tests' level (one-sided), and how far above the noise floor a changed share may lie and still
+#: go undetected before a non-significant result is "not enough answers to tell" rather than "within noise".
+EQUIVALENCE_ALPHA = 0.05
+MAX_UNDETECTED_EXCESS = 0.10
 
 #: Histogram of first-difference positions: bins [0,1), [1,2), [2,4), [4,8), ... (powers of two).
 MAX_BIN_EDGE = 1 << 20
@@ -69,7 +77,8 @@ class LevelEquivalence:
 
 @dataclass(frozen=True)
 class Equivalence:
-    """The whole check; ``kind`` is lossless, within_noise, not_lossless or not_checked."""
+    """The whole check; ``kind`` is lossless, within_noise, too_few (not enough answers to tell), not_lossless or
+    not_checked."""
 
     kind: str
     text: str
@@ -152,7 +161,7 @@ def check_equivalence(base: RunData, spec: RunData) -> Equivalence:
     b_noise = _sum([lv.baseline_noise for lv in levels if lv.baseline_noise is not None])
     s_noise = _sum([lv.spec_noise for lv in levels if lv.spec_noise is not None])
     ids = all(a.ids is not None for run in (b_ans, s_ans) for level in run.values() for a in level.values())
-    kind, text = verdict(total, b_noise, common)
+    kind, text = verdict(total, b_noise, common, s_noise)
     return Equivalence(kind, text, "token" if ids else "character", lowest, levels, total, b_noise, s_noise)
 
 
@@ -166,22 +175,56 @@ def _not_checked(base: RunData, spec: RunData) -> str | None:
     return None
 
 
-def verdict(total: Changes, noise: Changes, levels: Sequence[int]) -> tuple[str, str]:
-    """The one line: lossless, within the noise floor, or not lossless (spec clearly above the floor)."""
+def verdict(total: Changes, noise: Changes, levels: Sequence[int], spec_noise: Changes | None = None
+            ) -> tuple[str, str]:
+    """The line: lossless, not lossless (spec's changed share significantly above the baseline's noise floor),
+    not enough answers to tell, or within the noise floor; then, as a finding of its own, a speculative server
+    whose answers vary across its own levels significantly more than the baseline's do."""
+    kind, text = _spec_against_floor(total, noise, levels)
+    if kind != "not_checked" and spec_noise is not None:
+        text += _own_levels(spec_noise, noise)
+    return kind, text
+
+
+def _spec_against_floor(total: Changes, noise: Changes, levels: Sequence[int]) -> tuple[str, str]:
     where = f"C={levels[0]}..{levels[-1]}" if len(levels) > 1 else f"C={levels[0]}" if levels else "no level"
     floor = (f"the baseline itself changed {noise.changed} of {noise.compared} under load"
              if noise.compared else "no noise floor: one level only")
     if total.changed == 0:
         return "lossless", f"speculation changed 0 of {total.compared} answers at {where} ({floor})"
     share, floor_share = total.share or 0.0, noise.share or 0.0
-    upper = wilson(noise.changed, noise.compared)[1] if noise.compared else 0.0
-    if wilson(total.changed, total.compared)[0] > upper:
+    if not noise.compared:  # one level: nothing to tell noise by, and a greedy answer must not change at all
         return "not_lossless", (f"speculation changed {share:.0%} of answers ({total.changed} of {total.compared} "
-                                f"at {where}) against a {floor_share:.0%} noise floor ({floor}): this server is "
-                                "not lossless")
+                                f"at {where}) with {floor}: this server is not lossless")
+    p = fisher_greater(total.changed, total.compared, noise.changed, noise.compared)
+    if p < EQUIVALENCE_ALPHA:
+        return "not_lossless", (f"speculation changed {share:.0%} of answers ({total.changed} of {total.compared} "
+                                f"at {where}) against a {floor_share:.0%} noise floor ({floor}; one-sided Fisher "
+                                f"exact test p = {p:.2g}): this server is not lossless")
+    least = smallest_detectable(total.compared, noise.changed, noise.compared, EQUIVALENCE_ALPHA)
+    shown = "no changed share" if least is None else f"only a changed share of {least / total.compared:.0%} or more"
+    if least is None or least / total.compared - floor_share > MAX_UNDETECTED_EXCESS:
+        return "too_few", (f"not enough answers to tell: speculation changed {total.changed} of {total.compared} "
+                           f"answers ({share:.1%}) at {where} against the baseline's own {floor_share:.1%} "
+                           f"({floor}), and with these counts {shown} would have shown (one-sided Fisher exact "
+                           f"test, {EQUIVALENCE_ALPHA:.0%} level)")
     return "within_noise", (f"speculation changed {total.changed} of {total.compared} answers ({share:.1%}) at "
-                            f"{where}, within the baseline's own {floor_share:.1%} ({floor}): not told apart "
+                            f"{where}, not significantly more than the baseline's own {floor_share:.1%} ({floor}; "
+                            f"one-sided Fisher exact test p = {p:.2g}; {shown} would have shown): not told apart "
                             "from batch-shape noise")
+
+
+def _own_levels(spec_noise: Changes, noise: Changes) -> str:
+    """A second sentence where the speculative server's answers moved across its own levels significantly more
+    than the baseline's did (each against its answer at the lowest level); empty otherwise."""
+    if not (spec_noise.compared and noise.compared and spec_noise.changed):
+        return ""
+    p = fisher_greater(spec_noise.changed, spec_noise.compared, noise.changed, noise.compared)
+    if p >= EQUIVALENCE_ALPHA:
+        return ""
+    return (f". Its own answers also change with load: {spec_noise.changed} of {spec_noise.compared} "
+            f"({spec_noise.share or 0.0:.0%}) differ from its answer at the lowest level, against the baseline's "
+            f"{noise.changed} of {noise.compared} ({noise.share or 0.0:.0%}; one-sided Fisher exact test p = {p:.2g})")
 
 
 def histogram(positions: Sequence[int]) -> list[tuple[int, int, int]]:
