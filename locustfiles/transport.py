@@ -37,7 +37,7 @@ from urllib.parse import unquote, urlsplit
 from gevent.monkey import get_original
 from gevent.socket import socket as _GreenSocket
 
-from locustfiles.silence import SilenceTimer
+from locustfiles.silence import DeadlinePassed, SilenceTimer
 
 _select = get_original("select", "select")
 
@@ -161,20 +161,21 @@ class StreamClient:
         return b"%s%d\r\n\r\n" % (fixed, length)
 
     def post(self, path: str, headers: dict[str, str], body: bytes, timeout: tuple[float, float],
-             on_send: Callable[[], None]) -> Response:
+             on_send: Callable[[], None], total: float | None = None) -> Response:
         """Send the request and return once its response head has arrived (the body is left to stream).
 
-        ``on_send`` runs once, just before the request's bytes are first written (after any connect). Raises
-        ``SendFailed`` when no response head came back."""
+        ``timeout`` is (connect, silence) in seconds; ``total`` bounds the whole request from its send, the body's
+        reading included, where the socket is the event loop's. ``on_send`` runs once, just before the request's
+        bytes are first written (after any connect). Raises ``SendFailed`` when no response head came back."""
         try:
-            return self._post(path, headers, body, timeout, on_send)
+            return self._post(path, headers, body, timeout, on_send, total)
         except BaseException:  # a kill too: nothing may throw into this greenlet after the request
             if self.silence is not None:
                 self.silence.disarm()
             raise
 
     def _post(self, path: str, headers: dict[str, str], body: bytes, timeout: tuple[float, float],
-              on_send: Callable[[], None]) -> Response:
+              on_send: Callable[[], None], total: float | None) -> Response:
         connect_timeout, read_timeout = timeout
         data = self.head(path, headers, len(body)) + body
         sent = False
@@ -185,7 +186,7 @@ class StreamClient:
             if not reused:
                 self._connect(connect_timeout)
             sock = self._sock
-            self._timeouts(sock, read_timeout)
+            self._timeouts(sock, read_timeout, total)
             if not sent:
                 sent = True
                 on_send()
@@ -200,7 +201,7 @@ class StreamClient:
                                  f"connection closed without response ({exc})") from None
             except TimeoutError as exc:
                 self.close()
-                raise SendFailed("timeout", "ReadTimeout", f"no response within {read_timeout:g} s") from exc
+                raise _timed_out(exc, read_timeout, total) from exc
             except BrokenStream:  # an answer, but not HTTP/1.1 as this client reads it
                 self.close()
                 raise
@@ -209,16 +210,17 @@ class StreamClient:
                 raise SendFailed("connect_error", "ConnectionError", str(exc)) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _timeouts(self, sock: Any, read_timeout: float) -> None:
-        """The read timeout for this request: one timer (``locustfiles.silence``) where the socket is gevent's
-        (every load process), the socket's own timeout otherwise (a process without the event loop)."""
+    def _timeouts(self, sock: Any, read_timeout: float, total: float | None) -> None:
+        """The read timeout and total deadline for this request: one timer (``locustfiles.silence``) where the
+        socket is gevent's (every load process), the socket's own timeout otherwise (a process without the event
+        loop, where only silence is bounded)."""
         if isinstance(sock, _GreenSocket):
             sock.settimeout(None)
             if self.silence is None:
                 self.silence = SilenceTimer()
-            self.silence.arm(read_timeout)
+            self.silence.arm(read_timeout, total)
         else:
-            sock.settimeout(read_timeout)
+            sock.settimeout(read_timeout if total is None else min(read_timeout, total))
 
     def _response(self, sock: Any) -> Response:
         """Read the response head, skipping 1xx interim heads (100 Continue, 103 Early Hints)."""
@@ -236,6 +238,13 @@ class StreamClient:
             reason = status_line[2].decode("latin-1") if len(status_line) > 2 else ""
             keep = status_line[0] == b"HTTP/1.1" and "close" not in fields.get("connection", "").lower()
             return Response(self, sock, code, reason, fields, buf, keep)
+
+
+def _timed_out(exc: TimeoutError, read_timeout: float, total: float | None) -> SendFailed:
+    """No head came back: within the request's total time, or within the silence limit."""
+    if isinstance(exc, DeadlinePassed):
+        return SendFailed("timeout", "RequestTimeout", f"no response within the request's {total:g} s")
+    return SendFailed("timeout", "ReadTimeout", f"no response within {read_timeout:g} s")
 
 
 def _read_head(sock: Any, buf: bytes, silence: SilenceTimer | None) -> tuple[bytes, bytes]:

@@ -31,6 +31,7 @@ from locustfiles.deferred import AFTER_SENDS
 from locustfiles.pacer import wait_for_turn
 from locustfiles.prompts import Prompt
 from locustfiles.run import RunContext
+from locustfiles.silence import DeadlinePassed
 from locustfiles.sse import EventReader
 from locustfiles.streams import StreamState
 from locustfiles.transport import Response, SendFailed, StreamClient, endpoint
@@ -353,7 +354,7 @@ class LLMUser(HttpUser):
         resp = None
         try:
             resp = self._http.post(ctx.dialect.path, headers, orjson.dumps(body), (s.connect_timeout, s.read_timeout),
-                                   lambda: self._sent(ctx, req))
+                                   lambda: self._sent(ctx, req), s.request_timeout)
             outcome.http_status = resp.status_code
             if resp.status_code >= 400:
                 outcome.fail("http_error", f"HTTP {resp.status_code}", _page(resp, ERROR_PAGE_LIMIT))
@@ -392,6 +393,8 @@ class LLMUser(HttpUser):
                     break
             else:
                 clean_eof = True
+        except DeadlinePassed as exc:  # trickling bytes that are no event (SSE comments) or too slow
+            outcome.fail("timeout", f"request exceeded {total_timeout:g} s", str(exc))
         except TimeoutError as exc:
             outcome.fail("timeout", "stream silent longer than the read timeout", str(exc))
         except OSError as exc:  # BrokenStream, a reset

@@ -214,3 +214,24 @@ def test_web_ui_binds_loopback_and_refuses_a_new_host_while_a_key_is_in_use(tmp_
     finally:
         ui.terminate()
         ui.wait(timeout=30)
+
+
+# -- --request-timeout is a total deadline: it holds against a server that never answers and one that only pings --
+
+@pytest.mark.parametrize(("mode", "error"), [("no_head", "no response within the request's 2 s"),
+                                             ("ping_sse", "request exceeded 2 s")])
+def test_request_timeout_cuts_a_request_that_never_answers_or_only_pings(tmp_path, mode, error):
+    """The silence timeout (--read-timeout, 60 s here) never fires: bytes keep coming, or the wait is for the
+    head. Before, the total deadline was checked only when an event arrived, so both requests ran until the
+    server let go (30 s) and the run until its drain gave up."""
+    with tiny_server(mode) as server:
+        started = time.monotonic()
+        proc = locust(tmp_path, server.url, "--api", "chat", "--model", "m", "--ladder", "1", "--min-step-time", "1",
+                      "--max-step-time", "3", "--warmup-time", "0.2", "--request-timeout", "2", "--read-timeout", "60",
+                      "--max-error-rate", "1")
+        took = time.monotonic() - started
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    records = read_jsonl(run_dir / "records.jsonl")
+    assert records and {r["status"] for r in records} == {"timeout"}, proc.stderr[-2000:]
+    assert all(error in (r["error"] or "") and 1.9 < r["e2e_s"] < 3.5 for r in records), records
+    assert took < 25, (took, proc.stderr[-2000:])

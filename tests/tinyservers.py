@@ -111,6 +111,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(401, "application/json", json.dumps({"error": f"bad key: {auth}"}).encode())
             else:
                 self._send(200, "text/html", b"<html><body>Sign in to the proxy</body></html>")
+        elif mode == "no_head":  # the request is read, and nothing ever comes back
+            self._hold_open(b"", 0.05)
+        elif mode == "ping_sse":  # a stream of SSE comments only: bytes every 0.1 s, never an event
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self._hold_open(b": ping\n\n", 0.1)
         elif mode in ("endless_sse", "silent_sse"):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -154,7 +162,8 @@ def tiny_server(mode: str) -> Iterator[Any]:
     """A server on a free loopback port; yields it (``.url``, ``.seen``).
 
     Modes: ok (any other name: plain answers, a short stream), ok_then_500, echo_creds, echo401_html, endless_sse,
-    silent_sse, trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics.
+    silent_sse, ping_sse, no_head,
+    trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics.
     """
     server: Any = _Server(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
