@@ -41,9 +41,9 @@ ANSWERS_FILE = "answers.jsonl"
 LOG_FILE = "locust.log"  # Locust's log and tables, written by specbench commands (--logfile); not read back
 
 Status = Literal["ok", "http_error", "stream_error", "timeout", "truncated", "connect_error", "not_streaming",
-                 "cancelled"]
+                 "bad_count", "cancelled"]
 STATUSES: tuple[str, ...] = ("ok", "http_error", "stream_error", "timeout", "truncated", "connect_error",
-                             "not_streaming", "cancelled")
+                             "not_streaming", "bad_count", "cancelled")
 # Ended by the suite itself (a user leaving a step of a descending ladder): never a server failure.
 NOT_SERVER_FAILURES: tuple[str, ...] = ("cancelled",)
 Phase = Literal["warmup", "measured", "transition"]

@@ -8,6 +8,7 @@ API's dialect. Its own module, under both, so that neither imports the other.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ class StreamFacts:
     text_parts: list[str] = field(default_factory=list)  # the answer's text as it arrived (with keep_text)
     keep_ids: bool = False  # --check-output: keep the answer's identity, its token ids, else its text
     ids: list[int] = field(default_factory=list)  # the answer's token ids as they arrived (with keep_ids)
+    after_done: int = 0  # payloads that came after [DONE]: never read as output
 
     def add_chunk(self, t: float, cum: int | None) -> None:
         """A chunk that carried output, with the server's cumulative count after it when it said one."""
@@ -109,6 +111,22 @@ class StreamFacts:
             self.spec = spec
 
     # -- results ---------------------------------------------------------------------------------------------
+
+    def count_problem(self, max_tokens: int | None) -> str | None:
+        """Why the server's output counts cannot be true, or None: a negative count, a cumulative count that
+        falls, or more tokens than the request allowed (``max_tokens``; with or without ``ignore_eos`` a server
+        makes no more). A figure the suite would average in must be possible first."""
+        cums = [c for c in self.chunk_cum if c is not None]
+        counts = [*cums, *([self.final_tokens] if self.final_tokens is not None else [])]
+        if any(c < 0 for c in counts):
+            return f"the server reported a negative output token count ({min(counts)})"
+        fell = next(((a, b) for a, b in itertools.pairwise(cums) if b < a), None)
+        if fell is not None:
+            return f"the server's cumulative output token count fell from {fell[0]} to {fell[1]}"
+        top = max(counts, default=0)
+        if max_tokens and top > max_tokens:
+            return f"the server reported {top} output tokens where the request allowed at most {max_tokens}"
+        return None
 
     def resolve_tokens(self) -> TokenCounts:
         """Per-chunk cumulative counts and the output total, preferring what the server reported.

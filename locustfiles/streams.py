@@ -48,7 +48,10 @@ class StreamState(StreamFacts):
     # -- feeding -------------------------------------------------------------------------------------------
 
     def feed(self, t: float, payload: bytes) -> None:
-        """Take one SSE data payload that arrived at time ``t``."""
+        """Take one SSE data payload that arrived at time ``t``; nothing after ``[DONE]`` is read as output."""
+        if self.done:
+            self.after_done += 1
+            return
         if payload == DONE:
             self.done = True
             return

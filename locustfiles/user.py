@@ -58,12 +58,16 @@ class Outcome:
         self.error = redact(f"{reason}: {detail}" if detail else reason)[:ERROR_TEXT_LIMIT]
 
 
-def classify_stream_end(state: StreamState, outcome: Outcome) -> None:
-    """A stream that finished reading: ok only with a finish marker other than an abort, [DONE] and no error
-    inside. An abort (``finish_reason`` "abort" on any route, with or without an error chunk) is a failure."""
+def classify_stream_end(state: StreamState, outcome: Outcome, max_tokens: int | None = None) -> None:
+    """A stream that finished reading: ok only with a finish marker other than an abort, [DONE], no error
+    inside and output counts that can be true. An abort (``finish_reason`` "abort" on any route, with or without
+    an error chunk) is a failure; so is an impossible count (``bad_count``: never averaged in)."""
     if outcome.status != "ok":
         return
-    if state.finish_reason == "abort":
+    problem = state.count_problem(max_tokens)
+    if problem is not None:
+        outcome.fail("bad_count", "impossible output token count", problem)
+    elif state.finish_reason == "abort":
         outcome.fail("stream_error", "server aborted the request", state.error)
     elif state.error is not None:
         code = f" {state.error_code}" if state.error_code else ""
@@ -364,7 +368,7 @@ class LLMUser(HttpUser):
                              "instead of an event stream", _page(resp, ERROR_TEXT_LIMIT))
                 end = time.perf_counter()
             else:
-                end, req.ready = self._read_stream(resp, state, outcome, req.t0, s.request_timeout)
+                end, req.ready = self._read_stream(resp, state, outcome, req.t0, s.request_timeout, req.max_tokens)
         except SendFailed as exc:  # nothing came back: no connection, or no response head in time
             outcome.fail(exc.status, exc.reason, exc.detail)
             end = time.perf_counter()
@@ -378,8 +382,8 @@ class LLMUser(HttpUser):
         req.started = started  # reported to Locust's statistics after the sends (``_book``)
 
     @staticmethod
-    def _read_stream(resp: Response, state: StreamState, outcome: Outcome, t0: float, total_timeout: float
-                     ) -> tuple[float, float]:
+    def _read_stream(resp: Response, state: StreamState, outcome: Outcome, t0: float, total_timeout: float,
+                     max_tokens: int | None = None) -> tuple[float, float]:
         """Read the stream to its end: (when it ended, when the user became ready: the event loop's poll that
         woke it for the stream's last bytes, so other users' work queued ahead of it counts as send lag)."""
         deadline = t0 + total_timeout
@@ -400,7 +404,7 @@ class LLMUser(HttpUser):
         except OSError as exc:  # BrokenStream, a reset
             outcome.fail("truncated", "connection broken mid-stream", str(exc))
         end = events.last if clean_eof else time.perf_counter()
-        classify_stream_end(state, outcome)
+        classify_stream_end(state, outcome, max_tokens)
         ready = (events.woke or end) if clean_eof else end
         return end, ready
 

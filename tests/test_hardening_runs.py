@@ -235,3 +235,28 @@ def test_request_timeout_cuts_a_request_that_never_answers_or_only_pings(tmp_pat
     assert records and {r["status"] for r in records} == {"timeout"}, proc.stderr[-2000:]
     assert all(error in (r["error"] or "") and 1.9 < r["e2e_s"] < 3.5 for r in records), records
     assert took < 25, (took, proc.stderr[-2000:])
+
+
+# -- a server's counts are evidence, not truth: impossible ones fail the request, nothing after [DONE] counts ------
+
+@pytest.mark.parametrize(("mode", "status", "error"), [
+    ("negative_count", "bad_count", "negative output token count (-5)"),
+    ("huge_count", "bad_count", "1000000000000000 output tokens where the request allowed at most 8"),
+    ("after_done", "ok", None),
+])
+def test_impossible_counts_fail_and_nothing_after_done_counts(tmp_path, mode, status, error):
+    """Before: -5 tokens gave negative tok/s and a 'ratio -2.64x' verdict, 10**15 a MemoryError in summarize, and
+    a chunk after [DONE] was counted (900 tokens)."""
+    with tiny_server(mode) as server:
+        proc = locust(tmp_path, server.url, "--api", "chat", "--model", "m", "--ladder", "1", "--max-tokens", "8",
+                      "--min-step-time", "1", "--max-step-time", "2", "--warmup-time", "0.2", "--max-error-rate", "1")
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    records = read_jsonl(run_dir / "records.jsonl")
+    assert records and {r["status"] for r in records} == {status}, proc.stderr[-2000:]
+    if error is not None:
+        assert all(error in r["error"] for r in records), records[0]
+        assert "bad_count" in proc.stderr  # Locust's failure table names it
+    else:
+        assert {r["output_tokens"] for r in records} == {1}
+    summary = compare_runs(load_run(run_dir), load_run(run_dir)).spec.rows[0]
+    assert summary.throughput_tok_s is None or summary.throughput_tok_s >= 0

@@ -20,6 +20,15 @@ from typing import Any
 SSE_OK = (b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
           b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}],'
           b'"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\ndata: [DONE]\n\n')
+# Impossible counts: a negative one, one far above any max_tokens; and a stream that goes on after [DONE]
+COUNTED = {mode: SSE_OK.replace(b'"completion_tokens":1', b'"completion_tokens":' + count)
+           for mode, count in (("negative_count", b"-5"), ("huge_count", b"1000000000000000"))}
+AFTER_DONE = SSE_OK + (b'data: {"choices":[{"index":0,"delta":{"content":"more"},"finish_reason":null}],'
+                       b'"usage":{"prompt_tokens":3,"completion_tokens":900}}\n\n')
+CANNED = {**COUNTED, "after_done": AFTER_DONE}
+# Held open: what is written every how many seconds, until the server stops
+HELD = {"no_head": (b"", 0.05), "ping_sse": (b": ping\n\n", 0.1), "endless_sse": (b"x" * 64, 0.05),
+        "silent_sse": (b"", 0.05)}
 # "no_route" and "no_stream": a server whose every GET answers with a model list, someone else's OpenAI-style API
 MODELS_ELSEWHERE = b'{"object": "list", "data": [{"id": "m", "owned_by": "someone"}]}'
 VLLM_METRICS = b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 3\n'
@@ -87,6 +96,16 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, "text/plain", b"not found")
 
+    def _held(self, mode: str) -> None:
+        """Answers that never end: no head at all (no_head), or a stream's head and then, until the server stops,
+        SSE comments only (ping_sse), bytes without a line break (endless_sse) or nothing (silent_sse)."""
+        if mode != "no_head":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")  # no length, no chunked: the body ends only at close
+            self.end_headers()
+        self._hold_open(*HELD[mode])
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
@@ -111,21 +130,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(401, "application/json", json.dumps({"error": f"bad key: {auth}"}).encode())
             else:
                 self._send(200, "text/html", b"<html><body>Sign in to the proxy</body></html>")
-        elif mode == "no_head":  # the request is read, and nothing ever comes back
-            self._hold_open(b"", 0.05)
-        elif mode == "ping_sse":  # a stream of SSE comments only: bytes every 0.1 s, never an event
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self._hold_open(b": ping\n\n", 0.1)
-        elif mode in ("endless_sse", "silent_sse"):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")  # no length, no chunked: the body ends only at close
-            self.end_headers()
-            # endless: bytes without end and without a line break; silent: nothing at all
-            self._hold_open(b"x" * 64 if mode == "endless_sse" else b"", 0.05)
+        elif mode in HELD:
+            self._held(mode)
+        elif mode in CANNED:
+            self._send(200, "text/event-stream", CANNED[mode])
         else:
             self._send(200, "text/event-stream", SSE_OK)
 
@@ -162,7 +170,7 @@ def tiny_server(mode: str) -> Iterator[Any]:
     """A server on a free loopback port; yields it (``.url``, ``.seen``).
 
     Modes: ok (any other name: plain answers, a short stream), ok_then_500, echo_creds, echo401_html, endless_sse,
-    silent_sse, ping_sse, no_head,
+    silent_sse, ping_sse, no_head, negative_count, huge_count, after_done,
     trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics.
     """
     server: Any = _Server(("127.0.0.1", 0), _Handler)
