@@ -128,6 +128,7 @@ def compare_runs(
     notes: list[ValidityWarning] = []
     common = sorted({r.target_c for r in base_sum.rows if r.target_rate is None}
                     & {r.target_c for r in spec_sum.rows if r.target_rate is None})
+    caps = (_declared_cap(base), _declared_cap(spec))
     for c in common:
         b_row, s_row = base_sum.row_at(c), spec_sum.row_at(c)
         if b_row is None or s_row is None:
@@ -151,11 +152,11 @@ def compare_runs(
             e2e_p99_ratio=_ratio(s_row.e2e_p99_s, b_row.e2e_p99_s),
             baseline_batches=tuple(float(v) for v in b_est.batches),
             spec_batches=tuple(float(v) for v in s_est.batches),
-            why=level_why(b_row, s_row, spec_sum.rows),
+            why=level_why(b_row, s_row, spec_sum.rows, caps=caps),
             decomposition=_decompose(c, base, spec, b_win, s_win, seed),
         ))
         requests.append(LevelRequests(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win)))
-    levels = _with_load_why(levels, spec_sum.rows)
+    levels = _with_load_why(levels, spec_sum.rows, caps)
     limit = _error_limit(base, spec) if max_error_rate is None else max_error_rate
     judged = []
     for lv in levels:
@@ -220,7 +221,8 @@ def _decompose(c: int, base: RunData, spec: RunData, b_win: StepWindow, s_win: S
                            server_accept=server, seed=seed)
 
 
-def _with_load_why(levels: list[LevelComparison], spec_rows: list[StepRow]) -> list[LevelComparison]:
+def _with_load_why(levels: list[LevelComparison], spec_rows: list[StepRow],
+                   caps: tuple[int | None, int | None]) -> list[LevelComparison]:
     """Each level's why line, extended by what moved its ratio since the lowest level (``why.load_why``),
     which then replaces the line's own note on the server's acceptance."""
     found = [lv.decomposition for lv in levels if lv.decomposition is not None]
@@ -228,10 +230,16 @@ def _with_load_why(levels: list[LevelComparison], spec_rows: list[StepRow]) -> l
     for lv in levels:
         extra = load_why(found, lv.target_c)
         if extra:
-            own = level_why(lv.baseline, lv.spec, spec_rows, acceptance=False)
+            own = level_why(lv.baseline, lv.spec, spec_rows, acceptance=False, caps=caps)
             lv = replace(lv, why="; ".join(t for t in (own, extra) if t))
         out.append(lv)
     return out
+
+
+def _declared_cap(run: RunData) -> int | None:
+    """The server's declared cap on running requests (meta.json ``max_running_requests``), None if not an integer."""
+    cap = run.meta.server.get("max_running_requests")
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
 
 
 def _error_limit(*runs: RunData) -> float:

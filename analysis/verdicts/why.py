@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from analysis.records.summary import StepRow
 from analysis.verdicts.decompose import Decomposition
+from analysis.verdicts.pair_checks import MIN_GAUGE_SAMPLES
 from contract.policy import CLIENT_BOUND_CPU, client_lagged
 
 MIN_QUEUED = 1.0  # mean requests waiting for a slot before queueing counts as a cause
@@ -22,13 +23,43 @@ FACTOR_HELD = 0.05  # a factor that moved less than this share "held"
 MAIN_SHARE = 2 / 3  # a factor carrying this share of the ratio's (log) change is "the" cause
 
 
-def _side(name: str, row: StepRow, other: StepRow) -> list[str]:
-    found = []
+def _plural(n: float, word: str) -> str:
+    return f"{n:.0f} {word}" if round(n) == 1 else f"{n:.0f} {word}s"
+
+
+def _queue_reason(name: str, row: StepRow, other: StepRow, declared_cap: int | None) -> str | None:
+    """'spec queued 12 requests on average: capped at 48 running', only where the data show a cap.
+
+    A queue gauge also counts the instant between one request's end and the next one's admission, so a mean of
+    one or two waiting is no cause by itself: the line needs the server to have run fewer than C while requests
+    waited (its running gauge's maximum in the window below C) or a declared cap below C (``max_running_requests``
+    in meta.json). A server whose running reached C had no cap in the way, whatever its queue gauge said. The
+    queue figure counts only on ``MIN_GAUGE_SAMPLES`` samples, as the cap check's does.
+    """
     queued = row.server_queued
-    other_queued = other.server_queued
-    if queued is not None and queued >= MIN_QUEUED and (other_queued is None or other_queued < queued / 2):
-        cap = f": capped at {row.server_running_max:.0f} running" if row.server_running_max is not None else ""
-        found.append(f"{name} queued {queued:.0f} requests on average{cap}")
+    if queued is None or queued < MIN_QUEUED or row.server_samples < MIN_GAUGE_SAMPLES:
+        return None
+    if other.server_queued is not None and other.server_queued >= queued / 2:
+        return None
+    held_below = row.server_running_max is not None and row.server_running_max < row.target_c
+    declared_below = declared_cap is not None and declared_cap < row.target_c
+    if not (held_below or declared_below):
+        return None
+    if held_below:
+        assert row.server_running_max is not None
+        cap = f"capped at {row.server_running_max:.0f} running"
+        if declared_cap is not None:
+            cap += f" (max_running_requests {declared_cap})"
+    else:
+        cap = f"capped at {declared_cap} running (max_running_requests)"
+    return f"{name} queued {_plural(queued, 'request')} on average: {cap}"
+
+
+def _side(name: str, row: StepRow, other: StepRow, declared_cap: int | None) -> list[str]:
+    found = []
+    queue = _queue_reason(name, row, other, declared_cap)
+    if queue:
+        found.append(queue)
     if row.server_kv_usage is not None and row.server_kv_usage >= KV_FULL:
         found.append(f"{name} KV cache {row.server_kv_usage:.0%} full")
     if row.client_cpu_max is not None and row.client_cpu_max > CLIENT_BOUND_CPU:
@@ -44,13 +75,15 @@ def accept_length(row: StepRow) -> float | None:
     return row.server_accept_length if row.server_accept_length is not None else row.accept_length
 
 
-def level_why(base: StepRow, spec: StepRow, spec_rows: Sequence[StepRow], *, acceptance: bool = True) -> str | None:
+def level_why(base: StepRow, spec: StepRow, spec_rows: Sequence[StepRow], *, acceptance: bool = True,
+              caps: tuple[int | None, int | None] = (None, None)) -> str | None:
     """The reasons for one level, joined by '; ', or None when the data show none.
 
     ``acceptance=False`` leaves out the server's acceptance drop, for levels whose decomposition line
-    (``load_why``) already tells how acceptance moved.
+    (``load_why``) already tells how acceptance moved. ``caps``: the baseline's and the spec server's declared
+    ``max_running_requests`` (None where not declared).
     """
-    reasons = [*_side("spec", spec, base), *_side("baseline", base, spec)]
+    reasons = [*_side("spec", spec, base, caps[1]), *_side("baseline", base, spec, caps[0])]
     measured = [r for r in spec_rows if r.window_s and accept_length(r) is not None]
     first = min(measured, key=lambda r: r.target_c) if measured else None
     now = accept_length(spec)
