@@ -111,6 +111,10 @@ def test_comparison_explains_the_cap(runs: dict[str, Any], tmp_path: Path) -> No
     assert at[8].why is None
     assert at[60].why is not None and at[60].why.startswith("spec queued 1")
     assert "capped at 48 running" in at[60].why
+    # The decomposition's independent check: the records' tokens per pass against the server's own counters.
+    checked = [lv.decomposition for lv in comparison.levels
+               if lv.decomposition is not None and lv.decomposition.server_gap is not None]
+    assert len(checked) == 2 and all(abs(d.server_gap or 0) < 0.1 for d in checked), checked
     capped = [w for w in comparison.warnings if w.code == "spec_max_running_lower"]
     assert len(capped) == 1 and "ran at most 48 requests while 60 were in flight at C=60" in capped[0].message
     text = render_comparison(comparison)

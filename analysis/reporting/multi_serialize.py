@@ -13,7 +13,7 @@ from analysis.reporting.render import decompositions
 from analysis.reporting.serialize import clean, method_json, run_json, warning_json
 from analysis.verdicts.multi import MultiComparison
 
-MULTI_SCHEMA = 1
+MULTI_SCHEMA = 2  # 2: decomposition rows as comparison.json schema 2
 MULTI_CSV_FIELDS: tuple[str, ...] = ("target_c", "config", "is_baseline", "tok_s", "ratio", "ratio_low",
                                      "ratio_high", "is_best", "policy_uses")
 

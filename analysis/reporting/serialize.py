@@ -22,7 +22,7 @@ from analysis.verdicts.compare import Comparison, LevelComparison
 from analysis.verdicts.decompose import Decomposition
 
 SUMMARY_SCHEMA = 1
-COMPARISON_SCHEMA = 1
+COMPARISON_SCHEMA = 2  # 2: decomposition rows lost "gap" (a covariance), gained server_tokens_per_pass, server_gap
 STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(StepRow))
 LEVEL_FIELDS: tuple[str, ...] = (
     "target_c", "spec_tok_s", "baseline_tok_s", "ratio", "ratio_low", "ratio_high", "winner", "interval_method",

@@ -14,7 +14,9 @@ The factors are request-weighted means over the level's measured ok requests, ea
 (the per-request speed is a user's figure): the mean pass time, and tokens per pass as the inverse of the mean
 passes per token, the mean that composes with per-request time (the arithmetic mean of each request's tokens
 per pass would not). The identity then holds exactly but for the covariance of a request's pass time with its
-acceptance inside a level, and the gap between the product and the measured ratio says how small that is.
+acceptance inside a level; product and measured come from the same times, so their difference checks nothing
+independent. What can be checked is the tokens-per-pass factor: where the records carry passes and the server
+reports its own acceptance over the window, ``server_gap`` holds the one against the other.
 Speeds are taken as mean time per token, not mean tokens/s: a request whose chunks reached a stalled client all at once
 has a near-zero decode time, which would dominate a mean of speeds. Tokens per pass is also given
 token-weighted (sum of tokens / sum of passes), which leans towards long answers; with equal lengths the two
@@ -83,12 +85,19 @@ class Decomposition:
     measured: Estimate  # per-request speed ratio: baseline mean time per token / spec's
     spec_tokens_per_pass: tuple[float, ...] = ()  # per request, for the acceptance histograms
     spec_categories: tuple[str, ...] = ()  # the same requests' categories
+    server_tokens_per_pass: float | None = None  # the server's own acceptance over the window, where the records
+    # carried the passes (an independent figure); None where the server's figure is itself the factor, or absent
 
     @property
-    def gap(self) -> float | None:
-        """product / measured - 1: how far the identity holds at this level."""
-        p, m = self.product.value, self.measured.value
-        return p / m - 1 if p is not None and m else None
+    def server_gap(self) -> float | None:
+        """Records' token-weighted tokens per pass / the server's own over the window - 1.
+
+        The one check of the decomposition against a figure it was not computed from: product and measured come
+        from the same per-request times (they differ only by the covariance of pass time and acceptance inside
+        the level, zero when one acceptance figure stands for every request), so their ratio checks nothing. The
+        server's counters sum tokens and passes over the window, hence the token-weighted figure."""
+        own, server = self.spec.tokens_per_pass_tok.value, self.server_tokens_per_pass
+        return own / server - 1 if own is not None and server else None
 
 
 @dataclass(frozen=True)
@@ -168,8 +177,9 @@ def decompose_level(target_c: int, baseline: Sequence[RequestRecord], spec: Sequ
                     n_boot: int = N_BOOT) -> Decomposition | None:
     """The decomposition of one level from both runs' measured ok requests; None without figures on a side.
 
-    ``server_accept`` (the spec server's acceptance length over the window and its kind) is used only when
-    no spec record carries per-request passes.
+    ``server_accept`` (the spec server's acceptance length over the window and its kind) stands in for the
+    records' passes only when no spec record carries them; otherwise it is kept as the independent check
+    (``Decomposition.server_gap``).
     """
     base_req, spec_req = _baseline_requests(baseline), _spec_requests(spec, server_accept)
     if len(base_req.tokens) == 0 or len(spec_req.tokens) == 0:
@@ -195,4 +205,5 @@ def decompose_level(target_c: int, baseline: Sequence[RequestRecord], spec: Sequ
         measured=_estimate(s_point["speed"][0] / b_point["speed"][0], measured_boot),
         spec_tokens_per_pass=tuple(float(v) for v in spec_req.tokens / spec_req.passes),
         spec_categories=spec_req.categories,
+        server_tokens_per_pass=server_accept[0] if server_accept is not None and not fixed else None,
     )

@@ -44,6 +44,22 @@ def test_server_acceptance_stands_in_without_per_request_figures() -> None:
     assert d.spec.source.startswith("server /metrics accepted/verify counters")
     assert d.pass_cost.value == pytest.approx(2.0)
     assert decompose_level(1, base, spec) is None  # neither source: no decomposition rather than a guess
+    assert d.server_tokens_per_pass is None and d.server_gap is None  # the factor itself: nothing to check it by
+
+
+def test_the_server_own_acceptance_checks_the_records_where_both_exist() -> None:
+    """The one independent check: records' passes against the server's counters over the window. Product and
+    measured share their times, so with one acceptance for every request they agree by construction."""
+    base = [_record(41, 10.0, None) for _ in range(4)]
+    spec = [_record(41, 20.0, 16, {"verify_ct": 16}), _record(41, 30.0, 24, {"verify_ct": 24})] * 2
+    agreeing = decompose_level(1, base, spec, server_accept=(2.0, "counters"))
+    assert agreeing is not None and agreeing.server_tokens_per_pass == 2.0
+    assert agreeing.spec.tokens_per_pass_tok.value == pytest.approx(80 / 40)
+    assert agreeing.server_gap == pytest.approx(0.0)
+    told = decompose_level(1, base, spec, server_accept=(2.5, "counters"))  # the server claims more acceptance
+    assert told is not None and told.server_gap == pytest.approx(2.0 / 2.5 - 1)
+    same_times = decompose_level(1, base, [_record(41, 20.0, 20)] * 4, server_accept=(1.6, "counters"))
+    assert same_times is not None and same_times.product.value == pytest.approx(same_times.measured.value)
 
 
 def test_why_names_both_when_neither_dominates() -> None:
