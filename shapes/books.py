@@ -64,6 +64,7 @@ class StepBook:
     users_lost: int = 0  # users that ran on workers lost during this step
     lost_requests: int = 0  # requests of this step in flight on a lost worker: never recorded
     load_cpu: dict[str, float] | None = None  # percent of one core per load process (shapes.loadcpu)
+    paused_s: float = 0.0  # seconds the load process stood still during the step (shapes.pauses)
 
 
 def own_stable_s(records: Sequence[RequestRecord], since_s: float, users_needed: int) -> float | None:
@@ -183,14 +184,19 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str =
         step["lost_requests"] = book.lost_requests
     if book.load_cpu is not None:
         step["load_cpu"] = book.load_cpu
+    if book.paused_s:
+        step["paused_s"] = round(book.paused_s, 2)
     return step
 
 
 def loss_flags(book: StepBook) -> list[str]:
-    """``worker_lost`` when a worker died during the step; ``client_bound`` when a load process ran hot."""
+    """``worker_lost`` when a worker died during the step; ``client_bound`` when a load process ran hot;
+    ``client_paused`` when the load process stood still (shapes.pauses)."""
     flags = ["worker_lost"] if book.users_lost or book.lost_requests else []
     if book.load_cpu is not None and client_bound(book.load_cpu):
         flags.append("client_bound")
+    if book.paused_s:
+        flags.append("client_paused")
     return flags
 
 

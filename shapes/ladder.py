@@ -40,6 +40,7 @@ from shapes.budget import describe_forecast, describe_plan, step_share
 from shapes.collector import RequestCollector
 from shapes.live import LOG_ONLY, LiveStep
 from shapes.loadcpu import LoadCpu
+from shapes.pauses import PauseWatch, steady_clock
 from shapes.satstop import HOLD_MAX_S, SaturationStop
 
 log = logging.getLogger("specbench.ladder")
@@ -61,6 +62,7 @@ class ConcurrencyLadder(LoadTestShape):
         self.on_step_closed: list[Callable[[StepRecord], None]] = []
         self.settings = SuiteSettings.from_options(None)  # the defaults, until a Start brings options
         self._cpu: LoadCpu | None = None
+        self.pause_watch = PauseWatch()  # the load process's own pauses (shapes.pauses)
         #: set by the hooks on a master: each worker's latest (CPU seconds, its monotonic time), by name
         self.worker_cpu: Callable[[], dict[str, tuple[float, float]]] | None = None
         self.levels: list[int] = list(self.settings.ladder)
@@ -87,6 +89,10 @@ class ConcurrencyLadder(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         now = time.time()
+        missed = self.pause_watch.observe(now, steady_clock())
+        if missed:
+            log.warning("the load process stood still for %.1f s (paused, suspended or frozen): this step's figures "
+                        "are the client's, not the server's; it is flagged client_paused", missed)
         self._sample_cpu()
         self._close_ready_books(force=False)
         if self._finished:
@@ -172,6 +178,7 @@ class ConcurrencyLadder(LoadTestShape):
         self._quiet_since: float | None = None
         self._finished = False
         self.completed = False  # the whole ladder ran and drained on its own
+        self.pause_watch = PauseWatch()
 
     def _broadcast(self) -> None:
         if self.runner is not None:
@@ -293,6 +300,7 @@ class ConcurrencyLadder(LoadTestShape):
     def _end_step(self, book: StepBook, now: float, ended_by: str) -> None:
         book.end_s = now
         book.load_cpu = self.cpu.finish()
+        book.paused_s = self.pause_watch.paused_s(book.start_s, now)
         book.ended_by = ended_by
         self.live.end_s = now
         self._broadcast()

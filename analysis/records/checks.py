@@ -34,13 +34,14 @@ PROMPT_CACHE_MISMATCH = "prompt_cache_mismatch"
 SERVER_TOKEN_GAP = "server_token_gap"
 CLIENT_BOUND = "client_bound"
 CLIENT_LAG = "client_lag"
+CLIENT_PAUSED = "client_paused"
 DROPPED_REQUESTS = "dropped_requests"
 LOW_RATE = "low_rate"
 WARNING_CODES: tuple[str, ...] = (
     LOW_CONCURRENCY, FEW_REQUESTS, SINGLE_PROMPT, CHUNK_COUNTED_TOKENS, ERROR_RATE, PARTIAL_RUN, NO_WINDOW,
     MISSING_META, SETTINGS_MISMATCH, SPEC_NOT_SPECULATIVE, BASELINE_SPECULATIVE, SPEC_MAX_RUNNING_LOWER,
     UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH, SERVER_TOKEN_GAP, CLIENT_BOUND,
-    DROPPED_REQUESTS, LOW_RATE, CLIENT_LAG,
+    DROPPED_REQUESTS, LOW_RATE, CLIENT_LAG, CLIENT_PAUSED,
 )
 
 
@@ -90,8 +91,13 @@ def window_problems(row: StepRow) -> list[tuple[str, str]]:
 
 
 def client_problems(row: StepRow) -> list[tuple[str, str]]:
-    """The load side limited the step: a process ran hot over it, or requests went on the wire late."""
+    """The load side limited the step: it stood still, a process ran hot over it, or requests went on the wire
+    late."""
     found = []
+    if row.client_paused_s > 0:
+        found.append((CLIENT_PAUSED, f"the load process stood still for {row.client_paused_s:.1f} s during this step "
+                      "(paused, suspended or frozen): no request was sent or read meanwhile, so its throughput and "
+                      "latencies measure the client; no verdict at this level; run it again"))
     if row.client_cpu_max is not None and row.client_cpu_max > CLIENT_BOUND_CPU:
         found.append((CLIENT_BOUND, f"a load process used {row.client_cpu_max:.0%} of a core (over "
                       f"{CLIENT_BOUND_CPU:.0%}): the client may have limited this step (late reads inflate TTFT and "

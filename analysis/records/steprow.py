@@ -52,6 +52,7 @@ class StepRow:
     server_gen_tok_s: float | None = None  # the server's generation-token counter as a rate
     server_token_gap: float | None = None  # server_gen_tok_s / client tok/s over the same span - 1
     client_cpu_max: float | None = None  # the busiest load process's CPU over the step, 1.0 = one core
+    client_paused_s: float = 0.0  # seconds the load process stood still during the step (steps.jsonl paused_s)
     send_lag_p50_ms: float | None = None  # from a user being ready to its request on the wire (send_lag_ms)
     send_lag_p90_ms: float | None = None
     target_rate: float | None = None  # open loop: requests/s asked for (target_c is then 0)

@@ -85,9 +85,11 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     warnings: list[ValidityWarning] = []
     cpu = {s["index"]: max(s["load_cpu"].values()) / 100.0 if s.get("load_cpu") else None for s in run.steps}
     refined = {s["index"] for s in run.steps if s.get("refined")}
+    paused = {s["index"]: float(s.get("paused_s") or 0.0) for s in run.steps}
     for window in step_windows(run):
         row = with_server_side(summarize_step(run, window, slo), run, window)
         row, found = flag_step(run_name, replace(row, client_cpu_max=cpu.get(window.index),
+                                                 client_paused_s=paused.get(window.index, 0.0),
                                                  refined=window.index in refined))
         warnings.extend(found)
         rows.append(row)

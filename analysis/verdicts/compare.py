@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from analysis.records.checks import NO_INTERVAL, ValidityWarning
+from analysis.records.checks import CLIENT_PAUSED, NO_INTERVAL, ValidityWarning
 from analysis.records.server_side import in_window, server_accept_source
 from analysis.records.steps import StepWindow, measured_ok, overlapping, step_windows
 from analysis.records.summary import RunSummary, StepRow, run_label, summarize_run
@@ -162,19 +162,27 @@ def compare_runs(
     for lv in levels:
         bad = [(name, row) for name, row in (("baseline", lv.baseline), ("spec", lv.spec))
                if row.error_rate is not None and row.error_rate > limit]
+        paused = [(name, row) for name, row in (("baseline", lv.baseline), ("spec", lv.spec)) if row.client_paused_s]
         if bad:
             why = ", ".join(f"{name} {row.error_rate:.0%} of {row.requests_total} requests failed"
                             for name, row in bad)
             notes.append(ValidityWarning(TOO_MANY_ERRORS, f"C={lv.target_c}: no verdict at this level: {why} "
                                          f"(above --max-error-rate {limit:.0%})", None, lv.target_c))
+        elif paused:
+            why = ", ".join(f"{name}'s load process stood still {row.client_paused_s:.1f} s" for name, row in paused)
+            notes.append(ValidityWarning(CLIENT_PAUSED, f"C={lv.target_c}: no verdict at this level: {why} (the "
+                                         "figures measure the client); run it again", None, lv.target_c))
         else:
             judged.append(lv)
     points = [RatioPoint(lv.target_c, lv.ratio, lv.ratio_low, lv.ratio_high) for lv in judged
               if lv.ratio is not None]
     verdict = judge(points)
     if not points and len(judged) < len(levels):
-        verdict = Verdict("no_levels", f"no verdict: every level measured in both runs had an error rate above "
-                          f"{limit:.0%}; fix the server (see the warnings) and run again")
+        withheld = {w.code for w in notes if w.code in (TOO_MANY_ERRORS, CLIENT_PAUSED)}
+        why = " or ".join(([f"had an error rate above {limit:.0%}"] if TOO_MANY_ERRORS in withheld else [])
+                          + (["ran while a load process stood still"] if CLIENT_PAUSED in withheld else []))
+        verdict = Verdict("no_levels", f"no verdict: every level measured in both runs {why}; see the warnings, "
+                          "fix what they name and run again")
     priced = [LevelThroughput(lv.target_c, lv.spec.throughput_tok_s, lv.baseline.throughput_tok_s)
               for lv in judged if lv.spec.throughput_tok_s is not None and lv.baseline.throughput_tok_s is not None]
     warnings = (*base_sum.warnings, *spec_sum.warnings, *pair_warnings(base_sum, spec_sum), *notes)
