@@ -63,3 +63,8 @@ def rate_held(sent: int, target_rate: float, window_s: float, arrivals: str) -> 
     if arrivals == "poisson":
         slack = max(slack, 3 * math.sqrt(expected))
     return sent >= expected - slack
+
+# A --time-budget: the share kept back for the last step's requests to finish, and the least time a step's share
+# may be (its warm-up and a window); a plan whose levels would get less is refused before any request is sent.
+DRAIN_RESERVE = 0.05
+MIN_STEP_SHARE_S = 2.0

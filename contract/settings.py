@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import math
 import os
 import re
 import time
@@ -47,7 +48,7 @@ import yaml
 from contract.apis import APIS
 from contract.lengths import LengthError, parse_length, parse_shared_prefix
 from contract.limits import LIMITS, LimitError, check_limit, check_processes, check_scale, load_processes
-from contract.policy import DEFAULT_LADDER
+from contract.policy import DEFAULT_LADDER, DRAIN_RESERVE, MIN_STEP_SHARE_S
 from contract.redact import looks_like_env_name, register_key_env
 from contract.slo import SloError, parse_rates, parse_slo
 from contract.traces import FORMATS as TRACE_FORMATS
@@ -231,6 +232,32 @@ def parse_duration(text: str, where: str = "--time-budget") -> float:
     return seconds
 
 
+def parse_budget(text: str | None, where: str = "--time-budget") -> float:
+    """A --time-budget in seconds; empty or zero in any unit ('0', '0s', '0m') means none (0.0)."""
+    raw = str(text or "").strip().lower()
+    if not raw or re.fullmatch(r"(?:0+(?:\.0*)?[hms]?)+", raw):
+        return 0.0
+    return parse_duration(str(text), where)
+
+
+def duration_arg(seconds: float) -> str:
+    """Seconds as a --time-budget value a child reads back exactly enough: '90s', '0.5s' (never '0s' for 0.5)."""
+    return f"{seconds:.1f}".rstrip("0").rstrip(".") + "s"
+
+
+def check_budget_fits(budget_s: float, levels: int, where: str = "--time-budget") -> None:
+    """Refuse a plan whose levels would each get less than ``MIN_STEP_SHARE_S``: every window would be empty."""
+    if budget_s <= 0 or levels <= 0:
+        return
+    share = budget_s * (1 - DRAIN_RESERVE) / levels
+    if share < MIN_STEP_SHARE_S:
+        needed = math.ceil(MIN_STEP_SHARE_S * levels / (1 - DRAIN_RESERVE))
+        shown = math.floor(share * 100) / 100  # never rounded up to the floor it missed
+        raise SettingsError(f"{where}: {budget_s:g} s for {levels} levels gives each {shown:.2f} s; a step needs at "
+                            f"least {MIN_STEP_SHARE_S:g} s (its warm-up and a window): give at least {needed} s or "
+                            "fewer levels")
+
+
 def parse_ladder(text: str, where: str = "--ladder") -> list[int]:
     """'1,2,5' -> [1, 2, 5]; every level a positive whole number."""
     levels: list[int] = []
@@ -294,8 +321,7 @@ def _rates(text: Any, where: str) -> list[float]:
 
 
 def _check_budget(text: str, flag: str) -> None:
-    if text:
-        parse_duration(text, flag)
+    parse_budget(text, flag)
 
 
 _NAME_MAX_BYTES = 255  # one file-name component on Linux, macOS and Windows file systems
@@ -484,6 +510,8 @@ class SuiteSettings:
         if self.rate_ladder and self.load_mode == "users":
             raise SettingsError("--rate-ladder: open loop walks request rates; it cannot be combined with "
                                 "--load-mode users (which holds a user count)")
+        if self.load_mode != "users" and not self.trace:
+            check_budget_fits(parse_budget(self.time_budget), len(self.rate_ladder or self.ladder))
         self._validate_trace()
 
     def _validate_trace(self) -> None:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import math
 
+from contract.policy import DRAIN_RESERVE
 from contract.settings import SettingsError, parse_duration
-
-DRAIN_RESERVE = 0.05  # of the budget, kept back for the last step's requests to finish
 
 BudgetError = SettingsError  # a duration that cannot be read; the message names the flag and what was expected
 __all__ = ["BudgetError", "describe_forecast", "describe_plan", "fmt_duration", "halfwidth_for", "parse_duration",

@@ -25,7 +25,7 @@ from locust.runners import MasterRunner
 from analysis.stats.batch_means import window_precision
 from contract.messages import STEP_MESSAGE
 from contract.schema import StepRecord
-from contract.settings import SuiteSettings, parse_duration, settings_of
+from contract.settings import SuiteSettings, parse_budget, settings_of
 from shapes.books import (
     StepBook,
     close_step,
@@ -234,9 +234,9 @@ class ConcurrencyLadder(LoadTestShape):
     def _plan_budget(self, book: StepBook, now: float) -> None:
         """With --time-budget: this step's share of what is left, the plan (first step), the forecast."""
         cfg = self.settings
-        if not cfg.time_budget or self.users_mode:
+        budget_s = parse_budget(cfg.time_budget)
+        if not budget_s or self.users_mode:
             return
-        budget_s = parse_duration(cfg.time_budget)
         if book.index == 0:
             log.info(describe_plan(list(self.levels), budget_s, cfg.max_step_time, cfg.step_ci))
         elapsed = now - self.books[0].start_s if self.books else 0.0

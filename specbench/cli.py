@@ -31,8 +31,10 @@ from contract.settings import (
     SettingsError,
     SuiteSettings,
     add_option,
+    check_budget_fits,
     default_run_dir,
-    parse_duration,
+    duration_arg,
+    parse_budget,
     passthrough_argv,
 )
 from locustfiles.target import start_emulator_process
@@ -200,7 +202,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
     budget = _budget(args)
     host = check_host(args.host, "--host")
-    passthrough = passed_on(args) + (["--time-budget", f"{budget:.0f}s"] if budget else []) + extra
+    passthrough = passed_on(args) + (["--time-budget", duration_arg(budget)] if budget else []) + extra
     settings = _validated(args, [*passthrough, "--label", args.label])
     check_key_and_url(host, "--host", settings.api_key_env)
     run_dir = Path(args.out) if args.out else default_run_dir(args.label)
@@ -235,7 +237,7 @@ def _validated(args: argparse.Namespace, child_options: list[str]) -> SuiteSetti
 
 def _budget(args: argparse.Namespace) -> float:
     """--time-budget in seconds (0: none); a bad value is a one-line error, exit 2."""
-    return parse_duration(args.time_budget, "--time-budget") if args.time_budget not in ("", "0") else 0.0
+    return parse_budget(args.time_budget, "--time-budget")
 
 
 def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
@@ -258,13 +260,17 @@ def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
 
 
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
-    from specbench.compare import CompareJob, run_compare
+    from specbench.compare import CompareJob, ladder_share, run_compare
 
     budget = _budget(args)
     refine = refine_levels(args)
     targets = [(name, check_host(url, f"--spec {name}")) for name, url in spec_targets(args.spec)]
     baseline = check_host(args.baseline, "--baseline")
     settings = _validated(args, passed_on(args) + extra)
+    if budget:  # each ladder's first share, checked as its child will check it, before any server is asked
+        share = ladder_share(budget, len(targets) + 1, refine)
+        check_budget_fits(share, len(settings.rate_ladder or settings.ladder),
+                          f"--time-budget (a ladder's share, {duration_arg(share)})")
     for flag, url in [("--baseline", baseline), *((f"--spec {name}", url) for name, url in targets)]:
         check_key_and_url(url, flag, settings.api_key_env)
     out = Path(args.out) if args.out else Path("reports") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -17,6 +17,7 @@ import yaml
 from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from contract.redact import redact
 from contract.schema import LOG_FILE
+from contract.settings import duration_arg
 from locustfiles.auth import auth_headers
 from locustfiles.guards import EXIT_TOO_MANY_ERRORS
 from shapes.budget import fmt_duration
@@ -148,6 +149,11 @@ def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tup
     (out / "trace.json").write_text(json.dumps([c.to_json() for c in found], indent=1), encoding="utf-8")
 
 
+def ladder_share(budget_s: float, runs: int, refine_levels: int) -> float:
+    """The first ladder's share of a compare's --time-budget: the runs share what refinement leaves equally."""
+    return (budget_s * (1 - REFINE_SHARE) if refine_levels else budget_s) / max(1, runs)
+
+
 def run_compare(job: CompareJob) -> int:
     job.out.mkdir(parents=True, exist_ok=True)
     api = job.common_api()
@@ -158,12 +164,12 @@ def run_compare(job: CompareJob) -> int:
     if job.time_budget_s:
         print(f"time budget {fmt_duration(job.time_budget_s)} for all {len(order)} runs: each ladder gets an equal "
               "part of what is left when it starts and shares it between its steps", flush=True)
-    ladders_s = job.time_budget_s * (1 - REFINE_SHARE) if job.refine_levels else job.time_budget_s
+    ladders_s = ladder_share(job.time_budget_s, 1, job.refine_levels)
     for n, (name, pre) in enumerate(order):
         budget: list[str] = []
         if job.time_budget_s:
             share = max(1.0, (ladders_s - (time.monotonic() - began)) / (len(order) - n))
-            budget = ["--time-budget", f"{share:.0f}s"]
+            budget = ["--time-budget", duration_arg(share)]
             print(f"{name}: {fmt_duration(share)} of the budget", flush=True)
         outcome = run_ladder(name, pre.identity.url, dirs[name], api=api, suite_config=job.suite_config,
                              processes=job.processes, extra=[*budget, *job.extra], flush=job.flush_cache,

@@ -30,6 +30,7 @@ from analysis.verdicts.refine import (
 from analysis.verdicts.slo_compare import Capacity, capacity
 from contract.schema import ANSWERS_FILE, RECORDS_FILE, STEPS_FILE, iter_jsonl, read_steps
 from contract.server_metrics import SERVER_METRICS_FILE
+from contract.settings import duration_arg
 from shapes.budget import fmt_duration
 
 REFINE_SHARE = 0.25  # of a --time-budget kept for refinement when it is on (the ladders share the rest)
@@ -121,7 +122,7 @@ def added_level_options(levels: list[float], share: float | None, *, rate_mode: 
                         ) -> list[str]:
     """Options of a short run of just ``levels`` (request rates in rate mode): its share of the time budget, the
     job's own options, and no skipping after saturation (an added level is measured on every server)."""
-    budget = ["--time-budget", f"{share:.0f}s"] if share else []
+    budget = ["--time-budget", duration_arg(share)] if share else []
     ladder = ["--rate-ladder" if rate_mode else "--ladder", ",".join(f"{level:g}" for level in levels)]
     return [*budget, *extra, *ladder, "--stop-after-saturation", "-1"]
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from contract.settings import SettingsError, SuiteSettings
+from contract.settings import SettingsError, SuiteSettings, check_budget_fits, duration_arg, parse_budget
 from shapes.books import own_stable_s, step_min_requests, warmup_stable_s
 from shapes.budget import (
     BudgetError,
@@ -17,6 +21,8 @@ from shapes.budget import (
     step_share,
     time_for,
 )
+from specbench.launch import free_port
+from tests.conftest import REPO
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("30m", 1800), ("1h30m", 5400), ("90s", 90), ("900", 900),
@@ -74,3 +80,43 @@ def test_a_first_step_sets_its_stable_time_once_half_its_users_have_a_first_requ
     slow = [rec("a", 10.0, 1.5), rec("b", 10.0, 2.5), rec("c", 10.0, None, "timeout"), rec("z", 9.0, 0.1)]
     assert own_stable_s(slow, 10.0, 6) == 5.0  # the timeout has no TTFT; z's request is the previous step's
     assert own_stable_s([rec("c", 10.0, None, "timeout")] * 2, 10.0, 2) is None  # no TTFT at all: no rule
+
+
+@pytest.mark.parametrize("text", ["", "0", "0s", "0m", "0h0m", "0.0s"])
+def test_zero_in_any_unit_means_no_budget(text: str) -> None:
+    assert parse_budget(text) == 0.0
+
+
+def test_a_share_is_passed_on_as_the_child_reads_it_back() -> None:
+    for seconds in (0.5, 1.3, 90.0, 3599.9):
+        assert parse_budget(duration_arg(seconds)) == pytest.approx(seconds, abs=0.05)
+    assert duration_arg(0.5) == "0.5s"  # was "0s", which the child refused as "got '0s'"
+
+
+def test_a_plan_that_cannot_fit_is_refused_and_its_near_miss_is_not() -> None:
+    check_budget_fits(106.0, 50)  # 106 * 0.95 / 50 = 2.01 s a step: it fits
+    with pytest.raises(SettingsError, match=r"50 levels gives each 1\.99 s.*at least 106 s"):
+        check_budget_fits(105.0, 50)
+
+
+def _specbench(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    began = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "specbench.cli", *args], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    return proc, time.monotonic() - began
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_budget_too_small_for_the_ladder_is_refused_before_any_server_is_asked(tmp_path: Path,
+                                                                                 command: str) -> None:
+    """50 levels in 5 s ran 54 s with every window empty; now one line, exit 2, no server contacted (nothing
+    listens on the port: a contacted server would have been a 'connection refused')."""
+    url = f"http://127.0.0.1:{free_port()}"
+    ladder = ",".join(str(c) for c in range(1, 51))
+    targets = ["--host", url, "--label", "x"] if command == "run" else ["--baseline", url, "--spec", url]
+    proc, _took = _specbench(command, *targets, "--ladder", ladder, "--time-budget", "5s",
+                             "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "refused" not in proc.stderr
+    assert "--time-budget" in proc.stderr and "50 levels gives each" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()
