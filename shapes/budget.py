@@ -16,8 +16,8 @@ from contract.policy import DRAIN_RESERVE
 from contract.settings import SettingsError, parse_duration
 
 BudgetError = SettingsError  # a duration that cannot be read; the message names the flag and what was expected
-__all__ = ["BudgetError", "describe_forecast", "describe_plan", "fmt_duration", "halfwidth_for", "parse_duration",
-           "step_share", "time_for"]
+__all__ = ["BudgetError", "budget_grace_s", "describe_forecast", "describe_plan", "fmt_duration", "halfwidth_for",
+           "parse_duration", "step_share", "time_for"]
 
 
 def fmt_duration(seconds: float) -> str:
@@ -34,6 +34,12 @@ def step_share(budget_s: float, elapsed_s: float, levels_left: int, max_step_tim
     """Seconds the next step may run: what is left of the budget (less the drain reserve) per level left."""
     left = budget_s * (1 - DRAIN_RESERVE) - elapsed_s
     return max(1.0, min(max_step_time, left / max(1, levels_left)))
+
+
+def budget_grace_s(budget_s: float) -> float:
+    """How long past the budget's end the final drain may wait for requests in flight: 10% of the budget, at
+    least 5 s (the last step's requests are usually a few seconds long and their records finish its window)."""
+    return max(5.0, 0.1 * budget_s)
 
 
 def time_for(target: float, window_s: float, halfwidth: float) -> float:

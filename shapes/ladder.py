@@ -36,7 +36,7 @@ from shapes.books import (
     warmup_end,
     warmup_stable_s,
 )
-from shapes.budget import describe_forecast, describe_plan, step_share
+from shapes.budget import budget_grace_s, describe_forecast, describe_plan, step_share
 from shapes.collector import RequestCollector
 from shapes.live import LOG_ONLY, LiveStep
 from shapes.loadcpu import LoadCpu
@@ -179,6 +179,8 @@ class ConcurrencyLadder(LoadTestShape):
         self._finished = False
         self.completed = False  # the whole ladder ran and drained on its own
         self.pause_watch = PauseWatch()
+        self._budget_s = 0.0  # --time-budget in seconds, from the first step's start (0: none)
+        self._budget_end: float | None = None  # wall clock when the budget is spent
 
     def _broadcast(self) -> None:
         if self.runner is not None:
@@ -237,6 +239,8 @@ class ConcurrencyLadder(LoadTestShape):
         budget_s = parse_budget(cfg.time_budget)
         if not budget_s or self.users_mode:
             return
+        if book.index == 0:
+            self._budget_s, self._budget_end = budget_s, now + budget_s
         if book.index == 0:
             log.info(describe_plan(list(self.levels), budget_s, cfg.max_step_time, cfg.step_ci))
         elapsed = now - self.books[0].start_s if self.books else 0.0
@@ -330,14 +334,22 @@ class ConcurrencyLadder(LoadTestShape):
             self.collector.drop_steps_before(book.index)
 
     def _drain_tick(self, now: float) -> tuple[int, float] | None:
-        """Users start nothing new while draining; once nothing is in flight, stop them and end the test."""
+        """Users start nothing new while draining; once nothing is in flight, stop them and end the test.
+
+        With a --time-budget the drain ends at the budget's end plus ``budget_grace_s`` whatever is in flight: a
+        server that went silent would otherwise hold a 10 s budget until --read-timeout or --request-timeout
+        (minutes). Requests still in flight then are recorded as cancelled, and the log says how many."""
         timed_out = now - self._drain_started > self.settings.request_timeout + 10.0
         if self.collector.in_flight:
             self._quiet_since = None
         elif self._quiet_since is None:
             self._quiet_since = now
         quiet = self._quiet_since is not None and now - self._quiet_since >= DRAIN_QUIET_S
-        if quiet or timed_out:
+        spent = self._budget_end is not None and now >= self._budget_end + budget_grace_s(self._budget_s)
+        if spent and not quiet and self.collector.in_flight:
+            log.warning("time budget spent: %d request(s) still in flight are cancelled (the server answers too "
+                        "slowly or not at all)", len(self.collector.in_flight))
+        if quiet or timed_out or spent:
             self._close_ready_books(force=True)
             self._finished = True
             self.completed = not timed_out

@@ -260,3 +260,23 @@ def test_impossible_counts_fail_and_nothing_after_done_counts(tmp_path, mode, st
         assert {r["output_tokens"] for r in records} == {1}
     summary = compare_runs(load_run(run_dir), load_run(run_dir)).spec.rows[0]
     assert summary.throughput_tok_s is None or summary.throughput_tok_s >= 0
+
+
+# -- a --time-budget holds against a server that goes silent: the drain ends with the budget, not the timeouts ---
+
+@pytest.mark.parametrize("mode", ["silent_sse", "no_head"])
+def test_a_silent_server_cannot_hold_a_time_budget(tmp_path, mode):
+    """Before: a server silent after its head (or before it) held a 10 s budget until --read-timeout or
+    --request-timeout let go (123 s with the audit's settings). Now the drain ends 5 s after the budget's end
+    and the requests still in flight are recorded as cancelled."""
+    with tiny_server(mode) as server:
+        started = time.monotonic()
+        proc = locust(tmp_path, server.url, "--api", "chat", "--model", "m", "--ladder", "1,2", "--time-budget", "10s",
+                      "--warmup-time", "0.2", "--read-timeout", "90", "--request-timeout", "120",
+                      "--max-error-rate", "1", timeout=150)
+        took = time.monotonic() - started
+    assert "time budget spent" in proc.stderr, proc.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    records = read_jsonl(run_dir / "records.jsonl")
+    assert records and {r["status"] for r in records} == {"cancelled"}, records
+    assert took < 60, (took, proc.stderr[-2000:])  # 10 s + 5 s grace + Locust's start and stop
