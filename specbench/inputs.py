@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -117,8 +120,38 @@ def check_host(url: str, flag: str) -> str:
         raise InputError(str(exc)) from None
 
 
+def check_creatable(path: Path, flag: str) -> None:
+    """Refuse, before any server is asked, a directory that cannot be made: a symbolic link loop, a path under a
+    file, a file system that takes no directories (/proc, /sys) or no permission. The nearest existing
+    ancestor is tried for real (a directory made and removed there), so what the kernel refuses is found now."""
+    shown = redact(str(path))
+    probe = path
+    while True:
+        try:
+            st = os.stat(probe)
+        except FileNotFoundError:
+            if probe.parent == probe:
+                return
+            probe = probe.parent
+            continue
+        except OSError as exc:  # ELOOP, ENAMETOOLONG, EACCES on a parent
+            raise InputError(f"{flag}: {shown}: {exc.strerror or exc}") from None
+        break
+    if not stat.S_ISDIR(st.st_mode):
+        where = "" if probe == path else f" ({redact(str(probe))} is a file)"
+        raise InputError(f"{flag}: {shown} cannot be a directory{where}")
+    if probe == path:
+        return  # it exists: check_fresh_dir judges its content
+    try:
+        tempfile.TemporaryDirectory(dir=probe, prefix=".specbench-probe-").cleanup()
+    except OSError as exc:
+        raise InputError(f"{flag}: cannot create {shown} in {redact(str(probe))}: {exc.strerror or exc}") from None
+
+
 def check_fresh_dir(path: Path, flag: str, overwrite: bool, marker: str | None = None) -> None:
-    """Refuse to write into a non-empty directory (or over ``marker`` in it) unless ``overwrite``."""
+    """Refuse a directory that cannot be made (``check_creatable``), and one that holds something (or
+    ``marker``) unless ``overwrite``."""
+    check_creatable(path, flag)
     if overwrite or not path.exists():
         return
     if not path.is_dir():
