@@ -3,22 +3,57 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
-def json_objects(text: str, display: str, error: type[Exception],
+
+def decode_problem(text: str) -> tuple[Any, str | None]:
+    """``json.loads(text)`` and what is wrong with it beyond a syntax error (raised as JSONDecodeError): JSON
+    nested deeper than the parser can go, or a lone UTF-16 surrogate escape (``\\ud800`` without its pair),
+    which decodes to no character any file, header or hash can hold. (value, None) when it is fine."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return None, "JSON nested too deeply (hundreds of levels; a prompt needs two or three)"
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(value):
+        return None, "a lone UTF-16 surrogate escape (\\ud800-\\udfff without its pair) is not text"
+    return value, None
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
+def json_objects(text: str | Iterable[str], display: str, error: type[Exception],
                  expected: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """Each non-blank line as (line number, ``"FILE line N"``, object); ``error`` (one line naming the file and the
-    line) for a line that is not JSON, or not an object (``expected`` says what the object should hold)."""
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    line) for a line that is not JSON, or not an object (``expected`` says what the object should hold).
+    ``text`` is the whole file, or its lines as they are read (a file read line by line fails on its first bad
+    line without being read whole)."""
+    lines = text.splitlines() if isinstance(text, str) else text
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{display} line {lineno}"
         try:
-            obj = json.loads(line)
+            obj, problem = decode_problem(line)
         except json.JSONDecodeError as exc:
             raise error(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+        if problem:
+            raise error(f"{where}: {problem}")
         if not isinstance(obj, dict):
             raise error(f"{where}: expected a JSON object with {expected}")
         yield lineno, where, obj

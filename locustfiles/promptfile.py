@@ -18,11 +18,13 @@ imports the other. Importable without Locust.
 
 from __future__ import annotations
 
+import codecs
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from contract.jsonlines import json_objects
+from contract.jsonlines import decode_problem, json_objects
 from locustfiles.promptset import Prompt, PromptError, PromptSet, content_sha256
 from specbench_config import data_path
 
@@ -32,6 +34,7 @@ __all__ = ["BUILTIN_DIR", "first_turn", "load_builtin", "load_file"]
 BUILTIN_DIR = data_path("prompts")
 
 ROLES = ("system", "user", "assistant")
+MAX_FILE_BYTES = 2**30  # a prompt file's prompts are held in memory (ShareGPT's usual file is about 0.65 GiB)
 UNCATEGORIZED = "uncategorized"
 # ShareGPT speaker names seen in the wild, mapped to chat roles.
 _SHAREGPT_ROLES = {
@@ -53,19 +56,23 @@ def load_builtin(name: str) -> PromptSet:
 
 
 def load_file(path: Path, name: str, display: str) -> PromptSet:
-    """One file as the set ``name``; ``display`` is how messages and the set's ``source`` name the file."""
+    """One file as the set ``name``; ``display`` is how messages and the set's ``source`` name the file.
+
+    JSONL is read line by line, so a bad line fails as soon as it is read (a 2 GB file with a bad first line
+    was read whole, 4 GB of memory, before it was refused); a ShareGPT list is one JSON document and is read
+    whole. Either way a file over ``MAX_FILE_BYTES`` is refused up front: its prompts are held in memory."""
     try:
-        raw = path.read_bytes()
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise PromptError(f"{display}: {size / 2**30:.1f} GiB; a prompt file is held in memory, at most "
+                              f"{MAX_FILE_BYTES / 2**30:.0f} GiB is read (take a sample of it)")
+        with path.open("rb") as f:
+            if _first_text_byte(f) == b"[":
+                prompts, explicit, skipped = _parse_sharegpt(_decoded(f.read(), display), display, path.stem)
+            else:
+                prompts, explicit, skipped = _parse_jsonl(_text_lines(f, display), display, path.stem)
     except OSError as e:
         raise PromptError(f"{display}: cannot read file ({e.strerror or e})") from None
-    try:
-        content = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise PromptError(f"{display}: not UTF-8 text (bad byte at offset {e.start})") from None
-    if content.lstrip().startswith("["):
-        prompts, explicit, skipped = _parse_sharegpt(content, display, path.stem)
-    else:
-        prompts, explicit, skipped = _parse_jsonl(content, display, path.stem)
     if not prompts:
         extra = f" ({skipped} conversations skipped: empty or without a user turn)" if skipped else ""
         raise PromptError(f"{display}: no prompts found{extra}")
@@ -78,7 +85,31 @@ def load_file(path: Path, name: str, display: str) -> PromptSet:
     )
 
 
-def _parse_jsonl(content: str, display: str, stem: str) -> tuple[list[Prompt], list[bool], int]:
+def _first_text_byte(f: BinaryIO) -> bytes:
+    """The file's first byte that is not a byte-order mark or white space (b"" for none); rewinds the file."""
+    head = f.read(4096)
+    f.seek(0)
+    return head.removeprefix(codecs.BOM_UTF8).lstrip()[:1]
+
+
+def _decoded(raw: bytes, display: str) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise PromptError(f"{display}: not UTF-8 text (bad byte at offset {e.start})") from None
+
+
+def _text_lines(f: BinaryIO, display: str) -> Iterator[str]:
+    """The file's lines as text, decoded as they are read; a bad byte names its line and column."""
+    for lineno, raw in enumerate(f, start=1):
+        try:
+            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+        except UnicodeDecodeError as e:
+            raise PromptError(f"{display} line {lineno}: not UTF-8 text (bad byte at column {e.start + 1})") from None
+        yield line.rstrip("\r\n")
+
+
+def _parse_jsonl(content: str | Iterable[str], display: str, stem: str) -> tuple[list[Prompt], list[bool], int]:
     skipped = 0
     prompts: list[Prompt] = []
     explicit: list[bool] = []
@@ -199,9 +230,11 @@ def _recorded_line(obj: dict[str, Any], where: str, pid: str, category: str) -> 
 
 def _parse_sharegpt(content: str, display: str, stem: str) -> tuple[list[Prompt], list[bool], int]:
     try:
-        data = json.loads(content)
+        data, problem = decode_problem(content)
     except json.JSONDecodeError as e:
         raise PromptError(f"{display}: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    if problem:
+        raise PromptError(f"{display}: {problem}")
     if not isinstance(data, list):  # pragma: no cover - guarded by the "[" check
         raise PromptError(f"{display}: expected a JSON list of ShareGPT conversations")
     prompts: list[Prompt] = []

@@ -314,8 +314,53 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 def test_non_utf8_file(tmp_path: Path) -> None:
     path = tmp_path / "latin1.jsonl"
     path.write_bytes('{"prompt": "café"}\n'.encode("latin-1"))
-    with pytest.raises(PromptError, match=r"latin1\.jsonl: not UTF-8"):
+    with pytest.raises(PromptError, match=r"latin1\.jsonl line 1: not UTF-8 text \(bad byte at column 16\)"):
         load_prompts(str(path))
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    ('{"prompt": "a\\ud800b"}\n', r"line 1: a lone UTF-16 surrogate escape"),
+    ('{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}\n", r"line 1: JSON nested too deeply"),
+    ("[" * 100_000 + "]" * 100_000, r"odd\.jsonl: JSON nested too deeply"),  # read as ShareGPT
+])
+def test_hostile_json_is_one_line_naming_the_place(tmp_path: Path, content: str, said: str) -> None:
+    """Before: a traceback (UnicodeEncodeError when the set was hashed; RecursionError in the parser)."""
+    path = tmp_path / "odd.jsonl"
+    path.write_text(content)
+    with pytest.raises(PromptError, match=said):
+        load_prompts(str(path))
+
+
+def test_a_surrogate_pair_escape_is_text_and_loads(tmp_path: Path) -> None:
+    path = tmp_path / "emoji.jsonl"
+    path.write_text('{"prompt": "a\\ud83d\\ude00b"}\n')
+    assert load_prompts(str(path)).prompts[0].text == "a\U0001F600b"
+
+
+def test_a_file_over_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    from locustfiles.promptfile import MAX_FILE_BYTES
+
+    path = tmp_path / "huge.jsonl"
+    with path.open("wb") as f:  # sparse: no disk is used
+        f.truncate(MAX_FILE_BYTES + 1)
+    with pytest.raises(PromptError, match=r"huge\.jsonl: 1\.0 GiB; a prompt file is held in memory"):
+        load_prompts(str(path))
+
+
+def test_a_bad_first_line_fails_without_reading_the_rest(tmp_path: Path) -> None:
+    """A 900 MB file whose first line is not JSON: refused with the memory of a small one (peak RSS of a fresh
+    interpreter that loads it), not after reading it whole (twice its size, before)."""
+    path = tmp_path / "big.jsonl"
+    with path.open("wb") as f:
+        f.write(b"not json\n")
+        f.truncate(900 * 2**20)  # sparse
+    probe = ("import resource, sys\nfrom locustfiles.prompts import load_prompts\nfrom locustfiles.promptset import "
+             "PromptError\ntry:\n    load_prompts(sys.argv[1])\nexcept PromptError as e:\n    print(e)\n"
+             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
+    out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1], check=True).stdout.splitlines()
+    assert "big.jsonl line 1: invalid JSON" in out[0], out
+    assert int(out[1]) < 300, f"peak RSS {out[1]} MB"
 
 
 def test_prompt_error_is_value_error() -> None:
