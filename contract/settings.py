@@ -51,6 +51,7 @@ from contract.limits import LIMITS, LimitError, check_limit, check_processes, ch
 from contract.policy import DEFAULT_LADDER, DRAIN_RESERVE, MIN_STEP_SHARE_S
 from contract.redact import looks_like_env_name, register_key_env
 from contract.slo import SloError, parse_rates, parse_slo
+from contract.tls import CaBundleError, check_ca_bundle, trust
 from contract.traces import FORMATS as TRACE_FORMATS
 from contract.traces import ReplayStep, TraceError, load_trace, parse_windows, replay_steps
 from specbench_config import data_path
@@ -320,6 +321,15 @@ def _rates(text: Any, where: str) -> list[float]:
         raise SettingsError(str(exc)) from None
 
 
+def _check_ca_bundle(text: str, flag: str) -> None:
+    """Load the CA bundle (the flag's, else SSL_CERT_FILE, REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE) once, and make it
+    this process's choice for every TLS client (contract.tls)."""
+    try:
+        trust(check_ca_bundle(text))
+    except CaBundleError as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def _check_budget(text: str, flag: str) -> None:
     parse_budget(text, flag)
 
@@ -456,6 +466,9 @@ class SuiteSettings:
                                    refers_to="a built-in profile or a file")
     emulator_speed: float = option(1.0, "with no --host: time scale of the built-in emulator", web_ui=False,
                                    meta=False)
+    ca_bundle: str = option("", "PEM file of certificate authorities an https:// server is checked against "
+                            "(default: SSL_CERT_FILE, REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE if set, else the system's)",
+                            web_ui=False, meta=False, check=_check_ca_bundle, refers_to="a file")
     suite_config: str = option("", "YAML profile setting any of these options (command line wins)", web_ui=False,
                                meta=False, check=check_path_text, refers_to="a file")
     console: str = option("locust", "terminal output: locust (Locust's own), progress (the suite's lines only; "

@@ -16,6 +16,7 @@ import gevent
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
+from contract import tls
 from contract.server_metrics import SERVER_METRICS_FILE, MetricsParseError, parse_metrics
 from locustfiles.auth import auth_headers
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
@@ -38,6 +39,7 @@ class ServerMetricsSampler:
         self._headers = auth_headers(api_key)
         self._session = requests.Session()
         self._session.trust_env = False
+        self._session.verify = tls.verify()
         self._appender: JsonlAppender | None = None
         self._greenlet: gevent.Greenlet | None = None
         self.samples = 0

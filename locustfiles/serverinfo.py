@@ -15,6 +15,7 @@ from typing import Any
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
+from contract import tls
 from locustfiles.auth import auth_headers
 from locustfiles.deadline import Deadline, fetch
 
@@ -77,6 +78,7 @@ def identify(base_url: str, *, api_key: str | None = None, timeout: float = 10.0
     base = base_url.rstrip("/")
     with requests.Session() as session:
         session.trust_env = False
+        session.verify = tls.verify()
         get = _Pages(session, auth_headers(api_key), timeout, deadline or Deadline(3 * timeout))
         info = get.json(f"{base}/server_info")
         if not isinstance(info, dict):

@@ -22,6 +22,7 @@ from locust import HttpUser, constant, task
 from locust.exception import CatchResponseError
 from locust.user.task import LOCUST_STATE_RUNNING
 
+from contract import tls
 from contract.messages import RECORD_MESSAGE, START_MESSAGE
 from contract.redact import redact
 from contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, answer_digest
@@ -162,7 +163,9 @@ class LLMUser(HttpUser):
     def on_start(self) -> None:
         ctx = self._ctx()
         self.user_id = ctx.next_user_id() if ctx is not None else "0:0"
-        self._http = StreamClient(endpoint(self.client.base_url, self.client.verify))
+        # the run's CA bundle (contract.tls), unless a locustfile turned checking off on Locust's own client
+        verify = tls.verify() if self.client.verify is True else self.client.verify
+        self._http = StreamClient(endpoint(self.client.base_url, verify))
         self._ready: float | None = None  # perf_counter when this user became ready to send (send_lag_ms)
         self._only_task = len(set(self.tasks)) == 1  # no other task of a subclass to share the user's turns
 

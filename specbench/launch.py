@@ -22,6 +22,7 @@ from pathlib import Path
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
+from contract import tls
 from contract.lifecycle import signal_group, stop_group
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 
@@ -80,6 +81,7 @@ class ServerCommand:
         deadline = started + timeout_s
         with requests.Session() as session:
             session.trust_env = False
+            session.verify = tls.verify()
             while True:
                 code = self.process.poll()
                 if code is not None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import requests
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
+from contract import tls
 from contract.servertext import describe_speculative
 from locustfiles.auth import auth_headers
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
@@ -53,13 +54,14 @@ def _preflight(base: str, role: str, api: str, api_key: str | None, timeout: flo
     headers = auth_headers(api_key)
     with requests.Session() as session:
         session.trust_env = False
+        session.verify = tls.verify()
         session.headers.update(headers)
         alive = False
         for path in ("/ready", "/health", "/v1/models", "/props"):
             try:
                 resp = fetch(session, "GET", base + path, deadline=deadline, per_read_s=timeout, max_bytes=1 << 20)
-            except requests.ConnectionError:
-                raise PreflightError(f"{role} server {base}: not reachable (connection refused or no route)") from None
+            except requests.ConnectionError as exc:
+                raise PreflightError(f"{role} server {base}: {_unreachable(exc)}") from None
             except (requests.Timeout, ReadTimeoutError):
                 raise PreflightError(f"{role} server {base}: no answer within {timeout:.0f} s") from None
             if resp.status in (401, 403):
@@ -75,6 +77,16 @@ def _preflight(base: str, role: str, api: str, api_key: str | None, timeout: flo
         chosen = resolve_api(api, identity)
         _check_streams(session, base, chosen, identity, role, timeout, deadline)
     return Preflight(identity=identity, api=chosen)
+
+
+def _unreachable(exc: BaseException) -> str:
+    """Why a connection failed, in the words a user can act on: a certificate not trusted is not a refusal."""
+    if tls.is_certificate_error(exc):
+        return ("TLS: its certificate is not trusted (self-signed, or signed by a private CA?): give --ca-bundle FILE "
+                "with the CA's certificate (or set SSL_CERT_FILE)")
+    if isinstance(exc, requests.exceptions.SSLError):
+        return f"TLS handshake failed ({str(exc)[:200]}): is it an https:// server?"
+    return "not reachable (connection refused or no route)"
 
 
 def _check_streams(session: requests.Session, base: str, api: str, identity: ServerIdentity, role: str,
