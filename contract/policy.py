@@ -68,3 +68,6 @@ def rate_held(sent: int, target_rate: float, window_s: float, arrivals: str) -> 
 # may be (its warm-up and a window); a plan whose levels would get less is refused before any request is sent.
 DRAIN_RESERVE = 0.05
 MIN_STEP_SHARE_S = 2.0
+
+# A worker whose master has not answered a heartbeat this long quits with exit code 3 (Locust's own check: 60 s).
+MASTER_LOST_S = 15.0

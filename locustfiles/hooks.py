@@ -35,6 +35,7 @@ from contract.messages import (
     STEP_MESSAGE,
     WELCOME_MESSAGE,
 )
+from contract.policy import MASTER_LOST_S
 from contract.redact import install_log_filter, redact
 from contract.schema import RunMeta
 from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile, settings_of
@@ -475,6 +476,23 @@ class WorkerHooks(RunHooks):
         runner.register_message(SEQ_GRANT_MESSAGE,
                                 lambda msg, **_kw: self.sequence and self.sequence.on_grant(msg.data))
         self.link.hello()  # connected already (Locust waits for the master's ack), and before any spawn
+        gevent.spawn(self._watch_master)
+
+    def _watch_master(self) -> None:
+        """Quit, exit code 3, once the master has not answered a heartbeat for ``MASTER_LOST_S``.
+
+        Locust's own check waits 60 s, while the worker's users keep loading the server for a run nobody records
+        and its log fills with connection errors, then exits 0. The master answers each worker's heartbeat every
+        second, so a few seconds of silence is a master paused or busy; ``MASTER_LOST_S`` is one that is gone."""
+        while True:
+            gevent.sleep(1.0)
+            last = self.runner.last_heartbeat_timestamp
+            if last is not None and time.time() - last > MASTER_LOST_S:
+                log.error("specbench: the master stopped answering (no heartbeat for %.0f s); this worker stops its "
+                          "users and quits", time.time() - last)
+                self.env.process_exit_code = 3
+                self.runner.quit()
+                return
 
     def _on_refused(self, reason: str) -> None:
         log.error("specbench: %s; this worker quits and sends nothing", reason)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import requests
 
+from contract.policy import MASTER_LOST_S
 from contract.schema import read_run
 from locustfiles.link import ClockOffset
 from specbench.launch import free_port
@@ -154,3 +155,38 @@ def test_clock_offset_keeps_the_probe_with_the_shortest_round_trip():
     clock.add(t0=200.0, tm=250.3, t1=200.02)  # 0.02 s: offset 50.29 +- 0.01, kept
     clock.add(t0=300.0, tm=349.0, t1=301.0)  # a slow probe never replaces a faster one
     assert abs(clock.offset_s - 50.29) < 1e-9 and clock.rtt_s is not None and abs(clock.rtt_s - 0.02) < 1e-9
+
+
+def test_a_worker_whose_master_is_gone_quits_and_says_so(tmp_path, emulator):
+    """Before: killing the master left the workers loading the server for ~60 s (Locust's own check), their logs
+    full of connection errors, then exiting 0. A master paused for 3 s (well under the limit) must not end it."""
+    emu = emulator("baseline", speed=20)
+    port, token = free_port(), "a-token"
+    master_dir = tmp_path / "master"
+    master_dir.mkdir()
+    master = subprocess.Popen(master_cmd(emu.url, master_dir / "run", port, token, 1, "--ladder", "2",
+                                         "--max-tokens", "64", "--min-step-time", "120", "--max-step-time", "200",
+                                         "--step-ci", "0"),
+                              cwd=master_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    lone = worker(tmp_path / "machine1", port, token)
+    try:
+        wait_until(lambda: (master_dir / "run" / "records.jsonl").exists(), timeout_s=60, poll_s=0.2,
+                   what="the master's first record")
+        master.send_signal(signal.SIGSTOP)
+        time.sleep(3.0)
+        master.send_signal(signal.SIGCONT)
+        time.sleep(2.0)
+        assert lone.poll() is None, "a master paused 3 s is not gone"
+        master.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        lone.wait(timeout=MASTER_LOST_S + 30)
+        took = time.monotonic() - killed
+    finally:
+        for proc in (master, lone):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+    log = (tmp_path / "machine1.log").read_text()
+    assert lone.returncode == 3, log[-3000:]
+    assert "the master stopped answering" in log
+    assert MASTER_LOST_S - 2 <= took < MASTER_LOST_S + 30, took  # the last answer came up to a second before
