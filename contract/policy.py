@@ -46,6 +46,23 @@ def client_lagged(send_lag_p90_ms: float | None, ttft_p50_s: float | None) -> bo
     return send_lag_p90_ms is not None and send_lag_p90_ms > client_lag_limit_ms(ttft_p50_s)
 
 
+#: Read lag (how late a load process's event loop served a ready socket, ``contract.laghist``) whose p90 over a
+#: step exceeds this share of the step's median TTFT, and this floor, may have moved TTFT or ITL by that much:
+#: flag ``client_read_lag``. Lower than the send-lag bound: a late read is an error in the figures themselves.
+READ_LAG_TTFT_SHARE = 0.05
+READ_LAG_FLOOR_MS = 10.0
+
+
+def read_lag_limit_ms(ttft_p50_s: float | None) -> float:
+    """The read-lag p90 above which a step is flagged ``client_read_lag``: 10 ms or 5% of its TTFT median."""
+    share = READ_LAG_TTFT_SHARE * ttft_p50_s * 1000.0 if ttft_p50_s is not None else 0.0
+    return max(READ_LAG_FLOOR_MS, share)
+
+
+def read_lagged(read_lag_p90_ms: float | None, ttft_p50_s: float | None) -> bool:
+    return read_lag_p90_ms is not None and read_lag_p90_ms > read_lag_limit_ms(ttft_p50_s)
+
+
 def default_min_requests_at_rate(rate: float) -> int:
     """Open loop: at least 30 requests, and three seconds' worth at the step's rate."""
     return max(30, math.ceil(3 * rate))

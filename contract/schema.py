@@ -149,13 +149,15 @@ class StepRecord(TypedDict, total=False):
     throughput_tok_s: float | None  # output tokens that arrived in the window / window length
     ended_by: str  # "target", "max_time", "ci", "stopped"
     flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window", "worker_lost", "client_bound",
-    # "client_lag", "client_paused", "server_unreachable", "concurrency_above_target", "dropped_requests", "low_rate"
+    # "client_lag", "client_read_lag", "client_paused", "server_unreachable", "concurrency_above_target",
+    # "dropped_requests", "low_rate"
     requests_total: int  # requests sent in this step that ended, "cancelled" ones excluded
     requests_failed: int  # of those, the ones whose status is not "ok" (the step's error rate)
     users_lost: int  # only when a worker was lost: users it ran (re-spawned on the others)
     lost_requests: int  # only when a worker was lost: this step's requests it had in flight, never recorded
     load_cpu: dict[str, float]  # percent of one core per load process over the step ("local"/"master", "worker N")
     paused_s: float  # only when the load process stood still during the step: seconds it missed (client_paused)
+    read_lag_p90_ms: dict[str, float]  # per load process: p90 of how late its event loop served ready sockets
     target_rate: float | None  # open loop: requests/s asked for (target_c is then 0); absent/None: closed loop
     achieved_rate: float | None  # open loop: requests sent in the window / window length
     dropped: int  # open loop: requests due while --max-in-flight were busy (never sent)

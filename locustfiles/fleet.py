@@ -20,6 +20,7 @@ import gevent
 from locust.rpc import Message
 from locust.runners import STATE_MISSING, MasterRunner
 
+from contract import laghist
 from contract.messages import WELCOME_MESSAGE
 
 log = logging.getLogger("specbench")
@@ -40,6 +41,7 @@ class Fleet:
     users: dict[str, int] = field(default_factory=dict)  # last user count seen per live worker
     lost: set[str] = field(default_factory=set)
     cpu: dict[str, tuple[float, float]] = field(default_factory=dict)  # node -> (CPU seconds, worker's monotonic)
+    lag: dict[str, list[int]] = field(default_factory=dict)  # node -> its event-loop lateness histogram (laghist)
     _warned: set[str] = field(default_factory=set)
 
     def clear_run(self) -> None:
@@ -81,10 +83,17 @@ class Fleet:
     def on_cpu(self, node: str, data: dict[str, Any]) -> None:
         if node in self.trusted:
             self.cpu[node] = (float(data["cpu_s"]), float(data["t"]))
+            lag = data.get("lag")
+            if isinstance(lag, list) and len(lag) == len(laghist.empty()):
+                self.lag[node] = [int(n) for n in lag]
 
     def worker_cpu(self) -> dict[str, tuple[float, float]]:
         """Latest CPU sample of each live worker, named ``worker N`` (for shapes.loadcpu)."""
         return {f"worker {self.trusted[n]}": p for n, p in self.cpu.items() if n not in self.lost}
+
+    def worker_lag(self) -> dict[str, list[int]]:
+        """Latest event-loop lateness histogram of each live worker, named as ``worker_cpu`` names them."""
+        return {f"worker {self.trusted[n]}": c for n, c in self.lag.items() if n not in self.lost}
 
     # -- records --------------------------------------------------------------------------------------------
 

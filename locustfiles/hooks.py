@@ -46,6 +46,7 @@ from locustfiles.console import install_console
 from locustfiles.deferred import AFTER_SENDS
 from locustfiles.fleet import Fleet
 from locustfiles.link import WorkerLink, add_link_options, run_token
+from locustfiles.looplag import LOOP_LAG
 from locustfiles.prompts import PromptError
 from locustfiles.recorder import WRITE_FAILURES, on_write_failure, write_meta
 from locustfiles.sequencer import LocalSequence, StepCounters, WorkerSequence
@@ -182,6 +183,9 @@ class CoordinatorHooks(RunHooks):
     def _register(self, runner: Any) -> None:
         runner.register_message(STEP_MESSAGE, self._on_step_message)  # its own users follow the shape
         self._register_books(runner)
+        LOOP_LAG.start()  # this process reads the streams: its event loop's lateness is the steps' read lag
+        if self.shape is not None:
+            self.shape.own_lag = LOOP_LAG.snapshot
 
     def _register_books(self, runner: Any) -> None:
         """What the users tell the shape's books: starts, records (written here), open-loop drops."""
@@ -384,6 +388,7 @@ class MasterHooks(CoordinatorHooks):
         runner.register_message(CPU_MESSAGE, lambda msg, **_kw: self.fleet.on_cpu(msg.node_id, msg.data))
         if self.shape is not None:
             self.shape.worker_cpu = self.fleet.worker_cpu
+            self.shape.worker_lag = self.fleet.worker_lag
         if not self._token_given and not getattr(self.env.parsed_options, "processes", None):
             token = self.fleet.token
             log.info("Run token %s: start workers with --run-token %s (or %s in their environment)",
@@ -476,6 +481,7 @@ class WorkerHooks(RunHooks):
         runner.register_message(SEQ_GRANT_MESSAGE,
                                 lambda msg, **_kw: self.sequence and self.sequence.on_grant(msg.data))
         self.link.hello()  # connected already (Locust waits for the master's ack), and before any spawn
+        LOOP_LAG.start()  # sent with each CPU figure: the master's books take each step's read lag from it
         gevent.spawn(self._watch_master)
 
     def _watch_master(self) -> None:

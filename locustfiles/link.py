@@ -24,6 +24,7 @@ from typing import Any
 import gevent
 
 from contract.messages import CLOCK_MESSAGE, CPU_MESSAGE, HELLO_MESSAGE
+from locustfiles.looplag import LOOP_LAG
 from shapes.loadcpu import process_busy_seconds
 
 log = logging.getLogger("specbench")
@@ -88,7 +89,8 @@ class WorkerLink:
 
     def _cpu_loop(self) -> None:
         while True:
-            self._send(CPU_MESSAGE, {"cpu_s": process_busy_seconds(), "t": time.monotonic()})
+            self._send(CPU_MESSAGE, {"cpu_s": process_busy_seconds(), "t": time.monotonic(),
+                                     "lag": LOOP_LAG.snapshot()})
             gevent.sleep(1.0)
 
     def _probe_loop(self) -> None:

@@ -16,6 +16,7 @@ from contract.policy import (
     client_lagged,
     default_min_requests,
     rate_held,
+    read_lagged,
 )
 from contract.schema import NOT_SERVER_FAILURES, SCHEMA_VERSION, RequestRecord, StepRecord
 from contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
@@ -65,6 +66,7 @@ class StepBook:
     lost_requests: int = 0  # requests of this step in flight on a lost worker: never recorded
     load_cpu: dict[str, float] | None = None  # percent of one core per load process (shapes.loadcpu)
     paused_s: float = 0.0  # seconds the load process stood still during the step (shapes.pauses)
+    read_lag_ms: dict[str, float] | None = None  # event-loop lateness p90 per load process (contract.laghist)
 
 
 def own_stable_s(records: Sequence[RequestRecord], since_s: float, users_needed: int) -> float | None:
@@ -114,11 +116,14 @@ def sent_in_window(records: Sequence[RequestRecord], t0: float, t1: float) -> in
 
 def window_flags(book: StepBook, records: Sequence[RequestRecord], end: float, achieved: float,
                  flags: list[str]) -> int:
-    """Flags ``client_lag`` and ``low_concurrency`` for a closed window; returns the requests measured in it."""
+    """Flags ``client_lag``, ``client_read_lag`` and ``low_concurrency`` for a closed window; returns the requests
+    measured in it."""
     assert book.steady_start_s is not None
     inside = measured_in_window(records, book.steady_start_s, end)
     if sent_late(inside):
         flags.append("client_lag")
+    if read_late(inside, book.read_lag_ms):
+        flags.append("client_read_lag")
     if achieved < MIN_ACHIEVED_FRACTION * book.target_c:
         flags.append("low_concurrency")
     return len(inside)
@@ -127,9 +132,20 @@ def window_flags(book: StepBook, records: Sequence[RequestRecord], end: float, a
 def sent_late(inside: Sequence[RequestRecord]) -> bool:
     """``client_lag``: the window's send-lag p90 above its limit (a share of the median TTFT, and a floor)."""
     ok = [r for r in inside if r["status"] not in NOT_SERVER_FAILURES]
-    ttfts = sorted(t for r in ok if r["status"] == "ok" and (t := r.get("ttft_s")) is not None)
-    median = float(np.median(ttfts)) if ttfts else None
-    return client_lagged(send_lag_percentiles(ok)[1], median)
+    return client_lagged(send_lag_percentiles(ok)[1], _ttft_median(ok))
+
+
+def read_late(inside: Sequence[RequestRecord], read_lag_ms: dict[str, float] | None) -> bool:
+    """``client_read_lag``: a load process's event loop served ready sockets later than its limit (p90 over the
+    step, ``contract.laghist``): 10 ms, or 5% of the window's median TTFT."""
+    if not read_lag_ms:
+        return False
+    return read_lagged(max(read_lag_ms.values()), _ttft_median(inside))
+
+
+def _ttft_median(records: Sequence[RequestRecord]) -> float | None:
+    ttfts = sorted(t for r in records if r["status"] == "ok" and (t := r.get("ttft_s")) is not None)
+    return float(np.median(ttfts)) if ttfts else None
 
 
 def open_loop_window(book: StepBook, records: Sequence[RequestRecord], end: float, arrivals: str,
@@ -179,14 +195,24 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str =
         ended_by=book.ended_by or "stopped", flags=flags, requests_total=len(own), requests_failed=len(failed),
         target_rate=book.target_rate, achieved_rate=achieved_rate, dropped=book.dropped,
     )
-    if book.users_lost or book.lost_requests:
-        step["users_lost"] = book.users_lost
-        step["lost_requests"] = book.lost_requests
-    if book.load_cpu is not None:
-        step["load_cpu"] = book.load_cpu
-    if book.paused_s:
-        step["paused_s"] = round(book.paused_s, 2)
+    step.update(load_side_fields(book))
     return step
+
+
+def load_side_fields(book: StepBook) -> StepRecord:
+    """What the load side adds to a step's line where it has something to say: lost workers, CPU, pauses and
+    read lag of the load processes."""
+    fields = StepRecord()
+    if book.users_lost or book.lost_requests:
+        fields["users_lost"] = book.users_lost
+        fields["lost_requests"] = book.lost_requests
+    if book.load_cpu is not None:
+        fields["load_cpu"] = book.load_cpu
+    if book.paused_s:
+        fields["paused_s"] = round(book.paused_s, 2)
+    if book.read_lag_ms:
+        fields["read_lag_p90_ms"] = book.read_lag_ms
+    return fields
 
 
 def loss_flags(book: StepBook) -> list[str]:

@@ -65,6 +65,10 @@ class ConcurrencyLadder(LoadTestShape):
         self.pause_watch = PauseWatch()  # the load process's own pauses (shapes.pauses)
         #: set by the hooks on a master: each worker's latest (CPU seconds, its monotonic time), by name
         self.worker_cpu: Callable[[], dict[str, tuple[float, float]]] | None = None
+        #: set by the hooks on a master: each worker's latest event-loop lateness histogram, by name
+        self.worker_lag: Callable[[], dict[str, list[int]]] | None = None
+        #: set by the hooks where this process runs users: its own event-loop lateness histogram
+        self.own_lag: Callable[[], list[int]] | None = None
         self.levels: list[int] = list(self.settings.ladder)
         self.users_mode = False
         self.run_time: float = 0.0  # users mode: seconds from the start; 0 = until Stop
@@ -304,6 +308,7 @@ class ConcurrencyLadder(LoadTestShape):
     def _end_step(self, book: StepBook, now: float, ended_by: str) -> None:
         book.end_s = now
         book.load_cpu = self.cpu.finish()
+        book.read_lag_ms = self.cpu.read_lag_p90_ms()
         book.paused_s = self.pause_watch.paused_s(book.start_s, now)
         book.ended_by = ended_by
         self.live.end_s = now
@@ -365,11 +370,13 @@ class ConcurrencyLadder(LoadTestShape):
     @property
     def cpu(self) -> LoadCpu:
         if getattr(self, "_cpu", None) is None:
-            self._cpu = LoadCpu("master" if isinstance(self.runner, MasterRunner) else "local")
+            master = isinstance(self.runner, MasterRunner)
+            self._cpu = LoadCpu("master" if master else "local", None if master else self.own_lag)
         return self._cpu
 
     def _sample_cpu(self) -> None:
-        self.cpu.sample(self.worker_cpu() if self.worker_cpu is not None else {})
+        self.cpu.sample(self.worker_cpu() if self.worker_cpu is not None else {},
+                        self.worker_lag() if self.worker_lag is not None else None)
 
     def note_worker_lost(self, users: int, lost_steps: list[int | None]) -> None:
         """A worker died: the current step lost its users; each step lost the requests it had in flight."""

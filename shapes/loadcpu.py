@@ -13,9 +13,11 @@ every few seconds, too coarse for short steps).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import psutil
 
+from contract import laghist
 from contract.policy import CLIENT_BOUND_CPU
 
 CLIENT_BOUND_PCT = 100.0 * CLIENT_BOUND_CPU
@@ -29,22 +31,40 @@ class LoadCpu:
     a process's figure is the CPU time between its first and last sample of the step over the time between.
     """
 
-    def __init__(self, own_name: str = "local") -> None:
+    def __init__(self, own_name: str = "local", own_lag: Callable[[], list[int]] | None = None) -> None:
         self.own_name = own_name
+        self.own_lag = own_lag  # this process's event-loop lateness histogram (contract.laghist) where it runs users
         self._first: dict[str, tuple[float, float]] = {}
         self._last: dict[str, tuple[float, float]] = {}
+        self._lag_first: dict[str, list[int]] = {}
+        self._lag_last: dict[str, list[int]] = {}
 
     def own(self) -> tuple[float, float]:
         return process_busy_seconds(), time.monotonic()
 
     def begin(self) -> None:
         self._first, self._last = {}, {}
+        self._lag_first, self._lag_last = {}, {}
         self.sample({})
 
-    def sample(self, workers: dict[str, tuple[float, float]]) -> None:
+    def sample(self, workers: dict[str, tuple[float, float]], lags: dict[str, list[int]] | None = None) -> None:
         for name, point in {self.own_name: self.own(), **workers}.items():
             self._first.setdefault(name, point)
             self._last[name] = point
+        own = {self.own_name: self.own_lag()} if self.own_lag is not None else {}
+        for name, counts in {**own, **(lags or {})}.items():
+            self._lag_first.setdefault(name, counts)
+            self._lag_last[name] = counts
+
+    def read_lag_p90_ms(self) -> dict[str, float]:
+        """Each process's event-loop lateness p90 between the step's first and last sample (``contract.laghist``);
+        a process with too few timer samples in between has none."""
+        out: dict[str, float] = {}
+        for name, first in self._lag_first.items():
+            p90 = laghist.quantile_ms(laghist.between(first, self._lag_last[name]), 0.9)
+            if p90 is not None:
+                out[name] = round(p90, 2)
+        return out
 
     def finish(self) -> dict[str, float]:
         self.sample({})

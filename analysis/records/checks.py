@@ -10,7 +10,15 @@ from dataclasses import dataclass
 
 from analysis.records.server_side import MAX_TOKEN_GAP
 from analysis.records.steprow import StepRow
-from contract.policy import CLIENT_BOUND_CPU, MIN_ACHIEVED_FRACTION, client_lag_limit_ms, client_lagged, rate_held
+from contract.policy import (
+    CLIENT_BOUND_CPU,
+    MIN_ACHIEVED_FRACTION,
+    client_lag_limit_ms,
+    client_lagged,
+    rate_held,
+    read_lag_limit_ms,
+    read_lagged,
+)
 from contract.schema import RunData
 
 MAX_ERROR_RATE = 0.01  # more failures than this share of the window's requests
@@ -35,13 +43,14 @@ SERVER_TOKEN_GAP = "server_token_gap"
 CLIENT_BOUND = "client_bound"
 CLIENT_LAG = "client_lag"
 CLIENT_PAUSED = "client_paused"
+CLIENT_READ_LAG = "client_read_lag"
 DROPPED_REQUESTS = "dropped_requests"
 LOW_RATE = "low_rate"
 WARNING_CODES: tuple[str, ...] = (
     LOW_CONCURRENCY, FEW_REQUESTS, SINGLE_PROMPT, CHUNK_COUNTED_TOKENS, ERROR_RATE, PARTIAL_RUN, NO_WINDOW,
     MISSING_META, SETTINGS_MISMATCH, SPEC_NOT_SPECULATIVE, BASELINE_SPECULATIVE, SPEC_MAX_RUNNING_LOWER,
     UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH, SERVER_TOKEN_GAP, CLIENT_BOUND,
-    DROPPED_REQUESTS, LOW_RATE, CLIENT_LAG, CLIENT_PAUSED,
+    DROPPED_REQUESTS, LOW_RATE, CLIENT_LAG, CLIENT_PAUSED, CLIENT_READ_LAG,
 )
 
 
@@ -104,7 +113,16 @@ def client_problems(row: StepRow) -> list[tuple[str, str]]:
                       "ITL, late sends lower throughput); run more load processes (--processes)"))
     if client_lagged(row.send_lag_p90_ms, row.ttft_p50_s):
         found.append((CLIENT_LAG, client_lag_text(row)))
+    if read_lagged(row.client_read_lag_p90_ms, row.ttft_p50_s):
+        found.append((CLIENT_READ_LAG, read_lag_text(row)))
     return found
+
+
+def read_lag_text(row: StepRow) -> str:
+    """Why a step's read lag matters, with its figure, its limit and the fix."""
+    return (f"a load process's event loop served ready streams {row.client_read_lag_p90_ms:.0f} ms late at p90 "
+            f"(limit {read_lag_limit_ms(row.ttft_p50_s):.0f} ms: 10 ms or 5% of the median TTFT): TTFT and ITL as "
+            "measured may be that much too long; run more load processes (--processes)")
 
 
 def client_lag_text(row: StepRow) -> str:

@@ -55,6 +55,7 @@ class StepRow:
     client_paused_s: float = 0.0  # seconds the load process stood still during the step (steps.jsonl paused_s)
     send_lag_p50_ms: float | None = None  # from a user being ready to its request on the wire (send_lag_ms)
     send_lag_p90_ms: float | None = None
+    client_read_lag_p90_ms: float | None = None  # the laggiest load process's event-loop lateness p90 (laghist)
     target_rate: float | None = None  # open loop: requests/s asked for (target_c is then 0)
     achieved_rate: float | None = None  # open loop: requests sent in the window / window length
     dropped: int = 0  # open loop: requests due while every user was busy, never sent

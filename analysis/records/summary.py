@@ -86,10 +86,13 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     cpu = {s["index"]: max(s["load_cpu"].values()) / 100.0 if s.get("load_cpu") else None for s in run.steps}
     refined = {s["index"] for s in run.steps if s.get("refined")}
     paused = {s["index"]: float(s.get("paused_s") or 0.0) for s in run.steps}
+    read_lag = {s["index"]: max(s["read_lag_p90_ms"].values()) if s.get("read_lag_p90_ms") else None
+                for s in run.steps}
     for window in step_windows(run):
         row = with_server_side(summarize_step(run, window, slo), run, window)
         row, found = flag_step(run_name, replace(row, client_cpu_max=cpu.get(window.index),
                                                  client_paused_s=paused.get(window.index, 0.0),
+                                                 client_read_lag_p90_ms=read_lag.get(window.index),
                                                  refined=window.index in refined))
         warnings.extend(found)
         rows.append(row)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from analysis.records.summary import StepRow
 from analysis.verdicts.decompose import Decomposition
 from analysis.verdicts.pair_checks import MIN_GAUGE_SAMPLES
-from contract.policy import CLIENT_BOUND_CPU, client_lagged
+from contract.policy import CLIENT_BOUND_CPU, client_lagged, read_lagged
 
 MIN_QUEUED = 1.0  # mean requests waiting for a slot before queueing counts as a cause
 KV_FULL = 0.90
@@ -67,6 +67,9 @@ def _side(name: str, row: StepRow, other: StepRow, declared_cap: int | None) -> 
     if client_lagged(row.send_lag_p90_ms, row.ttft_p50_s):
         found.append(f"{name}'s requests went on the wire late (send lag p90 {row.send_lag_p90_ms:.0f} ms): the client "
                      "may set the pace")
+    if read_lagged(row.client_read_lag_p90_ms, row.ttft_p50_s):
+        found.append(f"{name}'s load process read streams late (read lag p90 {row.client_read_lag_p90_ms:.0f} ms): its "
+                     "TTFT and ITL carry the client's delay")
     return found
 
 
