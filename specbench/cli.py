@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contract.limits import auto_processes
 from contract.redact import redact
 from contract.schema import LOG_FILE
 from contract.settings import (
@@ -66,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     def common_load(p: argparse.ArgumentParser) -> None:
         add_option(p, "suite_config")
         add_option(p, "api_key_env")
-        p.add_argument("--processes", type=int, default=0, help="Locust worker processes (0: one process)")
+        p.add_argument("--processes", type=processes_arg, default=0,
+                       help="Locust worker processes (0: one process; auto: from the ladder's top and the cores)")
         add_option(p, "overwrite")
         add_option(p, "time_budget")
         verbose_flag(p)
@@ -119,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     # The demo's own defaults: its profiles and a budget that ends the concurrency demo within 5 minutes.
     add_option(p, "suite_config", help="suite profile (default config/suite/demo.yaml, demo-sweep.yaml, "
                "demo-rate.yaml)")
-    p.add_argument("--processes", type=int, default=0)
+    p.add_argument("--processes", type=processes_arg, default=0)
     add_option(p, "api_key_env")
     add_option(p, "time_budget", default=None, help="wall time for both runs (default 4m for the concurrency "
                "demo, so it ends within 5 minutes; none for --rate; 0 or '' for none)")
@@ -230,9 +232,24 @@ def passed_on(args: argparse.Namespace) -> list[str]:
 def _validated(args: argparse.Namespace, child_options: list[str]) -> SuiteSettings:
     """The settings each Locust child will read (its options and the profile), validated once per command.
 
-    The key is read from them (``api_key()``): the variable may be named by the flag or by the profile."""
+    The key is read from them (``api_key()``): the variable may be named by the flag or by the profile.
+    ``--processes auto`` is decided here, from the ladder the settings hold, and said on one line."""
     profile = ["--suite-config", args.suite_config] if args.suite_config else []
+    if args.processes == "auto":
+        settings = check_load_options([*child_options, *profile], 0)
+        args.processes, said = auto_processes(settings.ladder, settings.rate_ladder)
+        print(said, flush=True)
     return check_load_options([*child_options, *profile], args.processes)
+
+
+def processes_arg(text: str) -> int | str:
+    """--processes: a whole number, or 'auto' (decided once the ladder is known)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
 
 
 def _budget(args: argparse.Namespace) -> float:

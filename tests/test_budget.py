@@ -120,3 +120,24 @@ def test_a_budget_too_small_for_the_ladder_is_refused_before_any_server_is_asked
     assert "Traceback" not in proc.stderr and "refused" not in proc.stderr
     assert "--time-budget" in proc.stderr and "50 levels gives each" in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_processes_auto_follows_the_ladder_top_and_the_cores() -> None:
+    from contract.limits import auto_processes
+
+    assert auto_processes([1, 2, 100], [], cores=8) == (0, "--processes auto: 1 load process(es) (C=100 at up to "
+                                                          "100 users per process needs 1)")
+    assert auto_processes([1, 101], [], cores=8)[0] == 2  # one user past the near miss: a second process
+    chosen, said = auto_processes([1, 250], [], cores=2)
+    assert chosen == 2 and "needs 3, capped by this machine's 2 cores" in said
+    assert auto_processes([], [350.0], cores=16)[0] == 4
+    assert auto_processes([1, 250], [], cores=1)[0] == 0  # one core: one process
+
+
+def test_processes_auto_is_decided_and_said_before_any_server_is_asked(tmp_path: Path) -> None:
+    proc, _took = _specbench("run", "--host", f"http://127.0.0.1:{free_port()}", "--label", "x", "--processes", "auto",
+                             "--ladder", "1,250", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and "not reachable" in proc.stderr, proc.stderr  # got as far as the server check
+    assert "--processes auto: " in proc.stdout and "C=250 at up to 100 users per process" in proc.stdout
+    bad, _ = _specbench("run", "--host", "http://127.0.0.1:9", "--label", "x", "--processes", "many")
+    assert bad.returncode == 2 and "expected a whole number or auto, got 'many'" in bad.stderr
