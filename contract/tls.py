@@ -22,12 +22,13 @@ class CaBundleError(ValueError):
 
 
 def ca_bundle_source(flag_value: str) -> tuple[str, str] | None:
-    """(path, where it came from) of the bundle to use, or None for the system's store."""
+    """(path, where it came from) of the bundle to use, or None for the system's store. A variable naming no
+    file is passed over (a stale variable must not stop a run against an http:// server); the flag is not."""
     if flag_value:
         return flag_value, "--ca-bundle"
     for name in CA_ENV:
         value = os.environ.get(name)
-        if value:
+        if value and os.path.isfile(value):
             return value, name
     return None
 

@@ -62,3 +62,16 @@ def test_a_bundle_that_is_not_pem_is_one_line(tmp_path: Path, https_emulator) ->
     proc = _run(tmp_path, url, "--ca-bundle", str(bad))
     assert proc.returncode == 2 and "--ca-bundle: " in proc.stderr and "not a PEM file" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_variable_naming_no_file_is_passed_over_but_the_flag_is_not(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    """A stale SSL_CERT_FILE must not stop a run against an http:// server; a wrong --ca-bundle is a mistake."""
+    from contract.tls import CaBundleError, check_ca_bundle
+
+    for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "gone.pem"))
+    assert check_ca_bundle("") is None
+    with pytest.raises(CaBundleError, match=r"--ca-bundle: .*gone\.pem: no such file"):
+        check_ca_bundle(str(tmp_path / "gone.pem"))
