@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
 
 from contract.apis import APIS, Api  # noqa: F401 - re-exported: the contract names its routes
+from contract.compact import compact_record
 from contract.runformat import RunFormatError  # schema.py raises it too; readers of a run catch it from here
 from contract.server_metrics import SERVER_METRICS_FILE, ServerMetricsSample, read_server_metrics
 from contract.settings import SuiteSettings
@@ -83,8 +84,8 @@ class RequestRecord(TypedDict):
     start_s: float  # wall clock (epoch seconds) when the request was sent
     ttft_s: float | None  # seconds from send to the first chunk carrying output tokens
     e2e_s: float  # seconds from send to the end of the stream (or the failure)
-    chunk_ms: list[float]  # arrival offsets (ms from start_s) of chunks that carried output tokens
-    chunk_tokens: list[int]  # cumulative output tokens after each chunk in chunk_ms
+    chunk_ms: Sequence[float]  # arrival offsets (ms from start_s) of chunks that carried output tokens
+    chunk_tokens: Sequence[int]  # cumulative output tokens after each chunk in chunk_ms
     chunk_tokens_source: ChunkTokenSource
     output_tokens: int
     output_tokens_source: TokenSource
@@ -258,8 +259,10 @@ _REQUIRED_RECORD_KEYS = ("request_id", "start_s", "e2e_s", "status", "output_tok
 
 def read_records(path: Path) -> tuple[list[RequestRecord], int]:
     """Read records.jsonl; a torn last line (killed run) is skipped and counted; a bad line before other
-    records, or a malformed record, is corruption and an error."""
+    records, or a malformed record, is corruption and an error. Records come back compacted
+    (``contract.compact``): ``chunk_ms`` and ``chunk_tokens`` are sequences (``array``), not lists."""
     records: list[RequestRecord] = []
+    shared: dict[str, str] = {}  # one string object per repeated value (compact_record)
     torn = 0
     pending_bad: int | None = None  # a line that did not parse: torn only if nothing follows it
     for lineno, obj in iter_jsonl(path):
@@ -271,7 +274,7 @@ def read_records(path: Path) -> tuple[list[RequestRecord], int]:
             torn = 1
             continue
         _check_record_line(path, lineno, obj)
-        records.append(obj)  # type: ignore[arg-type]
+        records.append(compact_record(obj, shared))  # type: ignore[arg-type]  # checked: a record's keys
     return records, torn
 
 

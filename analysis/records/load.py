@@ -6,6 +6,7 @@ need, so a malformed file ends in one ``RunFormatError`` naming the file and the
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,8 @@ def _load_run(run_dir: str | Path) -> RunData:
 
 
 def _number_list(value: Any) -> bool:
-    return isinstance(value, list) and all(_is_number(x) for x in value)
+    """A list of numbers, or the ``array`` that ``contract.compact`` made of one (numbers by construction)."""
+    return isinstance(value, array) or (isinstance(value, list) and all(_is_number(x) for x in value))
 
 
 #: (field, test, what the field should be) for every typed field of a record.
