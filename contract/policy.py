@@ -86,5 +86,7 @@ def rate_held(sent: int, target_rate: float, window_s: float, arrivals: str) -> 
 DRAIN_RESERVE = 0.05
 MIN_STEP_SHARE_S = 2.0
 
-# A worker whose master has not answered a heartbeat this long quits with exit code 3 (Locust's own check: 60 s).
+# A worker whose master has not answered a heartbeat this long quits with exit code 3 (Locust's own check: 60 s);
+# one whose master closed the connection (exited, killed) quits when it is not opened again this soon.
 MASTER_LOST_S = 15.0
+MASTER_GONE_S = 2.0

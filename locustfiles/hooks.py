@@ -35,7 +35,6 @@ from contract.messages import (
     STEP_MESSAGE,
     WELCOME_MESSAGE,
 )
-from contract.policy import MASTER_LOST_S
 from contract.redact import install_log_filter, redact
 from contract.schema import RunMeta
 from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile, settings_of
@@ -47,6 +46,7 @@ from locustfiles.deferred import AFTER_SENDS
 from locustfiles.fleet import Fleet
 from locustfiles.link import WorkerLink, add_link_options, run_token
 from locustfiles.looplag import LOOP_LAG
+from locustfiles.masterwatch import watch_master
 from locustfiles.prompts import PromptError
 from locustfiles.recorder import WRITE_FAILURES, on_write_failure, write_meta
 from locustfiles.sequencer import LocalSequence, StepCounters, WorkerSequence
@@ -482,23 +482,12 @@ class WorkerHooks(RunHooks):
                                 lambda msg, **_kw: self.sequence and self.sequence.on_grant(msg.data))
         self.link.hello()  # connected already (Locust waits for the master's ack), and before any spawn
         LOOP_LAG.start()  # sent with each CPU figure: the master's books take each step's read lag from it
-        gevent.spawn(self._watch_master)
+        watch_master(runner, self._on_master_gone)
 
-    def _watch_master(self) -> None:
-        """Quit, exit code 3, once the master has not answered a heartbeat for ``MASTER_LOST_S``.
-
-        Locust's own check waits 60 s, while the worker's users keep loading the server for a run nobody records
-        and its log fills with connection errors, then exits 0. The master answers each worker's heartbeat every
-        second, so a few seconds of silence is a master paused or busy; ``MASTER_LOST_S`` is one that is gone."""
-        while True:
-            gevent.sleep(1.0)
-            last = self.runner.last_heartbeat_timestamp
-            if last is not None and time.time() - last > MASTER_LOST_S:
-                log.error("specbench: the master stopped answering (no heartbeat for %.0f s); this worker stops its "
-                          "users and quits", time.time() - last)
-                self.env.process_exit_code = 3
-                self.runner.quit()
-                return
+    def _on_master_gone(self, reason: str) -> None:
+        log.error("specbench: %s; this worker stops its users and quits", reason)
+        self.env.process_exit_code = 3
+        self.runner.quit()
 
     def _on_refused(self, reason: str) -> None:
         log.error("specbench: %s; this worker quits and sends nothing", reason)

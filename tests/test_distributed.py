@@ -17,7 +17,7 @@ from pathlib import Path
 
 import requests
 
-from contract.policy import MASTER_LOST_S
+from contract.policy import MASTER_GONE_S, MASTER_LOST_S
 from contract.schema import read_run
 from locustfiles.link import ClockOffset
 from specbench.launch import free_port
@@ -157,9 +157,8 @@ def test_clock_offset_keeps_the_probe_with_the_shortest_round_trip():
     assert abs(clock.offset_s - 50.29) < 1e-9 and clock.rtt_s is not None and abs(clock.rtt_s - 0.02) < 1e-9
 
 
-def test_a_worker_whose_master_is_gone_quits_and_says_so(tmp_path, emulator):
-    """Before: killing the master left the workers loading the server for ~60 s (Locust's own check), their logs
-    full of connection errors, then exiting 0. A master paused for 3 s (well under the limit) must not end it."""
+def _master_and_worker(tmp_path: Path, emulator) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
+    """A master running a long step at C=2 with one worker, returned once the first record is on disk."""
     emu = emulator("baseline", speed=20)
     port, token = free_port(), "a-token"
     master_dir = tmp_path / "master"
@@ -172,6 +171,26 @@ def test_a_worker_whose_master_is_gone_quits_and_says_so(tmp_path, emulator):
     try:
         wait_until(lambda: (master_dir / "run" / "records.jsonl").exists(), timeout_s=60, poll_s=0.2,
                    what="the master's first record")
+    except BaseException:
+        _end(master, lone)
+        raise
+    return master, lone
+
+
+def _end(*procs: subprocess.Popen[str]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def test_a_worker_whose_master_is_killed_quits_within_seconds_and_says_so(tmp_path, emulator):
+    """Before: killing the master left the workers loading the server for ~60 s (Locust's own check), their logs
+    full of connection errors, then exiting 0. A killed master closes its connection: the worker is gone (process
+    table) within 5 s. A master paused for 3 s keeps its connection and is not gone."""
+    master, lone = _master_and_worker(tmp_path, emulator)
+    try:
         master.send_signal(signal.SIGSTOP)
         time.sleep(3.0)
         master.send_signal(signal.SIGCONT)
@@ -179,14 +198,30 @@ def test_a_worker_whose_master_is_gone_quits_and_says_so(tmp_path, emulator):
         assert lone.poll() is None, "a master paused 3 s is not gone"
         master.send_signal(signal.SIGKILL)
         killed = time.monotonic()
-        lone.wait(timeout=MASTER_LOST_S + 30)
+        wait_until(lambda: lone.poll() is not None, timeout_s=MASTER_LOST_S + 30, poll_s=0.1,
+                   what="the worker's exit")
         took = time.monotonic() - killed
     finally:
-        for proc in (master, lone):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.kill()
+        _end(master, lone)
     log = (tmp_path / "machine1.log").read_text()
     assert lone.returncode == 3, log[-3000:]
-    assert "the master stopped answering" in log
+    assert "the master closed its connection" in log, log[-3000:]
+    assert MASTER_GONE_S <= took < 5.0, took
+
+
+def test_a_worker_whose_master_hangs_quits_after_its_heartbeats_stop(tmp_path, emulator):
+    """A master that keeps its connection but answers nothing (hung, or its machine unreachable) is found by its
+    heartbeats: the worker quits MASTER_LOST_S after the last answer."""
+    master, lone = _master_and_worker(tmp_path, emulator)
+    try:
+        master.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        wait_until(lambda: lone.poll() is not None, timeout_s=MASTER_LOST_S + 30, poll_s=0.2,
+                   what="the worker's exit")
+        took = time.monotonic() - stopped
+    finally:
+        _end(master, lone)
+    log = (tmp_path / "machine1.log").read_text()
+    assert lone.returncode == 3, log[-3000:]
+    assert "the master stopped answering" in log, log[-3000:]
     assert MASTER_LOST_S - 2 <= took < MASTER_LOST_S + 30, took  # the last answer came up to a second before
