@@ -16,10 +16,10 @@ import gevent
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
-from contract import tls
 from contract.server_metrics import SERVER_METRICS_FILE, MetricsParseError, parse_metrics
 from locustfiles.auth import auth_headers
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
+from locustfiles.httpsession import new_session
 from locustfiles.recorder import JsonlAppender
 
 log = logging.getLogger("specbench")
@@ -37,9 +37,7 @@ class ServerMetricsSampler:
         self.interval_s = interval_s
         self.timeout_s = min(timeout_s, max(interval_s, 1.0) * 5)
         self._headers = auth_headers(api_key)
-        self._session = requests.Session()
-        self._session.trust_env = False
-        self._session.verify = tls.verify()
+        self._session = new_session()
         self._appender: JsonlAppender | None = None
         self._greenlet: gevent.Greenlet | None = None
         self.samples = 0

@@ -15,9 +15,9 @@ from typing import Any
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
-from contract import tls
 from locustfiles.auth import auth_headers
 from locustfiles.deadline import Deadline, fetch
+from locustfiles.httpsession import new_session
 
 _SGLANG_SPEC_KEYS = (
     "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
@@ -76,9 +76,7 @@ def identify(base_url: str, *, api_key: str | None = None, timeout: float = 10.0
     server that trickles or streams an info page cannot hold the caller; past it, DeadlineExceeded.
     """
     base = base_url.rstrip("/")
-    with requests.Session() as session:
-        session.trust_env = False
-        session.verify = tls.verify()
+    with new_session() as session:
         get = _Pages(session, auth_headers(api_key), timeout, deadline or Deadline(3 * timeout))
         info = get.json(f"{base}/server_info")
         if not isinstance(info, dict):

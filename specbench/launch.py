@@ -22,9 +22,9 @@ from pathlib import Path
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
-from contract import tls
 from contract.lifecycle import signal_group, stop_group
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
+from locustfiles.httpsession import new_session
 
 
 def free_port() -> int:
@@ -79,9 +79,7 @@ class ServerCommand:
         assert self.process is not None
         started = time.monotonic()
         deadline = started + timeout_s
-        with requests.Session() as session:
-            session.trust_env = False
-            session.verify = tls.verify()
+        with new_session() as session:
             while True:
                 code = self.process.poll()
                 if code is not None:

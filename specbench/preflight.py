@@ -15,6 +15,7 @@ from contract.servertext import describe_speculative
 from locustfiles.auth import auth_headers
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 from locustfiles.dialects import dialect
+from locustfiles.httpsession import new_session
 from locustfiles.run import resolve_api
 from locustfiles.serverinfo import ServerIdentity, identify
 
@@ -52,9 +53,7 @@ def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None 
 
 def _preflight(base: str, role: str, api: str, api_key: str | None, timeout: float, deadline: Deadline) -> Preflight:
     headers = auth_headers(api_key)
-    with requests.Session() as session:
-        session.trust_env = False
-        session.verify = tls.verify()
+    with new_session() as session:
         session.headers.update(headers)
         alive = False
         for path in ("/ready", "/health", "/v1/models", "/props"):

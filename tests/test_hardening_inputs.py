@@ -168,6 +168,15 @@ def test_preflight_ends_on_endless_or_silent_streams(mode, needle):
         assert time.monotonic() - t0 < 6.0
 
 
+def test_preflight_reads_through_an_interim_103_head_as_the_load_client_does():
+    """Before: Python's http.client skips only 100 Continue, so preflight took a 103 Early Hints head for the
+    answer and refused a server the load client (which skips every 1xx but 101) would have measured."""
+    with tiny_server("early_hints") as server:
+        result = check_server(server.url, "server", api="chat", timeout=2.0, total=10.0)
+    assert result.api == "chat"
+    assert ("POST", "/v1/chat/completions", None) in server.seen
+
+
 @pytest.mark.parametrize("mode", ["trickle_ready", "trickle_info"])
 def test_preflight_ends_on_a_page_that_trickles_a_byte_at_a_time(mode):
     """Each read gets a byte, so a per-read timeout never fires: only the total deadline ends it."""

@@ -31,6 +31,8 @@ HELD = {"no_head": (b"", 0.05), "ping_sse": (b": ping\n\n", 0.1), "endless_sse":
         "silent_sse": (b"", 0.05)}
 # "no_route" and "no_stream": a server whose every GET answers with a model list, someone else's OpenAI-style API
 MODELS_ELSEWHERE = b'{"object": "list", "data": [{"id": "m", "owned_by": "someone"}]}'
+# "early_hints": every answer is preceded by an interim head, as some servers and proxies send
+EARLY_HINTS = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
 VLLM_METRICS = b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 3\n'
 
 
@@ -68,6 +70,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.server.seen.append(("GET", self.path, self.headers.get("Authorization")))
         mode = self.server.mode
+        if mode == "early_hints":
+            self.wfile.write(EARLY_HINTS)
         trickled = {"trickle_ready": ("/health", "/ready"), "trickle_info": ("/server_info", "/get_server_info"),
                     "trickle_metrics": ("/metrics",)}.get(mode, ())
         if self.path in trickled:
@@ -114,6 +118,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.seen.append(("POST", self.path, auth))
             n = sum(1 for s in self.server.seen if s[0] == "POST")
         mode = self.server.mode
+        if mode == "early_hints":
+            self.wfile.write(EARLY_HINTS)
         if mode in ("unauthorized", "no_route"):
             self._send(401 if mode == "unauthorized" else 404, "application/json", b"{}")
         elif mode == "no_stream":  # a whole JSON answer where a stream was asked for
@@ -171,7 +177,7 @@ def tiny_server(mode: str) -> Iterator[Any]:
 
     Modes: ok (any other name: plain answers, a short stream), ok_then_500, echo_creds, echo401_html, endless_sse,
     silent_sse, ping_sse, no_head, negative_count, huge_count, after_done,
-    trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics.
+    trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics, early_hints.
     """
     server: Any = _Server(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
