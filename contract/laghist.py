@@ -48,3 +48,10 @@ def quantile_ms(counts: Sequence[int], q: float) -> float | None:
             return low + (EDGES_MS[i] - low) * (rank - seen) / n
         seen += n
     return EDGES_MS[-1]
+
+
+def stalled_s(counts: Sequence[int], at_least_ms: float) -> float:
+    """Seconds the loop stood still in ticks late by ``at_least_ms`` or more, each read as its bin's lower edge
+    (a floor; the last bin starts near 4 s): a paused process shows as one very late tick."""
+    return sum(n * EDGES_MS[i - 1] for i, n in enumerate(counts) if n and i > 0 and EDGES_MS[i - 1] >= at_least_ms
+               ) / 1000.0

@@ -90,3 +90,7 @@ MIN_STEP_SHARE_S = 2.0
 # one whose master closed the connection (exited, killed) quits when it is not opened again this soon.
 MASTER_LOST_S = 15.0
 MASTER_GONE_S = 2.0
+
+# A load process whose event loop stood still this long at once (its 20 ms timer that late) flags its step
+# client_paused, as a pause of the master's own tick does (shapes.pauses): a paused worker is seen this way.
+STALL_MS = 1000.0

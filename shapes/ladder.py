@@ -24,6 +24,7 @@ from locust.runners import MasterRunner
 
 from analysis.stats.batch_means import window_precision
 from contract.messages import STEP_MESSAGE
+from contract.policy import STALL_MS
 from contract.schema import StepRecord
 from contract.settings import SuiteSettings, parse_budget, settings_of
 from shapes.books import (
@@ -309,7 +310,11 @@ class ConcurrencyLadder(LoadTestShape):
         book.end_s = now
         book.load_cpu = self.cpu.finish()
         book.read_lag_ms = self.cpu.read_lag_p90_ms()
-        book.paused_s = self.pause_watch.paused_s(book.start_s, now)
+        stalls = self.cpu.stalled_s(STALL_MS)  # any process, workers included: a paused worker is one long stall
+        for name, stalled in stalls.items():
+            log.warning("load process %s stood still for %.1f s or more in this step (paused, suspended or frozen): "
+                        "it is flagged client_paused", name, stalled)
+        book.paused_s = max(self.pause_watch.paused_s(book.start_s, now), *stalls.values(), 0.0)
         book.ended_by = ended_by
         self.live.end_s = now
         self._broadcast()

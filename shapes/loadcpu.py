@@ -66,6 +66,16 @@ class LoadCpu:
                 out[name] = round(p90, 2)
         return out
 
+    def stalled_s(self, at_least_ms: float) -> dict[str, float]:
+        """Each process's seconds of event-loop stalls of ``at_least_ms`` or more over the step (a floor), where
+        it had any: how a paused worker shows, since only the master's own clock is watched tick by tick."""
+        out: dict[str, float] = {}
+        for name, first in self._lag_first.items():
+            stalled = laghist.stalled_s(laghist.between(first, self._lag_last[name]), at_least_ms)
+            if stalled > 0:
+                out[name] = round(stalled, 2)
+        return out
+
     def finish(self) -> dict[str, float]:
         self.sample({})
         out: dict[str, float] = {}
