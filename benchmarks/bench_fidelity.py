@@ -56,12 +56,14 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
 
 
-def suite_run(url: str, users: int, seconds: float, max_tokens: int, out: Path) -> tuple[dict, list[dict]]:
-    """One ladder step of ``users`` users for about ``seconds`` of window; its step line and records."""
+def suite_run(url: str, users: int, seconds: float, max_tokens: int, out: Path,
+              processes: int = 0) -> tuple[dict, list[dict]]:
+    """One ladder step of ``users`` users for about ``seconds`` of window (``processes`` load processes, 0: one);
+    its step line and records."""
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary", "--host", url,
            "--out", str(out), "--label", f"c{users}", "--ladder", str(users), "--max-tokens", str(max_tokens),
            "--min-requests", "1", "--min-step-time", str(seconds), "--max-step-time", str(seconds * 3),
-           "--step-ci", "0"]
+           "--step-ci", "0", *(["--processes", str(processes)] if processes else [])]
     subprocess.run(cmd, check=True, capture_output=True, timeout=seconds * 6 + 90, cwd=out.parent)
     step = json.loads((out / "steps.jsonl").read_text().splitlines()[0])
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
@@ -77,10 +79,11 @@ def ledger(url: str) -> dict[str, dict]:
     return {e["rid"]: e for e in entries}
 
 
-def fidelity(url: str, users: int, seconds: float, max_tokens: int, tmp: Path) -> dict[str, float]:
+def fidelity(url: str, users: int, seconds: float, max_tokens: int, tmp: Path,
+             processes: int = 0) -> dict[str, float]:
     """TTFT error against the ledger, send lag and server receive delay over the window's ok requests."""
     ledger(url)  # cleared
-    step, records = suite_run(url, users, seconds, max_tokens, tmp / f"c{users}")
+    step, records = suite_run(url, users, seconds, max_tokens, tmp / f"c{users}", processes)
     truth = ledger(url)
     t0, t1 = step["steady_start_s"], step["end_s"]
     errors, received, lags, gaps = [], [], [], []
@@ -154,7 +157,7 @@ def raw_flood(url: str, users: int, seconds: float) -> tuple[float, float]:
 # -- main -------------------------------------------------------------------------------------------------------
 
 
-def timing_part(seconds: float, tmp: Path) -> None:
+def timing_part(seconds: float, tmp: Path, processes: int = 0) -> None:
     print("TTFT error = record ttft_s - (ledger first_token_s - arrival_s); recv = arrival_s - start_s; gap = the "
           "server's view of the user's turnaround, ledger arrival_s of its request - finished_s of its previous (ms)")
     print(f"{'case':<28} {'n':>5} {'err p50':>8} {'err p90':>8} {'lag p50':>8} {'lag p90':>8} {'recv p50':>9} "
@@ -165,7 +168,7 @@ def timing_part(seconds: float, tmp: Path) -> None:
         profile.write_text(STREAM_PROFILE.format(step_ms=step_ms))
         emu = start_emulator_process(str(profile), speed=1.0)
         try:
-            f = fidelity(emu.url, users, seconds, tokens, tmp)
+            f = fidelity(emu.url, users, seconds, tokens, tmp, processes)
         finally:
             emu.stop()
         print(f"{label:<28} {f['n']:>5} {f['err_p50']:>8.2f} {f['err_p90']:>8.2f} {f['lag_p50']:>8.2f} "
@@ -199,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flood-users", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2, help="flood rounds (suite and raw interleaved)")
     parser.add_argument("--skip-timing", action="store_true")
+    parser.add_argument("--processes", type=int, default=0,
+                        help="load processes for the timing part (Locust's --processes; 0: one process)")
     parser.add_argument("--skip-capacity", action="store_true")
     parser.add_argument("--raw", metavar="URL", help=argparse.SUPPRESS)  # the raw client's child process
     args = parser.parse_args(argv)
@@ -207,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_timing:
-            timing_part(args.seconds, Path(tmp))
+            timing_part(args.seconds, Path(tmp), args.processes)
         if not args.skip_capacity:
             capacity_part(args.flood_users, args.seconds, args.rounds, Path(tmp))
     return 0
