@@ -29,6 +29,7 @@ from contract.schema import (
     StepRecord,
 )
 from contract.settings import SettingsError, SuiteSettings, default_run_dir
+from contract.version import SUITE_VERSION
 from locustfiles.deadline import DeadlineExceeded
 from locustfiles.dialects import Dialect, Sampling, dialect
 from locustfiles.link import ClockOffset
@@ -43,8 +44,6 @@ from shapes.arrivals import ArrivalClock
 from shapes.live import LiveStep
 
 log = logging.getLogger("specbench")
-
-SUITE_VERSION = "0.1.0"
 
 
 @dataclass

@@ -38,6 +38,7 @@ from contract.settings import (
     parse_budget,
     passthrough_argv,
 )
+from contract.version import SUITE_VERSION
 from locustfiles.target import start_emulator_process
 from specbench.inputs import InputError, check_fresh_dir, check_host, check_key_and_url, check_load_options, check_speed
 from specbench.launch import LaunchError
@@ -58,6 +59,7 @@ DEMO_SWEEP = (("off", "baseline"), ("steps5", "eagle3-steps5"), ("steps3", "eagl
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specbench", description=__doc__.split("\n\n")[0] if __doc__ else None,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=f"specbench {SUITE_VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str) -> argparse.ArgumentParser:

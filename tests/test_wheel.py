@@ -95,6 +95,23 @@ def test_the_wheel_carries_code_data_and_locustfile_and_nothing_of_the_checkout(
     assert found["demo"]
 
 
+def test_the_installed_version_is_the_suite_version_and_packages_are_typed(installed: Path, tmp_path: Path) -> None:
+    """One version (contract.version): the wheel's metadata, ``specbench --version`` and meta.json agree; each
+    package carries py.typed, so a user's type checker reads the suite's hints."""
+    from contract.version import SUITE_VERSION
+
+    python = installed / ("python.exe" if os.name == "nt" else "python")
+    code = ("import importlib.metadata as m, pathlib, analysis, contract, emulator, locustfiles, shapes, specbench;"
+            "print(m.version('specbench'));"
+            "print(all((pathlib.Path(p.__file__).parent / 'py.typed').is_file()"
+            " for p in (analysis, contract, emulator, locustfiles, shapes, specbench)))")
+    env = _outside_env(tmp_path)
+    assert _run([str(python), "-c", code], cwd=tmp_path, timeout=60, env=env).stdout.split() == [SUITE_VERSION,
+                                                                                                  "True"]
+    said = _run([str(installed / "specbench"), "--version"], cwd=tmp_path, timeout=60, env=env).stdout
+    assert said.strip() == f"specbench {SUITE_VERSION}"
+
+
 def test_the_wheel_carries_every_package_of_the_checkout(installed: Path, tmp_path: Path) -> None:
     """pyproject lists packages by name: a subpackage left off the list (analysis.stats, ...) is not installed."""
     packages = sorted(".".join(init.parent.relative_to(REPO).parts)
