@@ -77,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def verbose_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--verbose", action="store_true", help="also show Locust's own log and statistics tables "
-                       "(always kept in each run directory's locust.log)")
+                       "(always kept in each run directory's locust.log) and, after a comparison, the whole report "
+                       "(always in report.md)")
 
     p = command("compare", help="ladder on a baseline and speculative servers, then the comparison")
     p.add_argument("--baseline", required=True, help="URL of the baseline server")

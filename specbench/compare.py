@@ -112,9 +112,12 @@ def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: st
     return LadderOutcome(0, False)
 
 
-def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str, Path]], interrupted: bool) -> int:
-    """Compare what was recorded and write the report; one configuration gives the two-run report."""
+def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str, Path]], interrupted: bool,
+                 verbose: bool = False) -> int:
+    """Compare what was recorded and write the report; one configuration gives the two-run report. The terminal
+    gets the answer and one table (``analysis.reporting.brief``); ``verbose``, the whole report."""
     from analysis import compare_many, load_run, render_comparison, render_multi, write_outputs
+    from analysis.reporting.brief import brief_comparison, brief_multi
 
     recorded = [(name, path) for name, path in configs if (path / "records.jsonl").exists()]
     if not (baseline[1] / "records.jsonl").exists() or not recorded:
@@ -122,7 +125,11 @@ def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str,
         return 130 if interrupted else 2
     multi = compare_many(load_run(baseline[1]), [(name, load_run(path)) for name, path in recorded],
                          baseline_name=baseline[0])
-    print(redact(render_comparison(multi.pairs[0]) if len(recorded) == 1 else render_multi(multi)), flush=True)
+    if len(recorded) == 1:
+        text = (render_comparison if verbose else brief_comparison)(multi.pairs[0])
+    else:
+        text = (render_multi if verbose else brief_multi)(multi)
+    print(redact(text), flush=True)
     written = write_outputs(multi, out)
     write_trace_section(out, baseline, recorded)  # trace replay (#28): nothing unless the runs replayed a trace
     print(f"report: {out / 'report.md'} and {out / 'report.html'} ({len(written)} files in {out})", flush=True)
@@ -187,7 +194,7 @@ def run_compare(job: CompareJob) -> int:
         if after not in (0, 3, 130):
             return after
     code = write_report(job.out, (job.baseline_name, dirs[job.baseline_name]),
-                        [(name, dirs[name]) for name, _ in job.specs], interrupted)
+                        [(name, dirs[name]) for name, _ in job.specs], interrupted, job.verbose)
     return EXIT_TOO_MANY_ERRORS if code == 0 and too_many_errors else code
 
 

@@ -61,7 +61,7 @@ def run_sweep(job: SweepJob) -> int:
             return code
     base = job.sweep.baseline
     configs = [(e.name, job.out / e.name) for e in job.sweep.entries if not e.baseline]
-    return write_report(job.out, (base.name, job.out / base.name), configs, interrupted)
+    return write_report(job.out, (base.name, job.out / base.name), configs, interrupted, job.verbose)
 
 
 def refine_sweep(job: SweepJob, api: str) -> int:

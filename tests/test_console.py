@@ -34,6 +34,14 @@ def test_demo_terminal_shows_one_line_per_step_and_the_verdict_and_locust_output
     levels = [m.group(2) for m in steps if m]
     assert levels == [f"C={c}" for c in SHORT_DEMO_LADDER] * 2, proc.stderr  # baseline then spec, one line a step
     assert sum("Verdict: " in line for line in proc.stdout.splitlines()) == 1
+    # The answer first: the verdict within 10 lines of the last run's start, at most ~40 lines of report after it
+    # (the whole report is in report.md and with --verbose).
+    lines = proc.stdout.splitlines()
+    last_run = max(i for i, line in enumerate(lines) if ": ladder against " in line)  # the step lines: stderr
+    report = lines[last_run + 1:]
+    verdict = next(i for i, line in enumerate(report) if line.startswith("Verdict: "))
+    assert verdict < 10 and len(report) <= 40, "\n".join(report)
+    assert "Why the ratio moves" not in proc.stdout and "Per category" not in proc.stdout
     first, top = SHORT_DEMO_LADDER[0], SHORT_DEMO_LADDER[-1]
     for run in ("baseline", "spec"):
         log = (out / run / LOG_FILE).read_text()
@@ -51,6 +59,7 @@ def test_verbose_demo_also_shows_locusts_tables(tmp_path):
     assert "Response time percentiles" in proc.stderr and "step 1/2 C=1: started" in proc.stderr
     assert SPAWN_WARNING not in proc.stderr and proc.stderr.count(SPAWN_EXPLAINED) == 2  # once per run
     assert "Response time percentiles" in (out / "spec" / LOG_FILE).read_text()
+    assert "Why the ratio moves" in proc.stdout and "Per category" in proc.stdout  # the whole report
 
 
 def test_plain_locust_keeps_its_output_but_explains_the_spawn_rate_warning_once(tmp_path, emulator):

@@ -1,0 +1,51 @@
+"""The terminal's report after a comparison: the answer first, then one compact table.
+
+Why: the full report is about 140 lines (decomposition, server-side tables, categories); on a terminal the
+verdict sat in the middle of them. Here the verdict, the crossover, the recommendation, saturation, the
+output-equivalence sentence, the why lines, single-prompt traps and the warnings come first, then the
+per-level throughput table (C, tok/s of each side, ratio with its interval, winner), then where the rest is.
+The full text is ``render_comparison`` / ``render_multi`` (``--verbose``, and report.md / report.html always).
+"""
+
+from __future__ import annotations
+
+from analysis.reporting.columns import LEVEL_COLUMNS, REFINED_NOTE
+from analysis.reporting.equivalence_report import multi_equivalence_lines
+from analysis.reporting.multi_render import best_text, level_columns, multi_saturation, refined_levels, switch_lines
+from analysis.reporting.render import render_warnings, saturation_lines, why_lines
+from analysis.table import text_table
+from analysis.verdicts.compare import Comparison
+from analysis.verdicts.multi import MultiComparison, multi_equivalences
+
+#: the per-level table's columns on the terminal (the report has them all)
+BRIEF_HEADERS = ("C", "spec tok/s", "base tok/s", "ratio", "95% CI", "winner")
+MORE = "Full tables (latency, why the ratio moves, server side, categories): report.md / report.html, or --verbose"
+
+
+def brief_comparison(c: Comparison) -> str:
+    """Verdict, crossover, recommendation, saturation, equivalence, why lines and warnings; then the table."""
+    out = [f"Verdict: {c.verdict.text}",
+           *(f"Crossover: {line}" for line in c.crossover_lines),
+           f"Recommendation: {c.recommendation.text}",
+           *saturation_lines(c.saturation),
+           *([f"Output equivalence: {c.equivalence.text}"] if c.equivalence is not None else []),
+           *(f"Why, C={line.removeprefix('C=')}" for line in why_lines(c)),
+           *(f"Note: {trap}" for trap in c.categories.traps),  # the single-prompt trap: the seed's own lesson
+           *([f"Skipped: {c.skipped}"] if c.skipped else []),
+           render_warnings(c.warnings)]
+    if not c.open_loop and c.levels:
+        columns = [col for col in LEVEL_COLUMNS if col.header in BRIEF_HEADERS]
+        out += ["", text_table(columns, c.levels), *([REFINED_NOTE] if any(lv.refined for lv in c.levels) else [])]
+    return "\n".join([*out, MORE])
+
+
+def brief_multi(m: MultiComparison) -> str:
+    """Best per level, the policy and its switch points, saturation, equivalence and warnings; then the table."""
+    out = [f"Best: {best_text(m)}", f"Policy: {m.policy.text}",
+           *(f"Switch point: {line}" for line in switch_lines(m)),
+           *(f"Saturation: {s.text}" for s in multi_saturation(m)),
+           *(multi_equivalence_lines(multi_equivalences(m), markdown=False) if multi_equivalences(m) else []),
+           render_warnings(m.warnings)]
+    if m.levels:
+        out += ["", text_table(level_columns(m), m.levels), *([REFINED_NOTE] if refined_levels(m) else [])]
+    return "\n".join([*out, MORE])
