@@ -598,10 +598,15 @@ def add_option(parser: Any, dest: str, **overrides: Any) -> None:
 def passthrough_argv(args: Any, dests: tuple[str, ...]) -> list[str]:
     """The options ``dests`` of a parsed ``specbench`` command as flags for the Locust child: those that differ
     from their default, written as the child's parser reads them."""
+    return given_argv(args, tuple(d for d in dests if getattr(args, d, None) != _BY_DEST[d].default))
+
+
+def given_argv(args: Any, dests: tuple[str, ...]) -> list[str]:
+    """The options ``dests`` that ``args`` holds (not None), as flags for the Locust child, default or not."""
     argv: list[str] = []
     for dest in dests:
         opt, value = _BY_DEST[dest], getattr(args, dest, None)
-        if value is None or value == opt.default:
+        if value is None:
             continue
         if isinstance(opt.default, bool):
             argv.append(opt.flag if value else f"--no-{opt.name}")

@@ -29,12 +29,14 @@ from contract.limits import auto_processes
 from contract.redact import redact
 from contract.schema import LOG_FILE
 from contract.settings import (
+    OPTIONS,
     SettingsError,
     SuiteSettings,
     add_option,
     check_budget_fits,
     default_run_dir,
     duration_arg,
+    given_argv,
     parse_budget,
     passthrough_argv,
 )
@@ -56,6 +58,28 @@ DEMO_SWEEP = (("off", "baseline"), ("steps5", "eagle3-steps5"), ("steps3", "eagl
               ("steps1", "eagle3-steps1"), ("eagle3", "eagle3"))
 
 
+EXIT_CODES = ("exit codes:\n"
+              "  0    done\n"
+              "  2    a mistake in the command line, a profile or the output place, or a server that fails its\n"
+              "       preflight (one line on stderr, before any load)\n"
+              "  3    a step failed more than --max-error-rate, or the disk refused a record\n"
+              "  130  interrupted (what was recorded is kept and reported)")
+EPILOGS = {
+    "compare": "examples:\n"
+               "  specbench compare --baseline http://127.0.0.1:30000 --spec http://127.0.0.1:30001 "
+               "--out reports/mine\n"
+               "  specbench compare --baseline http://h:30000 --spec eagle=http://h:30001 --spec ngram=http://h:30002 "
+               "\\\n      --ladder 1,8,32,128 --time-budget 30m\n\n" + EXIT_CODES,
+    "run": "examples:\n"
+           "  specbench run --host http://127.0.0.1:30000 --label baseline\n"
+           "  specbench run --host http://127.0.0.1:8080 --label llamacpp --api chat --max-tokens 256 --ladder 1,4,16"
+           "\n\n" + EXIT_CODES,
+    "sweep": "examples:\n  specbench sweep config/sweep/example.yaml --out reports/sweep\n"
+             "  specbench sweep my-sweep.yaml --time-budget 2h --refine-levels 0\n\n" + EXIT_CODES,
+    "demo": "examples:\n  specbench demo\n  specbench demo --sweep --out reports/demo-sweep\n\n" + EXIT_CODES,
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specbench", description=__doc__.split("\n\n")[0] if __doc__ else None,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
@@ -64,7 +88,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
         # No abbreviated flags: `run --api chat` (a flag for the Locust child) was taken as --api-key-env chat.
-        return sub.add_parser(name, help=help, allow_abbrev=False)
+        return sub.add_parser(name, help=help, allow_abbrev=False, epilog=EPILOGS.get(name),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
 
     def common_load(p: argparse.ArgumentParser) -> None:
         add_option(p, "suite_config")
@@ -130,6 +155,9 @@ def _parser() -> argparse.ArgumentParser:
                "demo, so it ends within 5 minutes; none for --rate; 0 or '' for none)")
     verbose_flag(p)
 
+    p = command("options", help="the suite options, for plain `locust -f locustfiles/sglang.py` use "
+                "(Locust prints its help before it reads the locustfile)")
+
     # crossover refinement (#27)
     for name in ("compare", "sweep", "demo"):
         sub.choices[name].add_argument(
@@ -137,6 +165,8 @@ def _parser() -> argparse.ArgumentParser:
             help="after the ladders, measure up to N extra levels around each crossover (switch point) on every "
             "server until its 95%% interval is within ±15%% (default 3)")
         sub.choices[name].add_argument("--no-refine", action="store_true", help="no extra levels after the ladders")
+    for name in ("compare", "run", "sweep", "demo"):  # last: the group follows each command's own options
+        suite_options(sub.choices[name])
     return parser
 
 
@@ -151,8 +181,15 @@ def _interrupt(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+def split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """The command's own options, and what each of its Locust children gets: the suite options group
+    (``suite_options``, there for --help) exactly as typed, then anything else for Locust."""
+    args, extra = _parser().parse_known_args(argv)
+    return args, given_argv(args, getattr(args, "suite_dests", ())) + extra
+
+
 def main(argv: list[str] | None = None) -> int:
-    args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    args, extra = split_args(sys.argv[1:] if argv is None else argv)
     # SIGTERM and SIGHUP end a command as Ctrl-C does: children are stopped in order, what was recorded is kept.
     # SIGINT is set too: a process started with SIGINT ignored (a background job of a non-interactive shell, as
     # CI scripts run) keeps it ignored, and Ctrl-C or `kill -INT` was then lost while the ladder ran on.
@@ -167,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_demo(args, extra)
         if args.command == "sweep":
             return cmd_sweep(args, extra)
+        if args.command == "options":
+            return cmd_options()
         return cmd_analysis(args, extra)
     except (PreflightError, UsageError, SweepFileError, LaunchError, InputError, SettingsError) as exc:
         print(f"specbench: error: {redact(str(exc))}", file=sys.stderr)
@@ -226,6 +265,49 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
 
 # Suite options a load command takes itself and hands on, as given, to each Locust child it starts.
 PASSED_ON: tuple[str, ...] = ("api_key_env", "overwrite")
+SUITE_GROUP = "suite options"
+OPTIONS_BY_DEST = {opt.dest: opt for opt in OPTIONS}
+
+
+# Options a specbench load command sets on each Locust child itself (its run's name, directory and terminal), or
+# that name a built-in target where the command names the servers: not offered on its command line.
+SET_BY_COMMAND = frozenset({"label", "out", "console", "emulator_profile", "emulator_speed"})
+
+
+def suite_options(p: argparse.ArgumentParser, skip: frozenset[str] = SET_BY_COMMAND) -> None:
+    """Every suite option the command does not take itself, in its --help, handed on to each Locust child.
+
+    Declared with no default in the namespace (SUPPRESS), so exactly what was typed is handed on: a value equal to
+    the default still overrides a --suite-config profile, as on the child's own command line."""
+    p.usage = p.format_usage().removeprefix("usage: ").strip() + " [suite options]"  # the group is long
+    group = p.add_argument_group(SUITE_GROUP, "passed on to each Locust run; each may also be set in a "
+                                 "--suite-config YAML profile (the command line wins)")
+    taken = {action.dest for action in p._actions}
+    added = tuple(opt.dest for opt in OPTIONS if opt.dest not in taken and opt.dest not in skip)
+    for dest in added:
+        opt = OPTIONS_BY_DEST[dest]
+        shown = "" if "default" in opt.help else f" (default: {_shown_default(opt.default)})"
+        # Taken as text: the settings check reads and judges every value (one line naming the flag and the
+        # range), as for an option written in a profile; argparse would print its usage instead.
+        as_text = {} if isinstance(opt.default, bool) else {"type": str, "choices": None, "metavar": (
+            "{" + ",".join(opt.choices) + "}" if opt.choices else dest.upper())}
+        add_option(group, dest, default=argparse.SUPPRESS, help=opt.help + shown, **as_text)
+    p.set_defaults(suite_dests=added)
+
+
+def cmd_options() -> int:
+    """Every suite option as plain Locust takes it (its own --help cannot show them: it prints before it reads
+    the locustfile)."""
+    p = argparse.ArgumentParser(prog="locust -f locustfiles/sglang.py", add_help=False, allow_abbrev=False,
+                                usage="%(prog)s [locust options] [suite options]")
+    suite_options(p, skip=frozenset())
+    print(p.format_help())
+    return 0
+
+
+def _shown_default(value: object) -> str:
+    text = "none" if value in ("", None) else str(value).lower() if isinstance(value, bool) else str(value)
+    return text.replace("%", "%%")
 
 
 def passed_on(args: argparse.Namespace) -> list[str]:
