@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     summ = sub.add_parser("summarize", help="per-step table of one run directory")
     summ.add_argument("run_dir", help="run directory (records.jsonl, steps.jsonl, meta.json)")
-    summ.add_argument("--json", action="store_true", help="print the table as JSON (schema in README)")
+    summ.add_argument("--json", action="store_true", help="print the table as JSON (schema in analysis/README.md)")
     summ.add_argument("--out", metavar="DIR", help="also write summary.txt/.json/.csv and plots into DIR")
     summ.add_argument("--slo", default="", help="judge SLO attainment and goodput by these targets, e.g. "
                       "ttft=2s,tpot=50ms (default: the SLO the run was started with)")

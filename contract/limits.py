@@ -1,8 +1,8 @@
 """The one table of limits: every number a user can give has a range a real machine can honour.
 
 Checked before anything starts (``specbench`` before preflight and before any directory; the Locust child
-again when it runs alone). Each bound carries its reason, which the README's "Limits" table repeats, so a
-refusal explains itself. A value outside its range (NaN and infinities included) is one line naming the flag.
+again when it runs alone). Each bound carries its reason, which docs/reference/limits.md repeats, so a refusal
+explains itself. A value outside its range (NaN and infinities included) is one line naming the flag.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def check_scale(levels: list[int], rates: list[float], max_in_flight: int, proce
     """Users, rates and requests in flight per load process within what one process can drive."""
     users = USERS_PER_PROCESS * processes
     add = ("; add load processes (--processes, up to a few per core) or load machines "
-           "(see README, Distributed runs)")
+           "(see docs/guides/distributed.md)")
     if levels and max(levels) > users:
         raise LimitError(f"--ladder: level {max(levels)} is above {users} users for {processes} load "
                          f"process(es) ({USERS_PER_PROCESS} per process){add}")

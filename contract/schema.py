@@ -12,7 +12,7 @@ A run directory holds three files, all written by the load side as things happen
 
 This module is the single definition of those shapes. The load side imports it to build lines; the analysis
 side imports it to read them. It imports nothing from Locust, so a run killed half-way can be read anywhere.
-Field meanings are documented in the README (section "Records"); bump ``SCHEMA_VERSION`` on any incompatible change and
+Field meanings are documented in docs/reference/records.md; bump ``SCHEMA_VERSION`` on any incompatible change and
 keep ``read_*`` able to read every older version.
 """
 

@@ -120,7 +120,7 @@ SERVER_NAMES: dict[str, str] = {
 
 _COMBINE: dict[str, Callable[[list[float]], float]] = {"sum": sum, "mean": lambda v: sum(v) / len(v)}
 
-# How labelled series of one term combine, decided per label (see README "Server-side metrics"):
+# How labelled series of one term combine, decided per label (see docs/guides/server-metrics.md):
 # * ``priority`` (SGLang --enable-priority-scheduling): the series with an empty priority is the total over
 #   priorities, the others split it; the total is taken alone (the per-priority series are summed only when no
 #   total is written).

@@ -406,7 +406,7 @@ class SuiteSettings:
     ladder: list[int] = option(",".join(map(str, DEFAULT_LADDER)), "concurrency levels of the ladder, "
                                "comma-separated", parse=parse_ladder)
     warmup_time: float = option(0.0, "warm-up seconds per step; 0: until every user has finished one request or "
-                                "the requests in flight have stayed at C for a while (see README)")
+                                "the requests in flight have stayed at C for a while (docs/guides/ladder.md)")
     min_requests: int = option(0, "requests each step must measure; 0: 30 with --step-ci, else max(30, 3*C)")
     min_step_time: float = option(10.0, "minimum seconds of measured window per step")
     max_step_time: float = option(600.0, "maximum seconds per step, warm-up included")

@@ -55,7 +55,7 @@ def check_locust_flags(args: list[str]) -> None:
         raise InputError(f"Locust option: {lines[-1] if lines else f'exit code {proc.returncode}'}")
     unknown = json.loads(proc.stdout.strip().splitlines()[-1])
     if unknown:
-        raise InputError(f"unknown option {unknown[0]!r} (not a specbench or Locust option; see README, Options)")
+        raise InputError(f"unknown option {unknown[0]!r} (not a specbench or Locust option; see specbench options)")
 
 
 def check_load_options(options: list[str], processes: int = 0) -> SuiteSettings:

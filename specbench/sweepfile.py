@@ -2,7 +2,7 @@
 
 Every mistake is one ``SweepFileError`` line naming the file and the key (``configurations[2].command``), so
 the CLI prints it and exits 2 instead of failing half-way through an hour of runs. The format is documented
-in README.md ("Sweeps") and shown in ``config/sweep/example.yaml``.
+in docs/guides/sweeps.md and shown in ``config/sweep/example.yaml``.
 """
 
 from __future__ import annotations

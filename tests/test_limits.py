@@ -113,11 +113,10 @@ def test_url_credentials_next_to_a_key_are_refused_before_any_request(tmp_path):
 
 
 def test_readme_limits_table_is_the_code_table():
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Limits", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "reference" / "limits.md").read_text(encoding="utf-8")
     for dest, limit in LIMITS.items():
         row = next((ln for ln in section.splitlines() if ln.startswith(f"| `{flag(dest)}` |")), None)
-        assert row is not None, f"README Limits has no row for {flag(dest)}"
+        assert row is not None, f"docs/reference/limits.md has no row for {flag(dest)}"
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert re.sub(r"[>≥ ]", "", cells[1]) == num(limit.lo) and cells[2] == num(limit.hi), row
         assert cells[3] == limit.why, row

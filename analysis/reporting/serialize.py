@@ -1,4 +1,4 @@
-"""JSON and CSV shapes of a run summary and a comparison: stable, versioned, documented in README.md.
+"""JSON and CSV shapes of a run summary and a comparison: stable, versioned, documented in analysis/README.md.
 
 Field names follow the dataclasses (seconds in ``*_s``, speeds in ``*_tok_s``); non-finite numbers become
 null so every file is strict JSON. Bump the schema constants on any incompatible change.
