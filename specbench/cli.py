@@ -181,6 +181,12 @@ def _interrupt(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+def subcommands(parser: argparse.ArgumentParser | None = None) -> dict[str, argparse.ArgumentParser]:
+    """Each command's own parser (for its --help: the docs' reference page, the tests of what it lists)."""
+    action = next(a for a in (parser or _parser())._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
 def split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """The command's own options, and what each of its Locust children gets: the suite options group
     (``suite_options``, there for --help) exactly as typed, then anything else for Locust."""

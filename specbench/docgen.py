@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from contract.settings import OPTIONS
-from specbench.cli import _parser
+from specbench.cli import _parser, subcommands
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "reference"
 WIDTH = 110  # the help text's wrapping width, fixed so the pages do not depend on the terminal
@@ -36,7 +36,7 @@ def _help(parser: argparse.ArgumentParser) -> str:
 
 def cli_page() -> str:
     parser = _parser()
-    subs = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]  # argparse keeps them here
+    subs = subcommands(parser)
     out = [GENERATED, "", "# Command line", "",
            "Every `specbench` command's `--help`, as the installed version prints it. The suite options each load "
            "command hands on to Locust are listed once, with their YAML keys, in [All options](all-options.md).",

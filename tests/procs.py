@@ -6,6 +6,8 @@ exited and only waits for its parent to reap it, which an orphan's new parent ma
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from pathlib import Path
 
 
@@ -47,3 +49,12 @@ def descendants(pid: int) -> set[int]:
         frontier = {p for p, parent in table.items() if parent in frontier} - found
         found |= frontier
     return found
+
+
+def end_stopped(*procs: subprocess.Popen[str]) -> None:
+    """Kill each process still running, continuing it first (a test may have left it SIGSTOPped)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait(timeout=30)

@@ -21,6 +21,7 @@ from contract.policy import STALL_MS
 from shapes.pauses import PAUSE_S, PauseWatch
 from specbench.launch import free_port
 from tests.conftest import locust_cmd, read_jsonl, wait_until
+from tests.procs import end_stopped
 from tests.test_distributed import master_cmd, worker
 
 pytestmark = pytest.mark.slow
@@ -62,9 +63,7 @@ def test_a_paused_load_process_flags_its_step_and_withholds_the_verdict(tmp_path
         _pause(proc, LONG_S)
         _out, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
+        end_stopped(proc)
     assert proc.returncode in (0, 1), err[-2000:]
     steps = {s["index"]: s for s in read_jsonl(out / "steps.jsonl")}
     assert "client_paused" not in steps[0]["flags"] and "paused_s" not in steps[0], steps[0]
@@ -97,10 +96,7 @@ def test_a_paused_worker_flags_its_step(tmp_path: Path, emulator) -> None:
         _pause(lone, 2.0)
         _out, err = master.communicate(timeout=120)
     finally:
-        for proc in (master, lone):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.kill()
+        end_stopped(master, lone)
     assert master.returncode in (0, 1), err[-2000:]
     steps = {s["index"]: s for s in read_jsonl(out / "steps.jsonl")}
     assert "client_paused" not in steps[0]["flags"] and "paused_s" not in steps[0], steps[0]

@@ -22,6 +22,7 @@ from contract.schema import read_run
 from locustfiles.link import ClockOffset
 from specbench.launch import free_port
 from tests.conftest import LOCUSTFILE, run_flags, run_locust, wait_until
+from tests.procs import end_stopped
 
 # On the minimums (--step-ci 0): the three topologies must measure the same number of requests per step.
 LADDER = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "40", "--min-step-time", "3",
@@ -172,17 +173,21 @@ def _master_and_worker(tmp_path: Path, emulator) -> tuple[subprocess.Popen[str],
         wait_until(lambda: (master_dir / "run" / "records.jsonl").exists(), timeout_s=60, poll_s=0.2,
                    what="the master's first record")
     except BaseException:
-        _end(master, lone)
+        end_stopped(master, lone)
         raise
     return master, lone
 
 
-def _end(*procs: subprocess.Popen[str]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-            proc.wait(timeout=30)
+def _seconds_to_exit(proc: subprocess.Popen[str], since: float) -> float:
+    """Wait for ``proc`` to exit (within Locust's own master check and then some); seconds from ``since``."""
+    wait_until(lambda: proc.poll() is not None, timeout_s=MASTER_LOST_S + 30, poll_s=0.1, what="the worker's exit")
+    return time.monotonic() - since
+
+
+def _worker_said(tmp_path: Path, lone: subprocess.Popen[str], reason: str) -> None:
+    log = (tmp_path / "machine1.log").read_text()
+    assert lone.returncode == 3, log[-3000:]
+    assert reason in log, log[-3000:]
 
 
 def test_a_worker_whose_master_is_killed_quits_within_seconds_and_says_so(tmp_path, emulator):
@@ -197,15 +202,10 @@ def test_a_worker_whose_master_is_killed_quits_within_seconds_and_says_so(tmp_pa
         time.sleep(2.0)
         assert lone.poll() is None, "a master paused 3 s is not gone"
         master.send_signal(signal.SIGKILL)
-        killed = time.monotonic()
-        wait_until(lambda: lone.poll() is not None, timeout_s=MASTER_LOST_S + 30, poll_s=0.1,
-                   what="the worker's exit")
-        took = time.monotonic() - killed
+        took = _seconds_to_exit(lone, time.monotonic())
     finally:
-        _end(master, lone)
-    log = (tmp_path / "machine1.log").read_text()
-    assert lone.returncode == 3, log[-3000:]
-    assert "the master closed its connection" in log, log[-3000:]
+        end_stopped(master, lone)
+    _worker_said(tmp_path, lone, "the master closed its connection")
     assert MASTER_GONE_S <= took < 5.0, took
 
 
@@ -215,13 +215,8 @@ def test_a_worker_whose_master_hangs_quits_after_its_heartbeats_stop(tmp_path, e
     master, lone = _master_and_worker(tmp_path, emulator)
     try:
         master.send_signal(signal.SIGSTOP)
-        stopped = time.monotonic()
-        wait_until(lambda: lone.poll() is not None, timeout_s=MASTER_LOST_S + 30, poll_s=0.2,
-                   what="the worker's exit")
-        took = time.monotonic() - stopped
+        took = _seconds_to_exit(lone, time.monotonic())
     finally:
-        _end(master, lone)
-    log = (tmp_path / "machine1.log").read_text()
-    assert lone.returncode == 3, log[-3000:]
-    assert "the master stopped answering" in log, log[-3000:]
+        end_stopped(master, lone)
+    _worker_said(tmp_path, lone, "the master stopped answering")
     assert MASTER_LOST_S - 2 <= took < MASTER_LOST_S + 30, took  # the last answer came up to a second before

@@ -172,9 +172,9 @@ def test_a_flag_for_the_locust_child_is_never_taken_as_a_prefix_of_a_command_fla
 @pytest.mark.parametrize("command", ["compare", "run", "sweep", "demo"])
 def test_every_suite_option_a_command_accepts_is_in_its_help(command: str) -> None:
     """Before: `specbench compare --help` listed 14 options; the ~40 it hands on to Locust were only in the README."""
-    from specbench.cli import SET_BY_COMMAND, _parser
+    from specbench.cli import SET_BY_COMMAND, subcommands
 
-    sub = _parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    sub = subcommands()[command]
     shown = sub.format_help()
     missing = [opt.flag for opt in OPTIONS if opt.dest not in SET_BY_COMMAND and f"{opt.flag} " not in shown
                and f"{opt.flag}," not in shown and not shown.rstrip().endswith(opt.flag)]

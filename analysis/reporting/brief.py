@@ -41,10 +41,11 @@ def brief_comparison(c: Comparison) -> str:
 
 def brief_multi(m: MultiComparison) -> str:
     """Best per level, the policy and its switch points, saturation, equivalence and warnings; then the table."""
+    equivalences = multi_equivalences(m)
     out = [f"Best: {best_text(m)}", f"Policy: {m.policy.text}",
            *(f"Switch point: {line}" for line in switch_lines(m)),
            *(f"Saturation: {s.text}" for s in multi_saturation(m)),
-           *(multi_equivalence_lines(multi_equivalences(m), markdown=False) if multi_equivalences(m) else []),
+           *(multi_equivalence_lines(equivalences, markdown=False) if equivalences else []),
            render_warnings(m.warnings)]
     if m.levels:
         out += ["", text_table(level_columns(m), m.levels), *([REFINED_NOTE] if refined_levels(m) else [])]
