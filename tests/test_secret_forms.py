@@ -27,7 +27,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from contract.redact import MASK, clip, encodings, redact, redacted_json_line, register_key
+from contract.redact import MASK, clip, encodings, key_problem, redact, redacted_json_line, register_key
 from locustfiles.streams import StreamState
 from tests.tinyservers import SSE_OK, _Server, serving
 
@@ -281,3 +281,72 @@ def test_a_key_echoed_in_every_form_across_every_cut_never_reaches_a_file_or_the
     errors = [r["error"] or "" for r in records if r["status"] != "ok"]
     assert {r["status"] for r in records} >= {"stream_error", "http_error", "not_streaming"}
     assert sum(MASK in e for e in errors) >= len(PLAN), "the echoes were kept, masked"
+
+
+# -- keys refused up front ---------------------------------------------------------------------------------------
+
+def _specbench(*args: str, env: dict[str, str] | None = None, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specbench.cli", *args], capture_output=True, text=True,
+                          timeout=60, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def _one_line(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-1000:], proc.stderr[-1000:])
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("specbench: error: "), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(("key", "why"), [
+    ("sk-abc", "shorter than 8"),
+    ("sk-line-one\nsk-line-two", "control character"),
+    ("sk-tab\tseparated-key", "control character"),
+    ("sk-ключ-не-латиница-42", "outside Latin-1"),
+])
+def test_a_key_that_cannot_be_sent_or_hidden_is_refused_in_one_line(tmp_path: Path, key: str, why: str) -> None:
+    """Before: a 6-character key was accepted (and never redacted: too short to register); a newline or a
+    non-Latin-1 character reached requests, whose traceback printed the key."""
+    with _EchoServer() as server:
+        proc = _specbench("run", "--host", server.url, "--label", "k", "--out", str(tmp_path / "run"),
+                          "--api-key-env", "SPECBENCH_BAD_KEY", env={"SPECBENCH_BAD_KEY": key}, cwd=tmp_path)
+        _one_line(proc, "--api-key-env", "SPECBENCH_BAD_KEY", why)
+        assert server.posts == 0 and server.gets == 0, "refused before any request"
+    printed = proc.stdout + proc.stderr
+    assert all(part not in printed for part in key.split() if len(part) >= 4), printed
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_key_rules_name_the_problem_and_accept_ordinary_keys() -> None:
+    assert key_problem("sk-8char") is None and key_problem(KEY) is None and key_problem("clé-latin1-ok") is None
+    assert "shorter than 8" in (key_problem("1234567") or "")
+    assert "control" in (key_problem("sk-abcdef\r") or "") and "control" in (key_problem("sk-abc\x7fdef") or "")
+    assert "Latin-1" in (key_problem("sk-abcdef\u20ac") or "")
+
+
+class _EchoServer:
+    """_EchoHandler on a free loopback port, counting what reached it."""
+
+    def __enter__(self) -> Any:
+        self.server: Any = _Server(("127.0.0.1", 0), _CountingHandler)
+        self.server.daemon_threads, self.server.lock, self.server.posts, self.server.played = (
+            True, threading.Lock(), 0, set())
+        self.server.gets = 0
+        self._serving = serving(self.server)
+        self.server.url = self._serving.__enter__()
+        return self.server
+
+    def __exit__(self, *exc: Any) -> None:
+        self._serving.__exit__(*exc)
+
+
+class _CountingHandler(_EchoHandler):
+    def do_GET(self) -> None:
+        with self.server.lock:
+            self.server.gets += 1
+        super().do_GET()
