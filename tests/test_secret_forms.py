@@ -28,8 +28,9 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from contract.redact import MASK, clip, encodings, key_problem, redact, redacted_json_line, register_key
+from contract.urls import shown_url
 from locustfiles.streams import StreamState
-from tests.tinyservers import SSE_OK, _Server, serving
+from tests.tinyservers import SSE_OK, _Server, serving, tiny_server
 
 _BODY = "".join(chr(c) for c in [*range(48, 58), *range(65, 91), *range(97, 123)]) + "-_"
 KEY = ("sk-proj-" + "".join(_BODY[(i * 37 + 11) % len(_BODY)] for i in range(150)) + "/Zx+9q=")[:164]
@@ -350,3 +351,48 @@ class _CountingHandler(_EchoHandler):
         with self.server.lock:
             self.server.gets += 1
         super().do_GET()
+
+
+# -- URLs with credentials --------------------------------------------------------------------------------------
+
+PASSWORD = "hunter2@pw-Tail-9931"  # a raw '@' in the password: the host starts after the LAST '@'
+
+
+def test_redact_masks_url_credentials_up_to_the_last_at() -> None:
+    """Before: the mask stopped at the first '@', and 'pw-Tail-9931@127.0.0.1' was printed and stored."""
+    text = f"server: http://alice:{PASSWORD}@127.0.0.1:8000/v1 is up; mail bob@example.org"
+    assert redact(text) == f"server: http://{MASK}@127.0.0.1:8000/v1 is up; mail bob@example.org"
+    assert shown_url("http://alice:pa/ss-Secret-77@127.0.0.1:8000/") == f"http://{MASK}@127.0.0.1:8000/"
+    assert shown_url("http://127.0.0.1:8000/") == "http://127.0.0.1:8000/"
+
+
+def test_a_raw_at_in_the_url_password_never_shows_its_tail(tmp_path: Path) -> None:
+    with tiny_server("ok") as server:
+        host = server.url.replace("http://", f"http://alice:{PASSWORD}@")
+        out = tmp_path / "run"
+        proc = _specbench("run", "--host", host, "--label", "at", "--out", str(out), "--ladder", "1",
+                          "--max-tokens", "8", "--min-requests", "4", "--min-step-time", "1",
+                          "--max-step-time", "20", "--step-ci", "0", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        basic = "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+        assert any(auth == basic for _m, _p, auth in server.seen), "the whole password was sent"
+    written = [proc.stdout, proc.stderr] + [f.read_text(errors="replace") for f in out.rglob("*") if f.is_file()]
+    everything = "\n".join(written)
+    for secret in ("pw-Tail-9931", PASSWORD, f"alice:{PASSWORD}"):
+        assert not [f for f in encodings(secret) if f in everything], secret
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["server"]["url"].startswith(f"http://{MASK}@127.0.0.1:"), meta["server"]["url"]
+    assert f"http://{MASK}@127.0.0.1:" in proc.stdout
+
+
+@pytest.mark.parametrize("char", ["/", "#", "?"])
+def test_a_url_refused_for_its_password_does_not_echo_it(tmp_path: Path, char: str) -> None:
+    """A '/', '#' or '?' in a password ends the URL's host part early: the URL is refused, and the refusal
+    printed it whole before (the mask needs an '@' after the credentials, which the early end hid)."""
+    with tiny_server("ok") as server:
+        host = server.url.replace("http://", f"http://alice:pa{char}ss-Secret-5521@")
+        proc = _specbench("run", "--host", host, "--label", "u", "--out", str(tmp_path / "run"), cwd=tmp_path)
+        line = _one_line(proc, "--host")
+        assert server.seen == []
+    assert "Secret-5521" not in proc.stdout + proc.stderr and "alice" not in line, line
+
