@@ -30,6 +30,7 @@ import pytest
 from contract.redact import MASK, clip, encodings, key_problem, redact, redacted_json_line, register_key
 from contract.urls import shown_url
 from locustfiles.streams import StreamState
+from specbench.launch import free_port
 from tests.tinyservers import SSE_OK, _Server, serving, tiny_server
 
 _BODY = "".join(chr(c) for c in [*range(48, 58), *range(65, 91), *range(97, 123)]) + "-_"
@@ -396,3 +397,10 @@ def test_a_url_refused_for_its_password_does_not_echo_it(tmp_path: Path, char: s
         assert server.seen == []
     assert "Secret-5521" not in proc.stdout + proc.stderr and "alice" not in line, line
 
+
+def test_preflight_names_the_server_once(tmp_path: Path) -> None:
+    """Before: 'specbench: error: server server http://...: not reachable'."""
+    url = f"http://127.0.0.1:{free_port()}"
+    line = _one_line(_specbench("run", "--host", url, "--label", "p", "--out", str(tmp_path / "r"), cwd=tmp_path),
+                     "not reachable")
+    assert f"error: server {url}: " in line and "server server" not in line, line
