@@ -335,13 +335,13 @@ class _EchoServer:
     """_EchoHandler on a free loopback port, counting what reached it."""
 
     def __enter__(self) -> Any:
-        self.server: Any = _Server(("127.0.0.1", 0), _CountingHandler)
-        self.server.daemon_threads, self.server.lock, self.server.posts, self.server.played = (
-            True, threading.Lock(), 0, set())
-        self.server.gets = 0
-        self._serving = serving(self.server)
-        self.server.url = self._serving.__enter__()
-        return self.server
+        server: Any = _Server(("127.0.0.1", 0), _CountingHandler)
+        server.daemon_threads, server.lock, server.posts, server.played, server.gets = (
+            True, threading.Lock(), 0, set(), 0)
+        self._serving = serving(server)
+        server.url = self._serving.__enter__()
+        self.server = server
+        return server
 
     def __exit__(self, *exc: Any) -> None:
         self._serving.__exit__(*exc)
