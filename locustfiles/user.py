@@ -56,7 +56,7 @@ class Outcome:
         self.reason: str | None = None  # a short, stable text for Locust's failure table (one row per kind)
 
     def fail(self, status: str, reason: str, detail: str | None = None) -> None:
-        self.status, self.reason = status, reason
+        self.status, self.reason = status, clip(reason, ERROR_TEXT_LIMIT)  # may hold a server's header text
         self.error = clip(f"{reason}: {detail}" if detail else reason, ERROR_TEXT_LIMIT)  # redacted, then cut
 
 

@@ -215,6 +215,8 @@ CUTS: dict[str, tuple[int, str, Callable[[str], bytes], int]] = {
     "error_page": (500, "text/plain", lambda t: t.encode(), 150),
     # a page where a stream was asked for: read to 200 bytes before, key from byte 120
     "not_a_stream": (200, "text/html", lambda t: t.encode(), 120),
+    # the same, its content type echoing the key: it names the failure in Locust's table
+    "content_type": (200, "text/html; echo=", lambda t: b"<html>sign in</html>", 0),
 }
 _DISTINCT = {"".join(form): name for name, form in sorted(FORMS.items(), reverse=True) if not name.endswith("/mixed")}
 PLAN = [(cut, name) for cut in CUTS for name in sorted(_DISTINCT.values())]
@@ -256,7 +258,8 @@ class _EchoHandler(BaseHTTPRequestHandler):
         cut, name = PLAN[(n // 2 - 1) % len(PLAN)]
         status, ctype, build, at = CUTS[cut]
         self.server.played.add((cut, name))
-        self._send(status, ctype, build("e" * at + "".join(FORMS[name]) + " (check your key)"))
+        text = "e" * at + "".join(FORMS[name]) + " (check your key)"
+        self._send(status, ctype + text if ctype.endswith("=") else ctype, build(text))
 
 
 def test_a_key_echoed_in_every_form_across_every_cut_never_reaches_a_file_or_the_terminal(tmp_path: Path) -> None:
