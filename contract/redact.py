@@ -32,7 +32,7 @@ import orjson
 
 MASK = "<redacted>"
 # user[:password]@ before a host: up to the LAST @ before the path (a raw @ in a password is no end)
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<cred>[^/\s?#]*@)+")
+_URL_CREDENTIALS = re.compile(r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s?#]*@")
 MIN_KEY_LENGTH = 8  # an API key shorter than this is refused by the settings check (it would blank words)
 _MIN_KEY = 4  # the shortest secret registered at all (a URL's password may be short; shorter would blank words)
 PREFIX_MIN = 8  # a secret's start this long (or longer) left at the end of kept text is masked too

@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -368,6 +369,15 @@ def test_redact_masks_url_credentials_up_to_the_last_at() -> None:
     assert redact(text) == f"server: http://{MASK}@127.0.0.1:8000/v1 is up; mail bob@example.org"
     assert shown_url("http://alice:pa/ss-Secret-77@127.0.0.1:8000/") == f"http://{MASK}@127.0.0.1:8000/"
     assert shown_url("http://127.0.0.1:8000/") == "http://127.0.0.1:8000/"
+
+
+def test_a_long_error_page_with_an_at_is_redacted_in_linear_time() -> None:
+    """Before: a URL scheme was tried at every letter of a run and each try scanned the rest of the run, so a
+    64 KiB error page of letters holding one '@' took seconds (quadratic) on every failed request."""
+    page = "http://" + "a" * 65536 + " mail admin@example.org"
+    started = time.perf_counter()
+    assert redact(page) == page and clip(page, 200) == page[:200]
+    assert time.perf_counter() - started < 0.5
 
 
 def test_a_raw_at_in_the_url_password_never_shows_its_tail(tmp_path: Path) -> None:
