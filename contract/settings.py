@@ -49,7 +49,7 @@ from contract.apis import APIS
 from contract.lengths import LengthError, parse_length, parse_shared_prefix
 from contract.limits import LIMITS, LimitError, check_limit, check_processes, check_scale, load_processes
 from contract.policy import DEFAULT_LADDER, DRAIN_RESERVE, MIN_STEP_SHARE_S
-from contract.redact import looks_like_env_name, register_key_env
+from contract.redact import key_problem, looks_like_env_name, register_key_env
 from contract.slo import SloError, parse_rates, parse_slo
 from contract.tls import CaBundleError, check_ca_bundle, trust
 from contract.traces import FORMATS as TRACE_FORMATS
@@ -299,10 +299,11 @@ def check_machine(options: Any, settings: SuiteSettings) -> None:
 
 
 def check_api_key_env(name: str, _flag: str = "--api-key-env") -> None:
-    """The variable must be set and non-empty; a name that may be the key itself is never echoed.
+    """The variable must be set and hold a key that can be sent and hidden (``key_problem``: 8 characters or
+    more, no control character, Latin-1 only); neither the key nor a name that may be the key is ever echoed.
 
-    Runs once in each process that validates the settings, and registers the key there, so its logs never
-    show it."""
+    Runs once in each process that validates the settings, before any request, and registers the key there,
+    so its logs never show it."""
     if not name:
         return
     register_key_env(name)
@@ -312,6 +313,9 @@ def check_api_key_env(name: str, _flag: str = "--api-key-env") -> None:
                             "give the NAME of a variable that holds the key, never the key itself")
     if not os.environ[name].strip():
         raise SettingsError(f"--api-key-env: environment variable {shown} is empty")
+    problem = key_problem(os.environ[name])
+    if problem is not None:
+        raise SettingsError(f"--api-key-env: environment variable {shown}: {problem}")
 
 
 def _rates(text: Any, where: str) -> list[float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from contract.redact import redact, register_url_credentials
+from contract.redact import MASK, redact, register_url_credentials
 
 
 class UrlError(ValueError):
@@ -13,7 +13,7 @@ class UrlError(ValueError):
 
 def check_url(url: str, flag: str = "--host") -> str:
     """Return ``url`` without a trailing slash, or raise UrlError (credentials in the URL are never echoed)."""
-    shown = redact(url)
+    shown = shown_url(url)
     expected = "expected http://HOST[:PORT] or https://HOST[:PORT]"
     try:
         parts = urlsplit(url.strip())
@@ -30,6 +30,16 @@ def check_url(url: str, flag: str = "--host") -> str:
         raise UrlError(f"{flag}: {expected}, got {shown!r} (no query or fragment allowed)")
     register_url_credentials(url.strip())  # hidden in every form from now on, wherever a server echoes them
     return url.strip().rstrip("/")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a refusal may print it: whatever stands between ``://`` and the last ``@`` masked, so a
+    password the URL cannot hold (a raw ``/``, ``#`` or ``?`` in it ends the host part early) is not shown."""
+    text = redact(url)
+    scheme, sep, rest = text.partition("://")
+    if not sep or "@" not in rest:
+        return text
+    return f"{scheme}{sep}{MASK}{rest[rest.rindex('@'):]}"
 
 
 def has_credentials(url: str) -> bool:

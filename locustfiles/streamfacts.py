@@ -12,8 +12,11 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.redact import clip
 from contract.schema import SpecFields
 from locustfiles import specfields
+
+ERROR_TEXT_LIMIT = 200  # of a server's error message kept for the record (redacted before the cut)
 
 
 @dataclass
@@ -94,7 +97,7 @@ class StreamFacts:
             if kind == "abort":
                 code = finish.get("status_code")
                 self.error_code = code if isinstance(code, int) else None
-                self.error = str(finish.get("message") or "no message")[:200]
+                self.error = clip(str(finish.get("message") or "no message"), ERROR_TEXT_LIMIT)
         else:
             self.finish_reason = str(finish)
 

@@ -15,11 +15,14 @@ from typing import Any
 
 import orjson
 
+from contract.redact import clip
 from locustfiles.dialects import Dialect, dialect
 from locustfiles.sse import DONE
-from locustfiles.streamfacts import StreamFacts, TokenCounts
+from locustfiles.streamfacts import ERROR_TEXT_LIMIT, StreamFacts, TokenCounts
 
 __all__ = ["StreamState", "TokenCounts", "parse_payload"]
+
+MALFORMED_TEXT_LIMIT = 120  # of a chunk that is not JSON, kept for the record (redacted before the cut)
 
 
 def parse_payload(payload: bytes) -> Any:
@@ -58,7 +61,7 @@ class StreamState(StreamFacts):
         obj = parse_payload(payload)
         if not isinstance(obj, dict):
             if self.malformed is None:
-                self.malformed = payload[:120].decode("utf-8", "replace")
+                self.malformed = clip(payload.decode("utf-8", "replace"), MALFORMED_TEXT_LIMIT)
             return
         err = obj.get("error")
         if err is not None:
@@ -79,4 +82,4 @@ class StreamState(StreamFacts):
         else:
             message = str(err)
         if self.error is None:
-            self.error = message[:200]
+            self.error = clip(message, ERROR_TEXT_LIMIT)

@@ -37,6 +37,7 @@ from urllib.parse import unquote, urlsplit
 from gevent.monkey import get_original
 from gevent.socket import socket as _GreenSocket
 
+from contract.redact import clip
 from locustfiles.silence import DeadlinePassed, SilenceTimer
 
 _select = get_original("select", "select")
@@ -414,7 +415,7 @@ class Response:
         try:
             self._left = int(text, 16)
         except ValueError:
-            raise BrokenStream(f"bad chunk size {text[:20]!r}") from None
+            raise BrokenStream(f"bad chunk size {clip(text.decode('latin-1'), 20)!r}") from None
         self._state = "data" if self._left > 0 else "trailer"
 
     def _finish(self) -> None:

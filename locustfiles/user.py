@@ -24,7 +24,7 @@ from locust.user.task import LOCUST_STATE_RUNNING
 
 from contract import tls
 from contract.messages import RECORD_MESSAGE, START_MESSAGE
-from contract.redact import redact
+from contract.redact import clip
 from contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, answer_digest
 from locustfiles.auth import auth_headers
 from locustfiles.conversation import Conversation
@@ -40,7 +40,8 @@ from locustfiles.transport import Response, SendFailed, StreamClient, endpoint
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 2.0
 ERROR_TEXT_LIMIT = 200
-ERROR_PAGE_LIMIT = 65536  # of an error response's body read for its text (the record keeps its start)
+ERROR_PAGE_LIMIT = 65536  # of a body that is not a stream, read for its text (the record keeps its start: it is
+# redacted whole before it is cut, a key crossing the cut would no longer be recognised)
 
 
 class Outcome:
@@ -55,8 +56,8 @@ class Outcome:
         self.reason: str | None = None  # a short, stable text for Locust's failure table (one row per kind)
 
     def fail(self, status: str, reason: str, detail: str | None = None) -> None:
-        self.status, self.reason = status, reason
-        self.error = redact(f"{reason}: {detail}" if detail else reason)[:ERROR_TEXT_LIMIT]
+        self.status, self.reason = status, clip(reason, ERROR_TEXT_LIMIT)  # may hold a server's header text
+        self.error = clip(f"{reason}: {detail}" if detail else reason, ERROR_TEXT_LIMIT)  # redacted, then cut
 
 
 def classify_stream_end(state: StreamState, outcome: Outcome, max_tokens: int | None = None) -> None:
@@ -368,7 +369,7 @@ class LLMUser(HttpUser):
                 end = time.perf_counter()
             elif _not_a_stream(resp.headers.get("content-type", "")):
                 outcome.fail("not_streaming", f"HTTP {resp.status_code} {resp.headers.get('content-type')} "
-                             "instead of an event stream", _page(resp, ERROR_TEXT_LIMIT))
+                             "instead of an event stream", _page(resp, ERROR_PAGE_LIMIT))
                 end = time.perf_counter()
             else:
                 end, req.ready = self._read_stream(resp, state, outcome, req.t0, s.request_timeout, req.max_tokens)

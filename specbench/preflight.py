@@ -11,6 +11,7 @@ import requests
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from contract import tls
+from contract.redact import clip
 from contract.servertext import describe_speculative
 from locustfiles.auth import auth_headers
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
@@ -47,7 +48,7 @@ def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None 
     try:
         return _preflight(base, role, api, api_key, min(timeout, total), Deadline(total))
     except DeadlineExceeded:
-        raise PreflightError(f"{role} server {base}: preflight did not finish within {total:g} s "
+        raise PreflightError(f"{_server(role)} {base}: preflight did not finish within {total:g} s "
                              "(the server answers too slowly, trickles, or streams without end)") from None
 
 
@@ -60,22 +61,27 @@ def _preflight(base: str, role: str, api: str, api_key: str | None, timeout: flo
             try:
                 resp = fetch(session, "GET", base + path, deadline=deadline, per_read_s=timeout, max_bytes=1 << 20)
             except requests.ConnectionError as exc:
-                raise PreflightError(f"{role} server {base}: {_unreachable(exc)}") from None
+                raise PreflightError(f"{_server(role)} {base}: {_unreachable(exc)}") from None
             except (requests.Timeout, ReadTimeoutError):
-                raise PreflightError(f"{role} server {base}: no answer within {timeout:.0f} s") from None
+                raise PreflightError(f"{_server(role)} {base}: no answer within {timeout:.0f} s") from None
             if resp.status in (401, 403):
-                raise PreflightError(f"{role} server {base}: answers {resp.status} on {path}; "
+                raise PreflightError(f"{_server(role)} {base}: answers {resp.status} on {path}; "
                                      "give an API key with --api-key-env NAME")
             if resp.status == 200:
                 alive = True
                 break
         if not alive:
-            raise PreflightError(f"{role} server {base}: answers none of /ready, /health, /v1/models, /props "
+            raise PreflightError(f"{_server(role)} {base}: answers none of /ready, /health, /v1/models, /props "
                                  "with 200 (not ready, or not an inference server)")
         identity = identify(base, api_key=api_key, timeout=timeout, deadline=deadline)
         chosen = resolve_api(api, identity)
         _check_streams(session, base, chosen, identity, role, timeout, deadline)
     return Preflight(identity=identity, api=chosen)
+
+
+def _server(role: str) -> str:
+    """How a message names the server: "baseline server", "eagle3 server"; "server" alone for ``run``'s own."""
+    return "server" if role == "server" else f"{role} server"
 
 
 def _unreachable(exc: BaseException) -> str:
@@ -84,7 +90,7 @@ def _unreachable(exc: BaseException) -> str:
         return ("TLS: its certificate is not trusted (self-signed, or signed by a private CA?): give --ca-bundle FILE "
                 "with the CA's certificate (or set SSL_CERT_FILE)")
     if isinstance(exc, requests.exceptions.SSLError):
-        return f"TLS handshake failed ({str(exc)[:200]}): is it an https:// server?"
+        return f"TLS handshake failed ({clip(str(exc), 200)}): is it an https:// server?"
     return "not reachable (connection refused or no route)"
 
 
@@ -96,15 +102,15 @@ def _check_streams(session: requests.Session, base: str, api: str, identity: Ser
     try:
         resp = session.post(base + path, json=body, timeout=deadline.timeout(timeout), stream=True)
     except requests.RequestException as exc:
-        raise PreflightError(f"{role} server {base}: {path} failed ({type(exc).__name__})") from None
+        raise PreflightError(f"{_server(role)} {base}: {path} failed ({type(exc).__name__})") from None
     with resp:
         if resp.status_code == 404:
-            raise PreflightError(f"{role} server {base}: does not serve {path} (404); choose another --api")
+            raise PreflightError(f"{_server(role)} {base}: does not serve {path} (404); choose another --api")
         if resp.status_code in (401, 403):
-            raise PreflightError(f"{role} server {base}: answers {resp.status_code} on {path}; "
+            raise PreflightError(f"{_server(role)} {base}: answers {resp.status_code} on {path}; "
                                  "give an API key with --api-key-env NAME")
         if resp.status_code != 200:
-            raise PreflightError(f"{role} server {base}: {path} answers HTTP {resp.status_code} to a tiny request")
+            raise PreflightError(f"{_server(role)} {base}: {path} answers HTTP {resp.status_code} to a tiny request")
         ctype = resp.headers.get("content-type", "")
         first = b""
         try:
@@ -118,8 +124,8 @@ def _check_streams(session: requests.Session, base: str, api: str, identity: Ser
         except (requests.RequestException, ReadTimeoutError, ProtocolError, OSError) as exc:
             silent = isinstance(exc, ReadTimeoutError | TimeoutError)
             why = f"went silent for {timeout:g} s" if silent else f"broke ({type(exc).__name__})"
-            raise PreflightError(f"{role} server {base}: the stream from {path} {why} before its first "
+            raise PreflightError(f"{_server(role)} {base}: the stream from {path} {why} before its first "
                                  "line") from None
         if "text/event-stream" not in ctype and not first.lstrip().startswith(b"data:"):
-            raise PreflightError(f"{role} server {base}: {path} does not stream (content-type "
+            raise PreflightError(f"{_server(role)} {base}: {path} does not stream (content-type "
                                  f"{ctype or 'none'}); the suite measures streaming servers only")
