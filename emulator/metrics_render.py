@@ -78,6 +78,15 @@ def _sglang_sched(m: Metrics) -> Callable[[float, bool], Samples]:
     return series
 
 
+def _cap_source(m: Metrics) -> str:
+    """Why the cap is what it is: the launch flag, the server's own choice (no flag), or memory (lowered below the
+    flag). The label's name is from the issue; these values are the emulator's (not confirmed)."""
+    flag = m.profile.max_running_requests_flag
+    if flag is None:
+        return "auto"
+    return "server_args" if flag == m.profile.max_running_requests else "memory"
+
+
 def render_sglang(m: Metrics) -> str:
     p, wire, window, stats = m.profile, m.profile.wire, m.scheduler.window, m.scheduler.stats
     spec, t, sched = p.speculative, _Text(), _sglang_sched(m)
@@ -89,6 +98,9 @@ def render_sglang(m: Metrics) -> str:
     if wire.max_running_metric:
         t.emit("sglang:max_running_requests", "gauge", "The max running requests.",
                sched(p.max_running_requests, True))
+    if wire.cap_gauge:
+        t.emit("sglang:max_running_requests", "gauge", "The max running requests in force on this rank.",
+               [({**labels, "cap_source": _cap_source(m)}, v) for labels, v in sched(p.max_running_requests, True)])
     capacity = p.max_total_num_tokens
     t.emit("sglang:num_used_tokens", "gauge", "The number of used tokens.", sched(window.kv_used_tokens, True))
     t.emit("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache.",
