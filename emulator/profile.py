@@ -65,6 +65,9 @@ class Speculative:
     # Acceptance that falls with load (a draft that degrades in big batches): alpha * 2**(-(B-1)/halving_batch)
     # in a step of B running requests; None keeps alpha independent of the batch (the closed-form cost model).
     halving_batch: float | None = None
+    # n-gram style drafting: a decode step proposes nothing with this probability (no match to copy from) and is
+    # a plain target pass of one token, which vLLM leaves out of num_spec_steps and num_drafts.
+    no_draft_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -400,6 +403,7 @@ def _build_speculative(r: _Reader) -> Speculative:
         alpha_max=alpha_max,
         pinned_alpha=tuple(pinned),
         halving_batch=halving,
+        no_draft_share=r.number("no_draft_share", 0.0, hi=1.0),
     )
     r.finish()
     if spec.eagle_topk == 1 and spec.num_draft_tokens != spec.num_steps + 1:
