@@ -11,7 +11,8 @@ seen the end of a response always finds the record. Fields (all times are ``time
 written to the client), ``finish_reason`` ("length" | "stop" | "abort" | null), ``tokens_per_chunk`` (output
 tokens in each chunk as written; coalesced when the client reads slowly), ``tokens_per_step`` (tokens the scheduler
 produced in each step, the first being the prefill token), ``spec`` (null without speculation, else
-SGLang's ``spec_*`` figures plus ``alpha``, the prompt's draft acceptance probability), ``output_change``
+SGLang's ``spec_*`` figures plus ``alpha``, the prompt's draft acceptance probability, and ``drafting_steps``, the
+passes that verified a proposal: all of them unless ``speculative.no_draft_share``), ``output_change``
 (null, or the answer's first changed token under the ``lossy`` / ``batch_variance`` knobs: ``position``,
 ``from_id``, ``to_id``, ``cause`` "lossy" | "batch", ``batch``; ``emulator.divergence``), ``fault``
 (null or the fault's name) and ``error`` (null or the error message). With ``ledger_text`` (``--ledger-text``)

@@ -43,7 +43,8 @@ class PartCounts:
     requests: int = 0
     succeeded: int = 0
     aborted: int = 0
-    verify: int = 0
+    verify: int = 0  # target passes (SGLang's verify calls)
+    drafting: int = 0  # the passes that verified a proposal (vLLM's and llama.cpp's drafts counter)
     drafts_proposed: int = 0
     drafts_accepted: int = 0
     # accepted_per_pos[i]: verify passes whose draft token at position i was accepted (a pass that accepted
@@ -94,6 +95,7 @@ class Metrics:
         spec = record.get("spec")
         if spec:
             part.verify += spec["spec_verify_ct"]
+            part.drafting += spec.get("drafting_steps", spec["spec_verify_ct"])
             part.drafts_proposed += spec["spec_num_proposed_drafts"]
             part.drafts_accepted += spec["spec_num_correct_drafts"]
             for i, n in enumerate(accepted_by_position(spec["spec_correct_drafts_histogram"])):

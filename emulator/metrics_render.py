@@ -78,6 +78,15 @@ def _sglang_sched(m: Metrics) -> Callable[[float, bool], Samples]:
     return series
 
 
+def _cap_source(m: Metrics) -> str:
+    """Why the cap is what it is: the launch flag, the server's own choice (no flag), or memory (lowered below the
+    flag). The label's name is from the issue; these values are the emulator's (not confirmed)."""
+    flag = m.profile.max_running_requests_flag
+    if flag is None:
+        return "auto"
+    return "server_args" if flag == m.profile.max_running_requests else "memory"
+
+
 def render_sglang(m: Metrics) -> str:
     p, wire, window, stats = m.profile, m.profile.wire, m.scheduler.window, m.scheduler.stats
     spec, t, sched = p.speculative, _Text(), _sglang_sched(m)
@@ -89,6 +98,9 @@ def render_sglang(m: Metrics) -> str:
     if wire.max_running_metric:
         t.emit("sglang:max_running_requests", "gauge", "The max running requests.",
                sched(p.max_running_requests, True))
+    if wire.cap_gauge:
+        t.emit("sglang:max_running_requests", "gauge", "The max running requests in force on this rank.",
+               [({**labels, "cap_source": _cap_source(m)}, v) for labels, v in sched(p.max_running_requests, True)])
     capacity = p.max_total_num_tokens
     t.emit("sglang:num_used_tokens", "gauge", "The number of used tokens.", sched(window.kv_used_tokens, True))
     t.emit("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache.",
@@ -142,7 +154,7 @@ def render_vllm(m: Metrics) -> str:
                 ("vllm:request_success_total", "Count of successfully processed requests.", "succeeded")]
     if p.speculative is not None:
         if wire.num_drafts_counter:
-            counters.append(("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", "verify"))
+            counters.append(("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", "drafting"))
         counters += [("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", "drafts_proposed"),
                      ("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", "drafts_accepted")]
     for name, helptext, attr in counters:
@@ -171,11 +183,11 @@ def render_llamacpp(m: Metrics) -> str:
         t.emit(wire.kv_metric, "gauge", "KV-cache usage. 1 means 100 percent usage.",
                [({}, min(1.0, window.kv_used_tokens / p.max_total_num_tokens))])
     if wire.spec_counters:  # 0 when the server does not speculate
-        for name, attr in (("llamacpp:spec_decode_num_drafts_total", "verify"),
+        for name, attr in (("llamacpp:spec_decode_num_drafts_total", "drafting"),
                            ("llamacpp:spec_decode_num_draft_tokens_total", "drafts_proposed"),
                            ("llamacpp:spec_decode_num_accepted_tokens_total", "drafts_accepted")):
             t.emit(name, "counter", "Speculative decoding.", [({}, m.total(attr))])
-    if wire.spec_counters and p.speculative is not None and m.total("verify"):  # listed once a draft was verified
+    if wire.spec_counters and p.speculative is not None and m.total("drafting"):  # listed once a draft was verified
         positions = zip(*(part.accepted_per_pos for part in m.parts), strict=True)
         t.emit("llamacpp:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Speculative decoding.",
                [({"position": str(i)}, float(sum(counts))) for i, counts in enumerate(positions)])

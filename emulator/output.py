@@ -56,7 +56,7 @@ class Output:
     @property
     def proposed_drafts(self) -> int:
         spec = self.profile.speculative
-        return self.job.verify_ct * (spec.num_draft_tokens - 1) if spec is not None else 0
+        return self.job.drafting_steps * (spec.num_draft_tokens - 1) if spec is not None else 0
 
     def spec_figures(self) -> dict[str, Any] | None:
         """The per-request ``spec_*`` figures (the ledger's truth, newest names); None without speculation or
@@ -68,7 +68,7 @@ class Output:
         return {
             "spec_verify_ct": job.verify_ct,
             "spec_accept_length": job.produced / job.verify_ct,
-            "spec_accept_rate": job.correct_drafts / proposed,
+            "spec_accept_rate": job.correct_drafts / proposed if proposed else 0.0,
             "spec_num_correct_drafts": job.correct_drafts,
             "spec_num_proposed_drafts": proposed,
             "spec_correct_drafts_histogram": list(job.histogram),

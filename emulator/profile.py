@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,9 @@ class Speculative:
     # Acceptance that falls with load (a draft that degrades in big batches): alpha * 2**(-(B-1)/halving_batch)
     # in a step of B running requests; None keeps alpha independent of the batch (the closed-form cost model).
     halving_batch: float | None = None
+    # n-gram style drafting: a decode step proposes nothing with this probability (no match to copy from) and is
+    # a plain target pass of one token, which vLLM leaves out of num_spec_steps and num_drafts.
+    no_draft_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ class Profile:
     model_path: str
     version: str
     context_length: int
-    max_running_requests: int
+    max_running_requests: int  # the cap in force (SGLang's effective cap: after lowering it for memory)
     max_queued_requests: int | None
     step_a_ms: float
     step_b_ms: float
@@ -129,6 +132,9 @@ class Profile:
     max_catchup_ms: float = 250.0
     vintage: str = DEFAULT_VINTAGE  # the server release imitated on the wire (emulator.vintage)
     divergence: Divergence = field(default_factory=Divergence)  # lossy / batch-variant answers (emulator.divergence)
+    # What ``--max-running-requests`` said at launch, shown as /server_info's top-level ``max_running_requests``:
+    # None, the flag was not given (SGLang then shows null); above ``max_running_requests``, the server lowered it.
+    max_running_requests_flag: int | None = None
 
     @property
     def scale(self) -> float:
@@ -349,11 +355,24 @@ def _build(raw: dict[str, Any], source: str, name: str) -> Profile:
         max_catchup_ms=r.number("max_catchup_ms", 250.0, lo=0.0, lo_open=True),
         vintage=r.text("vintage", DEFAULT_VINTAGE),
         divergence=parse_divergence(r.sub("lossy"), r.sub("batch_variance")),
+        max_running_requests_flag=_cap_flag(r),
     )
     r.finish()
+    flag = profile.max_running_requests_flag
+    if flag is not None and flag < profile.max_running_requests:
+        raise ProfileError(source, "max_running_requests_flag", "must be >= max_running_requests (a server lowers "
+                           "the cap it was given, never raises it)")
+    if "max_running_requests_flag" not in raw:
+        profile = replace(profile, max_running_requests_flag=profile.max_running_requests)
     if profile.vintage not in VINTAGES:
         raise ProfileError(source, "vintage", f"unknown vintage {profile.vintage!r} (known: {', '.join(VINTAGES)})")
     return profile
+
+
+def _cap_flag(r: _Reader) -> int | None:
+    """``max_running_requests_flag``: absent, the flag gave the cap in force (filled in by ``_build``); null, no
+    flag was given."""
+    return r.optional_integer("max_running_requests_flag", lo=1)
 
 
 def _build_speculative(r: _Reader) -> Speculative:
@@ -384,6 +403,7 @@ def _build_speculative(r: _Reader) -> Speculative:
         alpha_max=alpha_max,
         pinned_alpha=tuple(pinned),
         halving_batch=halving,
+        no_draft_share=r.number("no_draft_share", 0.0, hi=1.0),
     )
     r.finish()
     if spec.eagle_topk == 1 and spec.num_draft_tokens != spec.num_steps + 1:

@@ -85,25 +85,28 @@ def server_info(emu: Served, _req: HttpRequest, resp: Responder) -> None:
 
 def build_server_info(emu: Served) -> dict[str, Any]:
     """One flat object: resolved server args, then ``internal_states`` and ``version``."""
-    p, spec, stats = emu.profile, emu.profile.speculative, emu.scheduler.stats
-    state: dict[str, Any] = {
-        "last_gen_throughput": emu.scheduler.window.gen_throughput,
-        "effective_max_running_requests_per_dp": p.max_running_requests,
-        "memory_usage": {"weight": 0.0, "kvcache": 0.0, "token_capacity": p.context_length},
-        "world_size": 1,
-    }
-    if spec is not None:
-        state["avg_spec_accept_length"] = stats.verify_tokens / stats.verify_passes if stats.verify_passes else 0.0
+    p, spec, stats, wire = emu.profile, emu.profile.speculative, emu.scheduler.stats, emu.profile.wire
+    states: list[dict[str, Any]] = []
+    for rank_cap in cap_per_rank(p):
+        state: dict[str, Any] = {
+            "last_gen_throughput": emu.scheduler.window.gen_throughput / wire.parts,
+            "effective_max_running_requests_per_dp": rank_cap,
+            "memory_usage": {"weight": 0.0, "kvcache": 0.0, "token_capacity": p.context_length},
+            "world_size": wire.tp_ranks,
+        }
+        if spec is not None:
+            state["avg_spec_accept_length"] = stats.verify_tokens / stats.verify_passes if stats.verify_passes else 0.0
+        states.append(state)
     return {
         "model_path": p.model_path,
         "tokenizer_path": p.model_path,
         "served_model_name": p.served_model_name,
         "host": emu.host,
         "port": emu.port,
-        "tp_size": 1,
-        "dp_size": 1,
+        "tp_size": wire.tp_ranks,
+        "dp_size": wire.parts,
         "context_length": p.context_length,
-        "max_running_requests": p.max_running_requests,
+        "max_running_requests": p.max_running_requests_flag,  # the launch flag: null when not given
         "max_queued_requests": p.max_queued_requests,
         "max_total_num_tokens": p.max_total_num_tokens,
         "max_req_input_len": p.context_length - 1,
@@ -125,10 +128,17 @@ def build_server_info(emu: Served) -> dict[str, Any]:
         "cuda_graph_max_bs": p.max_running_requests,
         "launch_command": f"python -m emulator --profile {p.name} --speed {p.speed:g}",
         "startup_time": emu.started_wall,
-        "internal_states": [state],
+        "internal_states": states,  # one per DP rank
         "version": p.version,
         "emulator": {"profile": p.name, "speed": p.speed, "source": p.source},
     }
+
+
+def cap_per_rank(p: Profile) -> list[int]:
+    """The cap in force on each DP rank: the emulator's one batch cap dealt to the vintage's ranks (whole
+    numbers, the first ranks take the remainder)."""
+    whole, rest = divmod(p.max_running_requests, p.wire.parts)
+    return [whole + (1 if i < rest else 0) for i in range(p.wire.parts)]
 
 
 def metrics(emu: Served, _req: HttpRequest, resp: Responder) -> None:

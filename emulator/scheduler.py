@@ -43,6 +43,7 @@ class Job:
         "alpha",
         "change",
         "correct_drafts",
+        "drafting_steps",
         "finished",
         "histogram",
         "key",
@@ -66,7 +67,8 @@ class Job:
         self.rng = rng
         self.produced = 0
         self.step_tokens: list[int] = []
-        self.verify_ct = 0
+        self.verify_ct = 0  # target passes after the prompt pass (SGLang's spec_verify_ct)
+        self.drafting_steps = 0  # the passes that verified a proposal (vLLM's num_spec_steps)
         self.correct_drafts = 0
         self.histogram = [0] * (num_steps + 1) if alpha is not None else []
         self.scheduled_s: float | None = None
@@ -259,6 +261,7 @@ class Scheduler:
         stats, num_steps, still, wall = self.stats, self._num_steps, [], time.time()
         batch = len(self._running)
         decay = self._alpha_decay(batch)
+        no_draft = self.profile.speculative.no_draft_share if self.profile.speculative is not None else 0.0
         for job in self._running:
             if job.aborted:
                 job.left_s = wall
@@ -267,12 +270,18 @@ class Scheduler:
             missing = job.target_tokens - job.produced
             if job.produced == 0 or job.alpha is None:
                 tokens = 1
+            elif no_draft and job.rng.random() < no_draft:  # nothing proposed: a plain pass of one token
+                tokens = 1
+                job.verify_ct += 1
+                stats.verify_passes += 1
+                stats.verify_tokens += tokens
             else:
                 accepted, rand, alpha = 0, job.rng.random, job.alpha * decay
                 while accepted < num_steps and rand() < alpha:
                     accepted += 1
                 tokens = min(1 + accepted, missing)
                 job.verify_ct += 1
+                job.drafting_steps += 1
                 job.correct_drafts += accepted
                 job.histogram[accepted] += 1
                 stats.verify_passes += 1

@@ -234,6 +234,7 @@ class Session:
         spec = out.spec_figures() if out is not None else None
         if spec is not None and job is not None:
             spec["alpha"] = job.alpha
+            spec["drafting_steps"] = job.drafting_steps  # the passes that verified a proposal (vLLM's count)
         extra: dict[str, Any] = {}  # opt-in fields
         if self.ctx.profile.ledger_text:  # opt-in: a long run's ledger would otherwise hold every prompt
             extra = {"prompt_text": req.text,

@@ -26,6 +26,7 @@ class Vintage:
     sglext: bool = True  # OpenAI routes answer return_spec_tokens_details (only when speculating)
     spec_gauges_always: bool = True  # speculation gauges exported (0) by a server that does not speculate
     max_running_metric: bool = False  # sglang:max_running_requests (old releases only)
+    cap_gauge: bool = False  # sglang:max_running_requests per DP rank, the cap in force, labelled cap_source (newest)
     priority_series: bool = False  # --enable-priority-scheduling: a total under priority="" and one per priority
     tp_ranks: int = 1  # --enable-metrics-for-all-schedulers: every TP rank reports the same batch
     parts: int = 1  # SGLang data-parallel ranks, or vLLM engines: each reports its share
@@ -60,6 +61,8 @@ VINTAGES: dict[str, Vintage] = {v.name: v for v in (
     Vintage("sglang-0.5.23", "sglang", "SGLang 0.5.23", spec_aliases=True),
     Vintage("sglang-0.5.23-tp2dp2", "sglang", "SGLang 0.5.23, --dp-size 2 --tp-size 2 "
             "--enable-metrics-for-all-schedulers", spec_aliases=True, tp_ranks=2, parts=2),
+    Vintage("sglang-newest", "sglang", "SGLang after 0.5.23: the cap in force as a per-DP-rank gauge "
+            "(release not confirmed), --dp-size 2", spec_aliases=True, parts=2, cap_gauge=True),
     Vintage("vllm-0.8", "vllm", "vLLM early V1 engine (0.8.x)", openai_error="flat", num_drafts_counter=False,
             kv_metric="vllm:gpu_cache_usage_perc"),
     Vintage("vllm-0.33", "vllm", "vLLM 0.33, two engines, --per-request-spec-decode-metrics summary", parts=2,

@@ -69,11 +69,12 @@ class _VllmWire:
                                 "model": out.req.model, "choices": [], "usage": self._usage(out.produced)}
         spec = out.spec_figures()
         if out.profile.wire.request_spec_metrics and spec is not None:
+            steps = out.job.drafting_steps  # vLLM counts only the steps that proposed drafts
             body["metrics"] = {"speculative_decoding": {
-                "mean_acceptance_length": 1 + spec["spec_num_correct_drafts"] / spec["spec_verify_ct"],
+                "mean_acceptance_length": 1 + spec["spec_num_correct_drafts"] / steps if steps else 1.0,
                 "draft_acceptance_rate": spec["spec_accept_rate"],
                 "acceptance_histogram": spec["spec_correct_drafts_histogram"],
-                "num_spec_steps": spec["spec_verify_ct"], "num_accepted_draft_tokens": spec["spec_num_correct_drafts"],
+                "num_spec_steps": steps, "num_accepted_draft_tokens": spec["spec_num_correct_drafts"],
                 "num_draft_tokens": spec["spec_num_proposed_drafts"],
                 "num_spec_tokens": out.profile.speculative.num_steps if out.profile.speculative else 0}}
         return [sse(body), DONE]

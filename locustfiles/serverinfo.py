@@ -1,9 +1,9 @@
 """Who is serving: kind, model, speculative settings and batch cap, read from the server's own endpoints.
 
-SGLang: ``/server_info`` (flat server args, ``speculative_*``, ``max_running_requests``). llama.cpp: ``/props``
-(``total_slots``, ``model_path``) and ``/slots`` (speculation, see ``_from_llamacpp``). vLLM: ``/v1/models`` says
-``owned_by: vllm``; speculation shows only as ``vllm:spec_decode_*`` metrics. Anything else OpenAI-compatible:
-``/v1/models``.
+SGLang: ``/server_info`` (flat server args, ``speculative_*``) and, for the cap in force, ``/metrics`` (see
+``_sglang_cap``). llama.cpp: ``/props`` (``total_slots``, ``model_path``) and ``/slots`` (speculation, see
+``_from_llamacpp``). vLLM: ``/v1/models`` says ``owned_by: vllm``; speculation shows only as
+``vllm:spec_decode_*`` metrics. Anything else OpenAI-compatible: ``/v1/models``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
+from contract.server_metrics import MetricsParseError, parse_metrics
 from locustfiles.auth import auth_headers
 from locustfiles.deadline import Deadline, fetch
 from locustfiles.httpsession import new_session
@@ -84,7 +85,7 @@ def identify(base_url: str, *, api_key: str | None = None, timeout: float = 10.0
         models = get.json(f"{base}/v1/models")
         model, owner = _first_model(models)
         if isinstance(info, dict) and ("speculative_algorithm" in info or "max_running_requests" in info):
-            return _from_sglang(base, info, model)
+            return _from_sglang(base, info, model, get.text(f"{base}/metrics"))
         props = get.json(f"{base}/props")
         if isinstance(props, dict) and ("default_generation_settings" in props or "total_slots" in props):
             slots = get.json(f"{base}/slots")  # 501 with --no-slots: None
@@ -104,18 +105,52 @@ def _first_model(models: Any) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _from_sglang(base: str, info: dict[str, Any], model: str | None) -> ServerIdentity:
+def _from_sglang(base: str, info: dict[str, Any], model: str | None, metrics: str | None = None) -> ServerIdentity:
     algorithm = info.get("speculative_algorithm")
     spec = {k.removeprefix("speculative_"): info.get(k) for k in _SGLANG_SPEC_KEYS} if algorithm else None
     states = info.get("internal_states")
     if spec is not None and isinstance(states, list) and states and isinstance(states[0], dict):
         spec["avg_spec_accept_length"] = states[0].get("avg_spec_accept_length")
-    mrr = info.get("max_running_requests")
     return ServerIdentity(
         url=base, kind="sglang", model=model or info.get("served_model_name") or info.get("model_path"),
-        speculative=spec, max_running_requests=mrr if isinstance(mrr, int) else None,
+        speculative=spec, max_running_requests=_sglang_cap(info, metrics),
         version=str(info["version"]) if info.get("version") is not None else None,
     )
+
+
+def _count(value: Any) -> int | None:
+    """A positive whole number (an int, or a float gauge value such as 48.0), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 1:
+        return None
+    return int(value) if float(value).is_integer() else None
+
+
+def _sglang_cap(info: dict[str, Any], metrics: str | None) -> int | None:
+    """SGLang's cap on running requests in force, whole server. First found wins:
+
+    1. the gauge ``sglang:max_running_requests`` (old releases, and the newest, one series per DP rank), its
+       series combined as every server metric is (summed over DP ranks, a TP rank's copy counted once);
+    2. ``internal_states[*].effective_max_running_requests_per_dp``: the scheduler's cap after SGLang resolved it
+       (lowered for memory, or chosen when no flag was given); one state per DP rank is summed, a single state
+       of a ``dp_size`` > 1 server is multiplied by ``dp_size``;
+    3. the top-level ``max_running_requests``: the ``--max-running-requests`` flag as given (null without it, the
+       requested value where SGLang lowered it), kept for releases that report nothing else.
+    """
+    if metrics:
+        try:
+            gauge = _count(parse_metrics(metrics, 0.0)["values"].get("max_running"))
+        except MetricsParseError:
+            gauge = None
+        if gauge is not None:
+            return gauge
+    states = info.get("internal_states")
+    per_dp = [_count(s.get("effective_max_running_requests_per_dp")) for s in states if isinstance(s, dict)] \
+        if isinstance(states, list) else []
+    known = [v for v in per_dp if v is not None]
+    if known:
+        dp = _count(info.get("dp_size")) or 1
+        return sum(known) if len(known) == dp else known[0] * dp
+    return _count(info.get("max_running_requests"))
 
 
 def _spec_types(params: dict[str, Any]) -> list[str]:

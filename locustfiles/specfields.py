@@ -23,8 +23,8 @@ _SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
                "accepted_drafts": ("spec_num_correct_drafts", "spec_accept_token_num"),
                "proposed_drafts": ("spec_num_proposed_drafts", "spec_draft_token_num"),
                "accept_length": ("spec_accept_length",), "accept_rate": ("spec_accept_rate",)},
-    "vllm": {"verify_ct": ("num_spec_steps",), "accepted_drafts": ("num_accepted_draft_tokens",),
-             "proposed_drafts": ("num_draft_tokens",), "accept_length": ("mean_acceptance_length",),
+    # vLLM's num_spec_steps and mean_acceptance_length (1 + accepted / num_spec_steps) are not read: see from_vllm.
+    "vllm": {"accepted_drafts": ("num_accepted_draft_tokens",), "proposed_drafts": ("num_draft_tokens",),
              "accept_rate": ("draft_acceptance_rate",)},
 }
 _SPEC_COUNTS = ("verify_ct", "accepted_drafts", "proposed_drafts")
@@ -68,8 +68,15 @@ def from_sglang(src: dict[str, Any], source: str, completion_tokens: int | None 
 
 
 def from_vllm(src: dict[str, Any]) -> SpecFields:
-    """From vLLM's per-request ``metrics.speculative_decoding``."""
-    return _spec_fields(src, "vllm", "vllm_metrics")
+    """From vLLM's per-request ``metrics.speculative_decoding``: accepted and proposed drafts and their rate.
+
+    vLLM's ``num_spec_steps`` counts only the steps that verified a proposal: a step whose drafter proposed
+    nothing (an n-gram drafter without a match) is a target pass of one token that it leaves out. So neither it
+    nor ``mean_acceptance_length`` (1 + accepted / num_spec_steps) is a count of passes or tokens per pass, and
+    ``verify_ct`` and ``accept_length`` stay None: the passes follow from the accepted drafts, as for llama.cpp
+    (``analysis.records.request_metrics.verify_passes_source``: output tokens - 1 - accepted drafts).
+    """
+    return _spec_fields(src, "vllm", "vllm_metrics") | SpecFields(verify_ct=None, accept_length=None)
 
 
 def from_llamacpp(timings: dict[str, Any]) -> SpecFields | None:
