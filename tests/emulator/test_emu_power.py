@@ -38,7 +38,7 @@ def test_meter_integrates_the_stated_model_exactly() -> None:
     assert sum(meter.energy_j(103.5)) == pytest.approx(100.0 + step + 125.0 + 0.5 * 128.0 + 6.0)
     assert meter.steps == 2 and meter.passes == 6
     # The gauges average over the last second: 103.5 - 1 = 102.5 .. 103.5 holds 0.5 s idle and the short step.
-    energy, power, util = meter.gauges(now=103.5)
+    _energy, power, util = meter.gauges(now=103.5)
     assert sum(power) == pytest.approx(0.5 * 100.0 + 0.5 * 128.0 + 6.0)
     assert util == [pytest.approx(50.0)] * 2
 
