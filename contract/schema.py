@@ -7,6 +7,8 @@ A run directory holds three files, all written by the load side as things happen
 * ``meta.json``: settings, prompt set and server identity (``RunMeta``), written at start, updated at end;
 * ``server_metrics.jsonl`` (optional): the server's ``/metrics`` sampled during the run
   (``contract.server_metrics``, its own schema version);
+* ``gpu_metrics.jsonl`` (optional, ``--gpu-metrics``): DCGM exporters' GPU telemetry sampled during the run
+  (``contract.gpu_metrics``, its own schema version);
 * ``answers.jsonl`` (optional, ``--check-output``): each successful request's whole answer (``AnswerLine``),
   kept apart so records stay small; the record carries only its digest.
 
@@ -27,6 +29,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from contract.apis import APIS, Api  # noqa: F401 - re-exported: the contract names its routes
 from contract.compact import compact_record
+from contract.gpu_metrics import GPU_METRICS_FILE, GpuMetricsSample, read_gpu_metrics
 from contract.runformat import RunFormatError  # schema.py raises it too; readers of a run catch it from here
 from contract.server_metrics import SERVER_METRICS_FILE, ServerMetricsSample, read_server_metrics
 from contract.settings import SuiteSettings
@@ -215,6 +218,7 @@ class RunData:
     skipped_lines: int = 0  # a torn last line of a killed run (0 or 1)
     server_samples: list[ServerMetricsSample] = field(default_factory=list)  # server_metrics.jsonl, time order
     answers: list[AnswerLine] = field(default_factory=list)  # answers.jsonl (--check-output), else empty
+    gpu_samples: list[GpuMetricsSample] = field(default_factory=list)  # gpu_metrics.jsonl (--gpu-metrics), time order
 
 
 def iter_jsonl(path: Path, *, missing_ok: bool = False) -> Iterator[tuple[int, Any]]:
@@ -350,5 +354,8 @@ def read_run(run_dir: str | Path) -> RunData:
     samples, torn_samples = read_server_metrics(samples_path) if samples_path.exists() else ([], 0)
     answers_path = root / ANSWERS_FILE
     answers, torn_answers = read_answers(answers_path) if answers_path.exists() else ([], 0)
+    gpu_path = root / GPU_METRICS_FILE
+    gpu_samples, torn_gpu = read_gpu_metrics(gpu_path) if gpu_path.exists() else ([], 0)
     return RunData(path=root, meta=meta, records=records, steps=steps,
-                   skipped_lines=torn + torn_samples + torn_answers, server_samples=samples, answers=answers)
+                   skipped_lines=torn + torn_samples + torn_answers + torn_gpu, server_samples=samples,
+                   answers=answers, gpu_samples=gpu_samples)

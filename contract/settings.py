@@ -46,6 +46,7 @@ from typing import Any
 import yaml
 
 from contract.apis import APIS
+from contract.gpu_metrics import parse_exporter_urls
 from contract.lengths import LengthError, parse_length, parse_shared_prefix
 from contract.limits import LIMITS, LimitError, check_limit, check_processes, check_scale, load_processes
 from contract.policy import DEFAULT_LADDER, DRAIN_RESERVE, MIN_STEP_SHARE_S
@@ -54,6 +55,7 @@ from contract.slo import SloError, parse_rates, parse_slo
 from contract.tls import CaBundleError, check_ca_bundle, trust
 from contract.traces import FORMATS as TRACE_FORMATS
 from contract.traces import ReplayStep, TraceError, load_trace, parse_windows, replay_steps
+from contract.urls import UrlError
 from specbench_config import data_path
 
 LOAD_MODES: tuple[str, ...] = ("ladder", "users")
@@ -325,6 +327,13 @@ def _rates(text: Any, where: str) -> list[float]:
         raise SettingsError(str(exc)) from None
 
 
+def _gpu_urls(text: Any, where: str) -> list[str]:
+    try:
+        return parse_exporter_urls(str(text or ""), "--gpu-metrics")
+    except UrlError as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def _check_ca_bundle(text: str, flag: str) -> None:
     """Load the CA bundle (the flag's, else SSL_CERT_FILE, REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE) once, and make it
     this process's choice for every TLS client (contract.tls)."""
@@ -464,6 +473,13 @@ class SuiteSettings:
     stop_after_saturation: int = option(-1, "skip the ladder's levels more than N levels beyond the level where "
                                         "throughput stopped rising while TTFT grew (specbench compare: beyond a "
                                         "saturation every server shows; levels stay paired); -1: off")
+    # -- energy and cost per token (#40) --
+    gpu_metrics: list[str] = option("", "DCGM exporter URLs, comma-separated (dcgm-exporter: http://GPU-HOST:9400; "
+                                    "an URL without a path gets /metrics), read every --server-metrics-interval into "
+                                    "gpu_metrics.jsonl: energy, power and GPU use per step (docs/guides/energy.md)",
+                                    parse=_gpu_urls, refers_to="a running DCGM exporter")
+    gpu_hour_price: float = option(0.0, "USD per GPU-hour: the reports add the cost per million output tokens, for "
+                                   "the GPUs the exporters show (0: no cost figures)")
     # -- this process, not the run (kept out of meta.json) --
     emulator_profile: str = option("baseline", "with no --host: built-in emulator profile to start", web_ui=False,
                                    meta=False, check=check_emulator_profile,

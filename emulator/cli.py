@@ -17,6 +17,7 @@ from typing import Any
 import gevent
 import gevent.event
 
+from .dcgm import build_telemetry
 from .profile import Faults, ProfileError, available_profiles, load_profile
 from .server import Emulator
 from .vintage import VINTAGES
@@ -61,6 +62,16 @@ def _parser() -> argparse.ArgumentParser:
                         "of runs whose server stops before they are checked, such as sweeps)")
     parser.add_argument("--parent-pid", type=int, metavar="PID",
                         help="exit (as on SIGTERM) once PID is no longer this process's parent: a launcher's child")
+    gpu = parser.add_argument_group("GPU telemetry (emulator.power, emulator.dcgm)")
+    gpu.add_argument("--gpu-telemetry", type=int, metavar="N", default=0,
+                     help="emulate N GPUs' power and export it as dcgm-exporter does at GET /_emulator/dcgm/metrics "
+                     "(truth: GET /_emulator/energy); 0: off")
+    gpu.add_argument("--power", default="", metavar="K=V,...",
+                     help="power model over its defaults: idle_w, active_w (per GPU), running_w, pass_j (whole "
+                     "server), jitter, seed, average_s")
+    gpu.add_argument("--gpu-telemetry-fields", default="power,energy,util", metavar="LIST",
+                     help="DCGM fields exported: power (DCGM_FI_DEV_POWER_USAGE), energy "
+                     "(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION), util (DCGM_FI_DEV_GPU_UTIL)")
     faults = parser.add_argument_group("faults (fractions of requests, 0..1)")
     for flag, key in _FAULT_FLAGS.items():
         kind = int if key == "seed" else float
@@ -110,7 +121,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        emulator = Emulator(profile, args.host, args.port, ledger_file=args.ledger_file)
+        telemetry = build_telemetry(profile, args.gpu_telemetry, args.power, args.gpu_telemetry_fields) \
+            if args.gpu_telemetry else None
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        emulator = Emulator(profile, args.host, args.port, ledger_file=args.ledger_file, telemetry=telemetry)
         emulator.start()
     except OSError as exc:
         if args.ledger_file is not None and exc.filename == str(args.ledger_file):

@@ -22,6 +22,7 @@ import gevent
 import gevent.event
 
 from .divergence import change_answer
+from .power import PowerMeter
 from .profile import Profile
 from .textmodel import WordStream, acceptance_alpha, text_unit
 
@@ -142,6 +143,7 @@ class Scheduler:
         self.gauge_log: deque[tuple[float, int, int]] = deque([(time.time(), 0, 0)], maxlen=_GAUGE_LOG_MAX)
         self._log_every = profile.metrics_interval_steps
         self._window_start = (time.monotonic(), 0, 0, 0)
+        self.meter: PowerMeter | None = None  # --gpu-telemetry: told when each step starts and ends (emulator.power)
 
     # ------------------------------------------------------------ request side
 
@@ -208,8 +210,12 @@ class Scheduler:
             step_s = (self._a_ms + self._b_ms * batch + self.profile.prefill_ms_per_token * prefill) * self._ms_to_s
             deadline = base + step_s
             delay = deadline - clock()
+            if self.meter is not None:
+                self.meter.begin(batch, delay)
             gevent.sleep(delay if delay > 0 else 0)
             now = clock()
+            if self.meter is not None:
+                self.meter.end()
             late = now - deadline
             if late > self._catchup_s:
                 stats.lost_s += late

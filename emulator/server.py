@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .dcgm import GpuTelemetry
 from .errors import ApiError, flat_error
 from .faults import FaultPicker
 from .httpserver import HttpRequest, HttpServer, Responder
@@ -39,7 +40,7 @@ class Emulator:
     """One emulated server bound to (host, port); ``start``/``stop`` must run in its own gevent hub."""
 
     def __init__(self, profile: Profile, host: str = "127.0.0.1", port: int = 0,
-                 ledger_file: Path | None = None) -> None:
+                 ledger_file: Path | None = None, telemetry: GpuTelemetry | None = None) -> None:
         self.profile, self.host = profile, host
         self.scheduler = Scheduler(profile)
         self.ledger = Ledger(path=ledger_file)
@@ -52,6 +53,9 @@ class Emulator:
         self.started_wall = time.time()
         self._ready_at = float("inf")
         self._info_routes = info_routes(profile.wire.server)
+        self.telemetry = telemetry  # --gpu-telemetry: the emulated GPUs' power meter and exporter (emulator.dcgm)
+        if telemetry is not None:
+            self.scheduler.meter = telemetry.meter
 
     # ------------------------------------------------------------ lifecycle
 
@@ -96,6 +100,8 @@ class Emulator:
                 send_json(resp, 405, {"detail": "Method Not Allowed"})
             else:
                 self._generate(_GENERATION[path], path, req, resp)
+            return
+        if self.telemetry is not None and self.telemetry.serve(method, path, req, resp):
             return
         if method == "GET" and path.startswith("/v1/models/"):
             path = "/v1/models"

@@ -44,6 +44,7 @@ from locustfiles import run as runmod
 from locustfiles.console import install_console
 from locustfiles.deferred import AFTER_SENDS
 from locustfiles.fleet import Fleet
+from locustfiles.gpu_sampler import GpuMetricsSampler
 from locustfiles.link import WorkerLink, add_link_options, run_token
 from locustfiles.looplag import LOOP_LAG
 from locustfiles.masterwatch import watch_master
@@ -161,6 +162,7 @@ class CoordinatorHooks(RunHooks):
         self.run_dirs: set[str] = set()  # run directories this process has written (one per Start)
         self.tokens_tab: Any = None  # the web UI's Tokens tab, on the process that serves the UI
         self.sampler: ServerMetricsSampler | None = None  # the coordinating process samples /metrics
+        self.gpu_sampler: GpuMetricsSampler | None = None  # and the --gpu-metrics exporters
         self.start_host = ""  # the host given at start: the only one an API key may go to
         self.failed_steps: list[str] = []  # steps above --max-error-rate, one line each
         self.partial = False  # the last run ended before its ladder did
@@ -299,7 +301,14 @@ class CoordinatorHooks(RunHooks):
         if self.sampler is not None:  # a web-UI restart: the previous run's sampler ends with it
             self.sampler.stop()
             self.sampler = None
+        if self.gpu_sampler is not None:
+            self.gpu_sampler.stop()
+            self.gpu_sampler = None
         settings = ctx.settings
+        if settings.gpu_metrics:
+            self.gpu_sampler = GpuMetricsSampler(settings.gpu_metrics, ctx.run_dir, settings.server_metrics_interval,
+                                                 timeout_s=settings.connect_timeout)
+            self.gpu_sampler.start()
         if settings.server_metrics:
             self.sampler = ServerMetricsSampler(self.env.host or "", ctx.run_dir, settings.server_metrics_interval,
                                                 api_key=settings.api_key(), timeout_s=settings.connect_timeout)
@@ -326,6 +335,8 @@ class CoordinatorHooks(RunHooks):
         self.steps.close()
         if self.sampler is not None:  # its last read comes after the ladder drained
             self.sampler.stop()
+        if self.gpu_sampler is not None:
+            self.gpu_sampler.stop()
         if self.tokens_tab is not None and ctx is not None:
             self.tokens_tab.run_ended(ctx.run_dir)
 

@@ -75,6 +75,16 @@ class StepRow:
     throughput_ci_rel: float | None = None  # 95% half-width of throughput_tok_s, relative (None: no interval)
     throughput_ci_method: str | None = None  # batch_means, lifetime_batches (fallback) or none
     refined: bool = False  # a level added after the ladder to pin a crossover (steps.jsonl ``refined``)
+    # The GPUs' side (--gpu-metrics; analysis.records.energy), summed over the GPUs. None: not measured (no
+    # telemetry, or an exporter missed the window: energy_note says which), never zero.
+    gpus: int = 0  # GPUs the run's telemetry names
+    energy_j: float | None = None  # joules over the window
+    energy_source: str | None = None  # counter (DCGM energy counter), power (power gauge integrated), counter+power
+    energy_per_token_j: float | None = None  # energy_j / output tokens that arrived in the window
+    gpu_power_w: float | None = None  # mean power over the window
+    gpu_util_pct: float | None = None  # mean GPU utilisation, 0..100, averaged over the GPUs
+    cost_per_mtok_usd: float | None = None  # with --gpu-hour-price: the GPUs' hours per million output tokens
+    energy_note: str | None = None  # why there is no energy figure, when the run had telemetry
 
     @property
     def indicative_percentiles(self) -> bool:

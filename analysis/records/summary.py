@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.records.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
+from analysis.records.energy import gpu_series, with_energy
 from analysis.records.goodput import sent_in, slo_figures
 from analysis.records.request_metrics import (
     acceptance_length,
@@ -88,8 +89,10 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     paused = {s["index"]: float(s.get("paused_s") or 0.0) for s in run.steps}
     read_lag = {s["index"]: max(s["read_lag_p90_ms"].values()) if s.get("read_lag_p90_ms") else None
                 for s in run.steps}
+    gpus = gpu_series(run.gpu_samples)
+    price = run.meta.settings.gpu_hour_price if run.meta.settings is not None else 0.0
     for window in step_windows(run):
-        row = with_server_side(summarize_step(run, window, slo), run, window)
+        row = with_energy(with_server_side(summarize_step(run, window, slo), run, window), gpus, price)
         row, found = flag_step(run_name, replace(row, client_cpu_max=cpu.get(window.index),
                                                  client_paused_s=paused.get(window.index, 0.0),
                                                  client_read_lag_p90_ms=read_lag.get(window.index),

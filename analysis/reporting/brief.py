@@ -10,6 +10,7 @@ The full text is ``render_comparison`` / ``render_multi`` (``--verbose``, and re
 from __future__ import annotations
 
 from analysis.reporting.columns import LEVEL_COLUMNS, REFINED_NOTE
+from analysis.reporting.energy_report import brief_energy_line
 from analysis.reporting.equivalence_report import multi_equivalence_lines
 from analysis.reporting.multi_render import best_text, level_columns, multi_saturation, refined_levels, switch_lines
 from analysis.reporting.render import render_warnings, saturation_lines, why_lines
@@ -30,6 +31,7 @@ def brief_comparison(c: Comparison) -> str:
            *saturation_lines(c.saturation),
            *([f"Output equivalence: {c.equivalence.text}"] if c.equivalence is not None else []),
            *(f"Why, C={line.removeprefix('C=')}" for line in why_lines(c)),
+           *brief_energy_line(c),
            *(f"Note: {trap}" for trap in c.categories.traps),  # the single-prompt trap: the seed's own lesson
            *([f"Skipped: {c.skipped}"] if c.skipped else []),
            render_warnings(c.warnings)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from analysis.records.summary import RunSummary, StepRow
+from analysis.reporting.energy_report import energy_columns
 from analysis.table import Column, fmt_interval, fmt_ms, fmt_num, fmt_pct, fmt_ratio, fmt_s, joined
 from analysis.verdicts.categories import CategoryRow
 from analysis.verdicts.compare import LevelComparison
@@ -69,6 +70,7 @@ def step_columns(summary: RunSummary) -> list[Column[StepRow]]:
         cols[1:2] = RATE_COLUMNS
     if summary.slo is not None:
         cols[-1:-1] = SLO_COLUMNS
+    cols[-1:-1] = energy_columns(summary.rows)  # with --gpu-metrics telemetry
     return cols
 
 

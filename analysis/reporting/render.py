@@ -18,6 +18,7 @@ from analysis.reporting.columns import (
     step_columns,
 )
 from analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from analysis.reporting.energy_report import ENERGY_NOTE, energy_columns, energy_lines, energy_notes
 from analysis.reporting.equivalence_report import equivalence_lines
 from analysis.table import text_table
 from analysis.verdicts.categories import ALL
@@ -66,6 +67,7 @@ def render_summary_table(summary: RunSummary) -> str:
         *server_section(summary),
         "",
         PERCENTILE_NOTE,
+        *([ENERGY_NOTE, *energy_notes(summary.rows)] if energy_columns(summary.rows) else []),
         "",
         render_warnings(summary.warnings),
     ])
@@ -114,6 +116,7 @@ def render_comparison(comparison: Comparison) -> str:
             *decomposition_section(c),
             *(["Why, per level (the servers' own figures and the decomposition):",
                *(f"  {line}" for line in why_lines(c)), ""] if why_lines(c) else []),
+            *([*energy_lines(c), ""] if energy_lines(c) else []),
         ]
     out += [*slo_section(c), ""] if c.slo is not None else []
     out += [*equivalence_lines(c.equivalence), ""] if c.equivalence is not None else []

@@ -17,6 +17,7 @@ from analysis.reporting.columns import (
     step_columns,
 )
 from analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from analysis.reporting.energy_report import energy_lines
 from analysis.reporting.equivalence_report import equivalence_markdown
 from analysis.reporting.render import (
     PERCENTILE_NOTE,
@@ -95,6 +96,9 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
     if why_lines(c):
         md += ["### Why, per level", "", "From the servers' own figures (`/metrics`), the load processes' CPU and "
                "the decomposition above:", "", *(f"- {line}" for line in why_lines(c)), ""]
+    if energy_lines(c):
+        head, *rest = energy_lines(c)
+        md += ["### Energy per output token", "", head, "", *(f"- {line.strip()}" for line in rest), ""]
     md += _categories(c)
     md += ["## Warnings", ""]
     md += [f"- `{w.code}`: {w.message}" for w in c.warnings] or ["None."]

@@ -16,6 +16,7 @@ from analysis.records.server_side import unreported_figures
 from analysis.records.summary import RunSummary, StepRow
 from analysis.reporting.csvtext import csv_text
 from analysis.reporting.decompose_report import DECOMPOSITION_FIELDS, decomposition_json, decomposition_row
+from analysis.reporting.energy_report import LEVEL_ENERGY_FIELDS, energy_json, level_energy_json
 from analysis.reporting.equivalence_report import equivalence_json
 from analysis.stats.bootstrap import CONFIDENCE, MAX_BATCHES, MIN_BATCHES
 from analysis.verdicts.compare import Comparison, LevelComparison
@@ -32,6 +33,7 @@ LEVEL_FIELDS: tuple[str, ...] = (
     "spec_server_running", "baseline_server_running", "spec_server_queued", "baseline_server_queued",
     "spec_server_kv_usage", "baseline_server_kv_usage", "spec_server_accept_length",
     "spec_server_accept_by_position", "baseline_server_accept_by_position", "why", "refined",
+    *LEVEL_ENERGY_FIELDS,
 )
 
 
@@ -130,6 +132,7 @@ def level_json(level: LevelComparison, comparison: Comparison) -> dict[str, Any]
         "baseline_server_accept_by_position": level.baseline.server_accept_by_position,
         "why": level.why,
         "refined": level.refined,
+        **level_energy_json(level.spec, level.baseline, level.energy),
     })
 
 
@@ -178,6 +181,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
         "slo": _slo_comparison_json(c),
         "equivalence": equivalence_json(c.equivalence) if c.equivalence is not None else None,
         "decomposition": decomposition_json(_decompositions(c)),
+        "energy": energy_json(c),
         "categories": {
             "rows": [asdict(r) for r in c.categories.rows],
             "accept_by_category": [{"category": k, "accept_length": v} for k, v in c.categories.accept_by_category],

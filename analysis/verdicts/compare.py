@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from analysis.records.checks import CLIENT_PAUSED, NO_INTERVAL, ValidityWarning
+from analysis.records.energy import gpu_series
 from analysis.records.server_side import in_window, server_accept_source
 from analysis.records.steps import StepWindow, measured_ok, overlapping, step_windows
 from analysis.records.summary import RunSummary, StepRow, run_label, summarize_run
@@ -19,6 +20,7 @@ from analysis.stats.bootstrap import MIN_BATCHES, ratio_interval
 from analysis.verdicts.categories import CategorySpread, LevelRequests, category_spread
 from analysis.verdicts.crossover import RatioPoint, Verdict, judge
 from analysis.verdicts.decompose import Decomposition, decompose_level
+from analysis.verdicts.energy import EnergyLevel, energy_level
 from analysis.verdicts.equivalence import Equivalence, check_equivalence
 from analysis.verdicts.pair_checks import pair_warnings
 from analysis.verdicts.recommend import LevelThroughput, Recommendation, recommend
@@ -59,6 +61,7 @@ class LevelComparison:
     spec_batches: tuple[float, ...] = field(default=(), repr=False, compare=False)
     why: str | None = None  # what the servers' own figures say about this level (``analysis.verdicts.why``)
     decomposition: Decomposition | None = None  # tokens per pass x pass cost (``analysis.verdicts.decompose``)
+    energy: EnergyLevel | None = None  # energy per token, spec / baseline (``analysis.verdicts.energy``; --gpu-metrics)
 
     @property
     def refined(self) -> bool:
@@ -129,6 +132,7 @@ def compare_runs(
     common = sorted({r.target_c for r in base_sum.rows if r.target_rate is None}
                     & {r.target_c for r in spec_sum.rows if r.target_rate is None})
     caps = (_declared_cap(base), _declared_cap(spec))
+    gpus = (gpu_series(base.gpu_samples), gpu_series(spec.gpu_samples))
     for c in common:
         b_row, s_row = base_sum.row_at(c), spec_sum.row_at(c)
         if b_row is None or s_row is None:
@@ -154,6 +158,9 @@ def compare_runs(
             spec_batches=tuple(float(v) for v in s_est.batches),
             why=level_why(b_row, s_row, spec_sum.rows, caps=caps),
             decomposition=_decompose(c, base, spec, b_win, s_win, seed),
+            energy=energy_level(c, b_row, s_row, overlapping(base.records, *b_win.bounds) if b_win.bounds else [],
+                                overlapping(spec.records, *s_win.bounds) if s_win.bounds else [], *gpus,
+                                np.random.default_rng([seed, c, 4]), n_boot),
         ))
         requests.append(LevelRequests(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win)))
     levels = _with_load_why(levels, spec_sum.rows, caps)

@@ -46,8 +46,9 @@ def test_comparison_json_has_a_schema_version_and_documented_fields(out_dir: Pat
     assert data["schema"] == COMPARISON_SCHEMA and data["kind"] == "comparison"
     assert set(data) == {"schema", "kind", "method", "baseline", "spec", "levels", "verdict",
                          "recommendation", "slo", "equivalence", "decomposition", "categories", "warnings",
-                         "saturation", "skipped"}
+                         "saturation", "skipped", "energy"}
     assert data["equivalence"]["kind"] == "not_checked"  # the seed runs kept no answers
+    assert data["energy"] is None and data["levels"][0]["energy_ratio"] is None  # no --gpu-metrics telemetry
     assert tuple(data["levels"][0]) == LEVEL_FIELDS
     assert tuple(data["decomposition"]["levels"][0])[:-2] == DECOMPOSITION_FIELDS
     assert data["slo"] is None  # closed-loop runs started without --slo

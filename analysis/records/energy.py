@@ -1,0 +1,196 @@
+"""Energy, power and GPU use over a step's window, from the DCGM exporters' samples (gpu_metrics.jsonl).
+
+Per GPU (each exporter's each ``gpu`` label), the energy drawn over a window [t0, t1] comes from:
+
+* ``counter``: the ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` counter, read at t0 and at t1 by linear interpolation
+  between the two samples around each instant (so a window's energy is exact up to how the power moved inside
+  those two sampling intervals); a counter that fell in between (a driver reload) is not used;
+* ``power``: else the ``DCGM_FI_DEV_POWER_USAGE`` gauge integrated over the window by the trapezoid rule over the
+  samples, interpolated at t0 and t1.
+
+The step's energy is the sum over every GPU the run's samples name; its ``energy_source`` says which of the two
+gave it ("counter", "power", or "counter+power" when GPUs differ). A GPU without a sample within ``max_gap``
+of each edge (a power integral: between any two samples inside) was not watched over the window: the step's
+energy figures are then None, "not measured", never zero, and ``energy_note`` says why. Mean power is the energy
+over the window's length; GPU use the mean of each GPU's utilisation samples inside the window, averaged over
+GPUs; energy per token the energy over the output tokens that arrived in the window (the throughput's tokens);
+cost per million output tokens, with ``--gpu-hour-price``, the GPUs' hours over the window at that price per
+those tokens.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from analysis.records.steprow import StepRow
+from contract.gpu_metrics import GpuMetricsSample
+
+COUNTER, POWER = "counter", "power"
+GAP_FACTOR = 4.0  # a gap between two samples longer than this many median sampling intervals loses the GPU
+MIN_GAP_S = 1.0  # ... and never shorter than this
+
+Point = tuple[float, float]  # (t_s, value)
+
+
+@dataclass(frozen=True)
+class GpuSeries:
+    """One GPU's readings over the run, in time order: energy counter in J, power in W, utilisation in %."""
+
+    key: str  # "SOURCE:GPU"
+    times: tuple[float, ...]
+    energy_j: tuple[Point, ...]
+    power_w: tuple[Point, ...]
+    util_pct: tuple[Point, ...]
+    max_gap_s: float
+
+
+@dataclass(frozen=True)
+class WindowEnergy:
+    """The GPUs' figures over one window; ``energy_j`` None: not measured (``note`` says why)."""
+
+    energy_j: float | None
+    source: str | None
+    gpus: int  # GPUs the run's samples name
+    power_w: float | None  # mean, summed over the GPUs
+    util_pct: float | None  # mean over the GPUs
+    note: str | None = None
+
+
+def gpu_series(samples: Sequence[GpuMetricsSample]) -> list[GpuSeries]:
+    """Each GPU's series from the run's samples (one exporter's GPUs keyed by its place in --gpu-metrics)."""
+    raw: dict[str, dict[str, list[Point]]] = {}
+    times: dict[str, list[float]] = {}
+    for s in samples:
+        for gpu, reading in s["gpus"].items():
+            key = f"{s.get('source', 0)}:{gpu}"
+            times.setdefault(key, []).append(float(s["t_s"]))
+            fields = raw.setdefault(key, {"energy_mj": [], "power_w": [], "util_pct": []})
+            for name, points in fields.items():
+                value = reading.get(name)  # type: ignore[misc]
+                if isinstance(value, int | float):
+                    points.append((float(s["t_s"]), float(value)))
+    out = []
+    for key in sorted(raw):
+        ts = sorted(times[key])
+        gaps = np.diff(ts)
+        typical = float(np.median(gaps)) if len(gaps) else 0.0
+        out.append(GpuSeries(
+            key=key, times=tuple(ts),
+            energy_j=tuple((t, v / 1000.0) for t, v in sorted(raw[key]["energy_mj"])),
+            power_w=tuple(sorted(raw[key]["power_w"])),
+            util_pct=tuple(sorted(raw[key]["util_pct"])),
+            max_gap_s=max(GAP_FACTOR * typical, MIN_GAP_S),
+        ))
+    return out
+
+
+def _bracket(points: Sequence[Point], t: float, max_gap: float) -> tuple[int, int] | None:
+    """Indices (a, b) of the samples around ``t`` (a == b when one falls on it), if no more than ``max_gap``
+    apart; None when ``t`` lies outside the samples or in a longer gap."""
+    times = [p[0] for p in points]
+    i = bisect.bisect_left(times, t)
+    if i < len(points) and points[i][0] == t:
+        return i, i
+    if i == 0 or i == len(points):
+        return None
+    return (i - 1, i) if points[i][0] - points[i - 1][0] <= max_gap else None
+
+
+def _at(points: Sequence[Point], a: int, b: int, t: float) -> float:
+    (ta, va), (tb, vb) = points[a], points[b]
+    return va if tb <= ta else va + (vb - va) * (t - ta) / (tb - ta)
+
+
+def counter_energy(series: GpuSeries, t0: float, t1: float) -> float | None:
+    """Joules by the energy counter over [t0, t1]; None without samples around both edges or after a reset."""
+    pts = series.energy_j
+    first, last = _bracket(pts, t0, series.max_gap_s), _bracket(pts, t1, series.max_gap_s)
+    if first is None or last is None:
+        return None
+    values = [v for _, v in pts[first[0]:last[1] + 1]]
+    if any(b < a for a, b in itertools.pairwise(values)):
+        return None  # the counter restarted in between
+    return _at(pts, *last, t1) - _at(pts, *first, t0)
+
+
+def power_energy(series: GpuSeries, t0: float, t1: float) -> float | None:
+    """Joules by integrating the power gauge over [t0, t1] (trapezoids); None where a gap is too long."""
+    pts = series.power_w
+    first, last = _bracket(pts, t0, series.max_gap_s), _bracket(pts, t1, series.max_gap_s)
+    if first is None or last is None:
+        return None
+    inner = list(pts[first[1]:last[0] + 1]) if first[1] <= last[0] else []
+    knots = [(t0, _at(pts, *first, t0)), *[p for p in inner if t0 < p[0] < t1], (t1, _at(pts, *last, t1))]
+    if any(b[0] - a[0] > series.max_gap_s for a, b in itertools.pairwise(knots)):
+        return None
+    return sum((b[0] - a[0]) * (a[1] + b[1]) / 2.0 for a, b in itertools.pairwise(knots))
+
+
+def gpu_energy(series: GpuSeries, t0: float, t1: float) -> tuple[float, str] | None:
+    """(joules, source) of one GPU over [t0, t1]: the counter where it covers the window, else the power."""
+    found = counter_energy(series, t0, t1)
+    if found is not None:
+        return found, COUNTER
+    found = power_energy(series, t0, t1)
+    return (found, POWER) if found is not None else None
+
+
+def window_energy(series: Sequence[GpuSeries], t0: float, t1: float) -> WindowEnergy:
+    """Every GPU's energy over [t0, t1] summed, with mean power and GPU use; None where any GPU was not watched."""
+    if not series or t1 <= t0:
+        return WindowEnergy(None, None, len(series), None, None, "no GPU telemetry" if not series else None)
+    total, sources, missed = 0.0, set(), []
+    for s in series:
+        found = gpu_energy(s, t0, t1)
+        if found is None:
+            missed.append(s.key)
+            continue
+        total += found[0]
+        sources.add(found[1])
+    utils = [u for u in (_mean_inside(s.util_pct, t0, t1) for s in series) if u is not None]
+    util = sum(utils) / len(utils) if utils else None
+    if missed:
+        note = (f"not measured: no telemetry around the window's edges for GPU {', '.join(missed)} (an exporter "
+                "missed this step)")
+        return WindowEnergy(None, None, len(series), None, util, note)
+    source = "+".join(k for k in (COUNTER, POWER) if k in sources)
+    return WindowEnergy(total, source, len(series), total / (t1 - t0), util)
+
+
+def _mean_inside(points: Sequence[Point], t0: float, t1: float) -> float | None:
+    inside = [v for t, v in points if t0 <= t <= t1]
+    return sum(inside) / len(inside) if inside else None
+
+
+def batch_energies(series: Sequence[GpuSeries], t0: float, t1: float, n: int) -> np.ndarray | None:
+    """Energy of all GPUs in each of ``n`` equal slices of [t0, t1]; None when any slice is not measured."""
+    if n < 1 or not series:
+        return None
+    edges = np.linspace(t0, t1, n + 1)
+    out = []
+    for a, b in itertools.pairwise(edges):
+        found = window_energy(series, float(a), float(b))
+        if found.energy_j is None:
+            return None
+        out.append(found.energy_j)
+    return np.asarray(out)
+
+
+def with_energy(row: StepRow, series: Sequence[GpuSeries], gpu_hour_price: float = 0.0) -> StepRow:
+    """The row with its energy figures over its window (unchanged when the run has no GPU telemetry)."""
+    if not series or row.window_start_s is None or row.window_end_s is None or not row.window_s:
+        return row
+    t0, t1 = row.window_start_s, row.window_end_s
+    found = window_energy(series, t0, t1)
+    tokens = row.throughput_tok_s * row.window_s if row.throughput_tok_s else None
+    per_token = found.energy_j / tokens if found.energy_j is not None and tokens else None
+    cost = (gpu_hour_price * found.gpus * row.window_s / 3600.0 / tokens * 1e6
+            if gpu_hour_price > 0 and tokens else None)
+    return replace(row, gpus=found.gpus, energy_j=found.energy_j, energy_source=found.source,
+                   energy_per_token_j=per_token, gpu_power_w=found.power_w, gpu_util_pct=found.util_pct,
+                   energy_note=found.note, cost_per_mtok_usd=cost)

@@ -1,0 +1,146 @@
+"""gpu_metrics.jsonl: GPU telemetry read from DCGM exporters during a run (``--gpu-metrics URL[,URL...]``).
+
+NVIDIA's dcgm-exporter serves each GPU's DCGM fields as Prometheus text at ``/metrics`` (port 9400 by default),
+one series per GPU labelled ``gpu="0"``, ``gpu="1"``... ``parse_dcgm`` keeps the three fields the energy figures
+need, per GPU:
+
+* ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``: counter, mJ since the driver loaded -> ``energy_mj``;
+* ``DCGM_FI_DEV_POWER_USAGE``: gauge, W -> ``power_w``;
+* ``DCGM_FI_DEV_GPU_UTIL``: gauge, % of the last sample period a kernel ran -> ``util_pct``.
+
+A GPU's key is its ``gpu`` label (with the ``GPU_I_ID`` of a MIG instance after a slash); an exporter that
+exports none of the three fields gives a sample with no GPUs. One line of the file (``GpuMetricsSample``) is one
+successful read of one exporter; a read that fails writes nothing, so an exporter that goes away leaves a gap.
+Same versioning rule as the records: bump ``GPU_METRICS_SCHEMA`` on an incompatible change and keep reading the
+older versions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NotRequired, TypedDict
+from urllib.parse import urlsplit
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from contract.runformat import RunFormatError
+from contract.urls import UrlError, check_url
+
+GPU_METRICS_FILE = "gpu_metrics.jsonl"
+GPU_METRICS_SCHEMA = 1
+DEFAULT_PATH = "/metrics"  # dcgm-exporter's; an URL given without a path gets it
+
+# DCGM field -> the key of a GPU's reading in a sample.
+DCGM_FIELDS: dict[str, str] = {
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "energy_mj",
+    "DCGM_FI_DEV_POWER_USAGE": "power_w",
+    "DCGM_FI_DEV_GPU_UTIL": "util_pct",
+}
+GPU_LABEL = "gpu"
+MIG_LABEL = "GPU_I_ID"
+
+
+class GpuReading(TypedDict, total=False):
+    """One GPU's fields in one read; a field the exporter does not export is absent."""
+
+    energy_mj: float
+    power_w: float
+    util_pct: float
+
+
+class GpuMetricsSample(TypedDict):
+    """One line of gpu_metrics.jsonl: one read of one exporter."""
+
+    schema: int
+    t_s: float  # wall clock (epoch seconds), midway between sending the GET and reading the whole answer
+    read_s: NotRequired[float]  # sending the GET to reading the whole answer
+    source: int  # the exporter's place in --gpu-metrics, 0 first
+    gpus: dict[str, GpuReading]  # GPU key -> its readings
+
+
+class GpuMetricsParseError(ValueError):
+    """The text is not the Prometheus exposition format."""
+
+
+def exporter_url(url: str, flag: str = "--gpu-metrics") -> str:
+    """A checked exporter URL, with dcgm-exporter's ``/metrics`` when it names no path; raises UrlError."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https"):
+        check_url(url, flag)  # raises, naming the URL as given
+        raise UrlError(f"{flag}: expected http://HOST[:PORT][/PATH], got {url!r}")  # pragma: no cover
+    path = parts.path.rstrip("/")
+    base = check_url(parts._replace(path="").geturl(), flag)
+    return base + (path or DEFAULT_PATH)
+
+
+def parse_exporter_urls(text: str, flag: str = "--gpu-metrics") -> list[str]:
+    """``URL[,URL...]`` -> checked exporter URLs, each once ('' -> none); raises UrlError."""
+    urls: list[str] = []
+    for part in (p.strip() for p in str(text or "").split(",")):
+        if not part:
+            continue
+        url = exporter_url(part, flag)
+        if url in urls:
+            raise UrlError(f"{flag}: {url} is given twice")
+        urls.append(url)
+    return urls
+
+
+def gpu_key(labels: dict[str, str]) -> str | None:
+    gpu = labels.get(GPU_LABEL)
+    if gpu is None:
+        return None
+    mig = labels.get(MIG_LABEL)
+    return f"{gpu}/{mig}" if mig else gpu
+
+
+def parse_dcgm(text: str, t_s: float, source: int) -> GpuMetricsSample:
+    """One sample from a dcgm-exporter answer: the three fields per GPU; everything else is left out."""
+    gpus: dict[str, dict[str, float]] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            key = DCGM_FIELDS.get(family.name) or DCGM_FIELDS.get(family.name.removesuffix("_total"))
+            if key is None:
+                continue
+            for sample in family.samples:
+                gpu = gpu_key(dict(sample.labels))
+                value = float(sample.value)
+                if gpu is not None and value == value:  # NaN is not JSON
+                    gpus.setdefault(gpu, {})[key] = value
+    except (ValueError, TypeError) as exc:
+        raise GpuMetricsParseError(f"not Prometheus text format ({exc})") from None
+    return GpuMetricsSample(schema=GPU_METRICS_SCHEMA, t_s=t_s, source=source,
+                            gpus={k: GpuReading(**v) for k, v in sorted(gpus.items())})  # type: ignore[typeddict-item]
+
+
+def read_gpu_metrics(path: Path) -> tuple[list[GpuMetricsSample], int]:
+    """Samples in time order and the count of torn lines (a killed run); a newer schema is an error."""
+    samples: list[GpuMetricsSample] = []
+    torn = 0
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj: Any = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError, RecursionError):
+                torn += 1
+                continue
+            where = f"{path}: line {lineno}"
+            if not isinstance(obj, dict) or not isinstance(obj.get("schema"), int):
+                raise RunFormatError(f"{where}: expected a JSON object with an integer 'schema'")
+            if obj["schema"] > GPU_METRICS_SCHEMA:
+                raise RunFormatError(f"{where}: GPU metrics schema {obj['schema']} is newer than this suite reads "
+                                     f"({GPU_METRICS_SCHEMA})")
+            if not isinstance(obj.get("t_s"), int | float) or not isinstance(obj.get("gpus"), dict):
+                raise RunFormatError(f"{where}: sample lacks a numeric 't_s' and a 'gpus' object")
+            if not all(isinstance(v, dict) for v in obj["gpus"].values()):
+                raise RunFormatError(f"{where}: each GPU's readings should be an object")
+            obj.setdefault("source", 0)
+            samples.append(obj)
+    samples.sort(key=lambda s: s["t_s"])
+    return samples, torn

@@ -1,0 +1,151 @@
+"""Energy per token per level, proven end to end against the emulator's power model (which knows every joule).
+
+Real headless Locust runs (baseline and ``eagle3``, ladder 4,16, speed 10) against emulators with two emulated GPUs
+(``--gpu-telemetry 2``, gauges averaged over 0.25 s), their dcgm-exporter text read every 0.25 s through
+``--gpu-metrics``. Each step's energy
+per output token must be within 2% of the truth: the emulator's joules over the step's window
+(``GET /_emulator/energy?at=...``) per output token it wrote in that window (its ledger's chunk times). Once with
+the energy counter exported (``energy_source`` counter), once with only the power gauge (integrated). A third run
+stops its exporter after the first step: that step is measured, the next is "not measured" (None, never zero),
+and nothing else of the run is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from analysis import compare_runs, load_run, render_comparison, summarize_run
+from analysis.reporting.brief import brief_comparison
+from analysis.reporting.serialize import comparison_json
+from contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
+from locustfiles.target import start_emulator_process
+from tests.conftest import ledger, ledger_window_tok_s, read_jsonl, run_locust, wait_until
+
+pytestmark = pytest.mark.slow
+
+SPEED = 10
+LEVELS = (4, 16)
+ARGS = ("--ladder", ",".join(map(str, LEVELS)), "--max-tokens", "64", "--min-requests", "40", "--min-step-time", "5",
+        "--max-step-time", "60", "--step-ci", "0", "--server-metrics-interval", "0.25", "--gpu-hour-price", "2")
+# The emulated gauges average over the sampling interval (2.5 s at speed 1 = 0.25 s at speed 10), as a dcgm-exporter
+# whose collection interval matches the suite's cadence does (docs/guides/energy.md): the power samples then tile
+# time, and integrating them misses no stretch of it.
+EMULATOR = ("--gpu-telemetry", "2", "--power", "average_s=2.5", "--ledger-chunk-times")
+DCGM_PATH = "/_emulator/dcgm/metrics"
+
+
+def _truth(url: str, steps: list[dict[str, Any]]) -> dict[int, float]:
+    """Per level: the emulator's joules over the step's window per output token it wrote in the window."""
+    edges = [(s["steady_start_s"], s["end_s"]) for s in steps]
+    at = ",".join(repr(t) for pair in edges for t in pair)
+    totals = [p["total_j"] for p in requests.get(f"{url}/_emulator/energy?at={at}", timeout=10).json()["at"]]
+    entries = ledger(url)
+    out = {}
+    for i, (step, (t0, t1)) in enumerate(zip(steps, edges, strict=True)):
+        tokens = ledger_window_tok_s(entries, t0, t1) * (t1 - t0)
+        out[step["target_c"]] = (totals[2 * i + 1] - totals[2 * i]) / tokens
+    return out
+
+
+def _run(root: Path, name: str, profile: str, fields: str = "power,energy,util",
+         during: Any = None) -> dict[str, Any]:
+    emu = start_emulator_process(profile, speed=SPEED, extra=[*EMULATOR, "--gpu-telemetry-fields", fields])
+    try:
+        out = root / name
+        watcher = threading.Thread(target=during, args=(emu.url, out), daemon=True) if during else None
+        if watcher is not None:
+            watcher.start()
+        proc = run_locust(emu.url, out, *ARGS, "--gpu-metrics", emu.url + DCGM_PATH, timeout=240)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        if watcher is not None:
+            watcher.join(timeout=30)
+        steps = read_jsonl(out / "steps.jsonl")
+        return {"dir": out, "truth": _truth(emu.url, steps), "stderr": proc.stderr}
+    finally:
+        emu.stop()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("energy")
+    return {
+        "base": _run(root, "base", "baseline"),
+        "spec": _run(root, "spec", "eagle3"),
+        "base_power": _run(root, "base_power", "baseline", fields="power,util"),
+        "spec_power": _run(root, "spec_power", "eagle3", fields="power,util"),
+    }
+
+
+@pytest.mark.parametrize(("name", "source"), [("base", "counter"), ("spec", "counter"), ("base_power", "power"),
+                                              ("spec_power", "power")])
+def test_energy_per_token_matches_the_power_model(runs: dict[str, dict[str, Any]], name: str, source: str) -> None:
+    run = runs[name]
+    samples, torn = read_gpu_metrics(run["dir"] / GPU_METRICS_FILE)
+    assert torn == 0 and len(samples) > 20 and all(set(s["gpus"]) == {"0", "1"} for s in samples)
+    rows = summarize_run(load_run(run["dir"])).rows
+    assert [r.target_c for r in rows] == list(LEVELS)
+    for row in rows:
+        truth = run["truth"][row.target_c]
+        assert row.gpus == 2 and row.energy_source == source, (name, row.target_c, row.energy_note)
+        assert row.energy_per_token_j == pytest.approx(truth, rel=0.02), (name, row.target_c)
+        assert row.gpu_power_w is not None and row.gpu_power_w > 0
+        assert (row.gpu_util_pct is not None and 50 < row.gpu_util_pct <= 100), row.gpu_util_pct
+        # $2 per GPU-hour: two GPUs' hours over the window per million of its tokens.
+        assert row.cost_per_mtok_usd == pytest.approx(2 * 2 * row.window_s / 3600 / (row.throughput_tok_s *
+                                                                                      row.window_s) * 1e6)
+
+
+def test_the_comparison_says_how_much_energy_speculation_costs(runs: dict[str, dict[str, Any]],
+                                                               tmp_path: Path) -> None:
+    for base, spec in (("base", "spec"), ("base_power", "spec_power")):
+        comparison = compare_runs(load_run(runs[base]["dir"]), load_run(runs[spec]["dir"]))
+        for lv in comparison.levels:
+            truth = runs[spec]["truth"][lv.target_c] / runs[base]["truth"][lv.target_c]
+            energy = lv.energy
+            assert energy is not None and energy.ratio == pytest.approx(truth, rel=0.03), (base, lv.target_c)
+            assert energy.ratio_low is not None and energy.ratio_high is not None, energy.note
+            assert energy.ratio_low < energy.ratio < energy.ratio_high
+            assert energy.sentence.startswith(f"C={lv.target_c}: speculation uses {energy.ratio:.2f}x the energy "
+                                              "per token (95% CI")
+        text = render_comparison(comparison)
+        assert "Energy per output token (spec / baseline" in text and "Cost per million output tokens" in text
+        assert "Energy: at C=" in brief_comparison(comparison)
+        data = json.loads(json.dumps(comparison_json(comparison)))
+        level = data["levels"][0]
+        assert level["energy_ratio"] == comparison.levels[0].energy.ratio  # type: ignore[union-attr]
+        assert level["spec_energy_source"] in ("counter", "power") and level["spec_cost_per_mtok_usd"] > 0
+        assert [lv["target_c"] for lv in data["energy"]["levels"]] == list(LEVELS)
+
+
+def _stop_after_first_step(url: str, out: Path) -> None:
+    """The exporter goes away as soon as the first step's line is written."""
+    wait_until(lambda: (out / "steps.jsonl").exists() and (out / "steps.jsonl").read_text().strip(),
+               timeout_s=120, what="the first step's line", poll_s=0.05)
+    requests.post(url + "/_emulator/dcgm/stop", timeout=10)
+
+
+def test_an_exporter_that_goes_away_leaves_later_steps_not_measured_and_loses_nothing_else(
+        tmp_path: Path) -> None:
+    run = _run(tmp_path, "away", "eagle3", during=_stop_after_first_step)
+    data = load_run(run["dir"])
+    first, second = summarize_run(data).rows
+    assert first.energy_per_token_j == pytest.approx(run["truth"][first.target_c], rel=0.02)
+    assert second.energy_j is None and second.energy_per_token_j is None and second.gpu_power_w is None
+    assert second.energy_source is None and second.gpus == 2
+    assert "not measured" in (second.energy_note or "")
+    assert "GPU metrics: GET" in run["stderr"] and "ConnectionError" in run["stderr"]
+    # Nothing else lost: both steps complete, every record written, the server's /metrics sampled to the end.
+    assert [s["target_c"] for s in data.steps] == list(LEVELS)
+    assert second.requests_ok >= 40 and second.throughput_tok_s and second.server_samples >= 10
+    assert data.server_samples[-1]["t_s"] >= second.window_end_s  # type: ignore[operator]
+    last_read = max(s["t_s"] for s in data.gpu_samples)  # the exporter went away around the second window's start
+    assert first.window_end_s < last_read < second.window_end_s  # type: ignore[operator]
+    comparison = compare_runs(data, data)
+    assert comparison.levels[1].energy is not None and comparison.levels[1].energy.ratio is None
+    assert "not measured" in comparison.levels[1].energy.sentence
