@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from contract.apis import APIS, Api  # noqa: F401 - re-exported: the contract names its routes
 from contract.runformat import RunFormatError  # schema.py raises it too; readers of a run catch it from here
@@ -271,7 +271,7 @@ def read_records(path: Path) -> tuple[list[RequestRecord], int]:
             torn = 1
             continue
         _check_record_line(path, lineno, obj)
-        records.append(obj)  # type: ignore[arg-type]
+        records.append(obj)
     return records, torn
 
 
@@ -297,7 +297,7 @@ def read_steps(path: Path) -> list[StepRecord]:
         _check_version(path, lineno, obj)
         if not isinstance(obj.get("index"), int) or not isinstance(obj.get("target_c"), int):
             raise RunFormatError(f"{path}: line {lineno}: step lacks integer 'index' and 'target_c'")
-        by_index[obj["index"]] = obj  # type: ignore[assignment]
+        by_index[obj["index"]] = obj
     return [by_index[i] for i in sorted(by_index)]
 
 
@@ -311,7 +311,7 @@ def read_answers(path: Path) -> tuple[list[AnswerLine], int]:
             bad += 1
             continue
         _check_version(path, lineno, obj)
-        answers.append(obj)  # type: ignore[arg-type]
+        answers.append(cast(AnswerLine, obj))  # its two keys checked above
     return answers, bad
 
 
