@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -141,6 +141,6 @@ def read_gpu_metrics(path: Path) -> tuple[list[GpuMetricsSample], int]:
             if not all(isinstance(v, dict) for v in obj["gpus"].values()):
                 raise RunFormatError(f"{where}: each GPU's readings should be an object")
             obj.setdefault("source", 0)
-            samples.append(obj)
+            samples.append(cast(GpuMetricsSample, obj))  # checked above: schema, t_s, gpus
     samples.sort(key=lambda s: s["t_s"])
     return samples, torn

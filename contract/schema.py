@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from contract.apis import APIS, Api  # noqa: F401 - re-exported: the contract names its routes
 from contract.compact import compact_record
@@ -304,7 +304,7 @@ def read_steps(path: Path) -> list[StepRecord]:
         _check_version(path, lineno, obj)
         if not isinstance(obj.get("index"), int) or not isinstance(obj.get("target_c"), int):
             raise RunFormatError(f"{path}: line {lineno}: step lacks integer 'index' and 'target_c'")
-        by_index[obj["index"]] = obj  # type: ignore[assignment]
+        by_index[obj["index"]] = obj
     return [by_index[i] for i in sorted(by_index)]
 
 
@@ -318,7 +318,7 @@ def read_answers(path: Path) -> tuple[list[AnswerLine], int]:
             bad += 1
             continue
         _check_version(path, lineno, obj)
-        answers.append(obj)  # type: ignore[arg-type]
+        answers.append(cast(AnswerLine, obj))  # its two keys checked above
     return answers, bad
 
 

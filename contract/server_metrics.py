@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -234,6 +234,6 @@ def read_server_metrics(path: Path) -> tuple[list[ServerMetricsSample], int]:
                 raise RunFormatError(f"{where}: sample lacks a numeric 't_s' and a 'values' object")
             obj.setdefault("raw", {})
             obj.setdefault("server", "unknown")
-            samples.append(obj)
+            samples.append(cast(ServerMetricsSample, obj))  # checked above
     samples.sort(key=lambda s: s["t_s"])
     return samples, torn

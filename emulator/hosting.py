@@ -49,6 +49,7 @@ class EmulatorHandle:
         if self._thread is None:
             self._emulator.stop()
             return
+        assert self._stop_event is not None  # start_emulator gives a threaded handle its hub and stop event
         self._hub.loop.run_callback_threadsafe(self._stop_event.set)
         self._thread.join(timeout_s)
 

@@ -173,7 +173,9 @@ class HttpServer:
 
     @property
     def port(self) -> int:
-        return int(self._server.server_port)
+        port = self._server.server_port
+        assert port is not None  # None only for a server bound to a socket path; this one has (host, port)
+        return port
 
     def stop(self, timeout_s: float = 2.0) -> None:
         self._server.stop(timeout=timeout_s)

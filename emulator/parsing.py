@@ -115,6 +115,7 @@ def parse_generate(data: dict[str, Any], profile: Profile) -> GenRequest:
     if text is not None:
         prompt, prompt_tokens = text, estimate_prompt_tokens(text, profile.chars_per_token)
     else:
+        assert input_ids is not None  # exactly one of text and input_ids, checked above
         prompt, prompt_tokens = _ids_text(input_ids), len(input_ids)
     _check_context(profile, prompt_tokens, max_new, generate=True)
     return GenRequest(

@@ -99,7 +99,7 @@ class LlamaChatWire(_LlamaWire):
         return {"index": 0, "finish_reason": None, "delta": {"content": text}}
 
     def final(self) -> list[bytes]:
-        finish = {"index": 0, "finish_reason": self.out.finish, "delta": {}}
+        finish: dict[str, Any] = {"index": 0, "finish_reason": self.out.finish, "delta": {}}
         if not self.out.req.include_usage:
             return [self._chunk([finish], timings=self.timings())]
         return [self._chunk([finish]), self._chunk([], usage=self.usage(), timings=self.timings())]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import requests
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
@@ -57,7 +58,7 @@ class Fetched:
 
 
 def fetch(session: requests.Session, method: str, url: str, *, deadline: Deadline, per_read_s: float,
-          max_bytes: int = MAX_BODY_BYTES, **kwargs: object) -> Fetched:
+          max_bytes: int = MAX_BODY_BYTES, **kwargs: Any) -> Fetched:
     """One request whose connect, headers and whole body fit in ``deadline``.
 
     Every wait is bounded by the per-read timeout, itself never set past the deadline when the request starts, and
@@ -65,8 +66,7 @@ def fetch(session: requests.Session, method: str, url: str, *, deadline: Deadlin
     Raises DeadlineExceeded (time or size), requests.RequestException (connection) or ReadTimeoutError (a
     silent wait longer than ``per_read_s``).
     """
-    resp = session.request(method, url, timeout=deadline.timeout(per_read_s), stream=True,  # type: ignore[arg-type]
-                           **kwargs)
+    resp = session.request(method, url, timeout=deadline.timeout(per_read_s), stream=True, **kwargs)
     with resp:
         body = bytearray()
         try:
@@ -80,7 +80,8 @@ def fetch(session: requests.Session, method: str, url: str, *, deadline: Deadlin
                     raise DeadlineExceeded(f"answer larger than {max_bytes} bytes")
         except (ReadTimeoutError, TimeoutError) as exc:
             deadline.check()
-            raise ReadTimeoutError(None, url, f"silent for {per_read_s:g} s") from exc  # type: ignore[arg-type]
+            raise ReadTimeoutError(None,  # type: ignore[arg-type]  # urllib3 wants a ConnectionPool; none here
+                                   url, f"silent for {per_read_s:g} s") from exc
         except ProtocolError as exc:
             raise requests.ConnectionError(str(exc)) from exc
         return Fetched(resp.status_code, dict(resp.headers), bytes(body))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from contract.schema import APIS
+from contract.schema import APIS, TokenSource
 from locustfiles import specfields
 from locustfiles.prompts import Prompt
 from locustfiles.streamfacts import StreamFacts
@@ -137,7 +137,7 @@ def _take_generate_ids(state: StreamFacts, obj: dict[str, Any], meta: dict[str, 
     return False
 
 
-def _generate_count(obj: dict[str, Any], meta: dict[str, Any]) -> tuple[int | None, str]:
+def _generate_count(obj: dict[str, Any], meta: dict[str, Any]) -> tuple[int | None, TokenSource]:
     """The cumulative output count a native chunk reports, and where it came from."""
     cum = meta.get("completion_tokens")
     if isinstance(cum, int):

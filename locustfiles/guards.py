@@ -69,7 +69,8 @@ def check_start_form(options: Any, form: Any) -> str | None:
 
     try:
         settings = SuiteSettings.from_options(trial_options(options, form))
-        PromptOrder(load_prompts(settings.prompts), seed=settings.seed, mode=settings.prompt_mode,  # type: ignore[arg-type]
+        PromptOrder(load_prompts(settings.prompts), seed=settings.seed,
+                    mode=settings.prompt_mode,  # type: ignore[arg-type]  # a str, held to --prompt-mode's choices
                     fixed_id=settings.prompt_id or None)
     except ValueError as exc:  # SettingsError, PromptError and a form value of the wrong type
         return redact(str(exc) if isinstance(exc, SettingsError | PromptError) else f"bad form value ({exc})")

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import gevent
 from locust.env import Environment
@@ -489,8 +489,7 @@ class WorkerHooks(RunHooks):
         runner.register_message(PLAN_MESSAGE, self._on_plan_message)
         runner.register_message(WELCOME_MESSAGE, lambda msg, **_kw: self._on_welcome(msg.data))
         runner.register_message(CLOCK_MESSAGE, lambda msg, **_kw: self.link.on_clock(msg.data))
-        runner.register_message(SEQ_GRANT_MESSAGE,
-                                lambda msg, **_kw: self.sequence and self.sequence.on_grant(msg.data))
+        runner.register_message(SEQ_GRANT_MESSAGE, self._on_seq_grant)
         self.link.hello()  # connected already (Locust waits for the master's ack), and before any spawn
         LOOP_LAG.start()  # sent with each CPU figure: the master's books take each step's read lag from it
         watch_master(runner, self._on_master_gone)
@@ -507,6 +506,10 @@ class WorkerHooks(RunHooks):
 
     def _on_plan_message(self, environment: Environment, msg: Any, **_kw: Any) -> None:
         self.plan = runmod.RunPlan.from_message(msg.data)
+
+    def _on_seq_grant(self, msg: Any, **_kw: Any) -> None:
+        if self.sequence is not None:
+            self.sequence.on_grant(msg.data)
 
     def _on_welcome(self, data: dict[str, Any]) -> None:
         self.link.on_welcome(data)
@@ -539,7 +542,7 @@ class WorkerHooks(RunHooks):
         return ctx
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """A user mistake: one clear line, exit code 2, no traceback."""
     sys.stderr.write(f"specbench: error: {redact(message)}\n")
     sys.stderr.flush()

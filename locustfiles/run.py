@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from contract.redact import redact
 from contract.schema import (
@@ -24,6 +24,7 @@ from contract.schema import (
     SCHEMA_VERSION,
     STEPS_FILE,
     AnswerLine,
+    Api,
     RequestRecord,
     RunMeta,
     StepRecord,
@@ -52,7 +53,7 @@ class RunContext:
 
     settings: SuiteSettings
     run_dir: Path
-    api: str
+    api: Api
     model: str
     server: ServerIdentity
     sampling: Sampling
@@ -115,10 +116,10 @@ class RunContext:
                 appender.close()
 
 
-def resolve_api(requested: str, server: ServerIdentity) -> str:
+def resolve_api(requested: str, server: ServerIdentity) -> Api:
     """auto: SGLang's native /generate when the server is SGLang, else the chat route."""
     if requested != "auto":
-        return requested
+        return cast(Api, requested)  # --api's choices are "auto" and the APIS
     return "generate" if server.kind == "sglang" else "chat"
 
 
@@ -126,7 +127,7 @@ def resolve_api(requested: str, server: ServerIdentity) -> str:
 class RunPlan:
     """What every process of one run must agree on, decided once by the master (or the local runner)."""
 
-    api: str
+    api: Api
     model: str
     run_dir: str
     server: ServerIdentity
@@ -159,7 +160,8 @@ def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, writes_re
     ``workers``: load processes sharing an open-loop rate (each sends rate / workers)."""
     prompt_set = load_prompts(settings.prompts)
     fixed = settings.prompt_id or None
-    order = PromptOrder(prompt_set, seed=settings.seed, mode=settings.prompt_mode,  # type: ignore[arg-type]
+    order = PromptOrder(prompt_set, seed=settings.seed,
+                        mode=settings.prompt_mode,  # type: ignore[arg-type]  # a str, held to --prompt-mode's choices
                         fixed_id=fixed)
     run_dir = Path(plan.run_dir)
     records = JsonlAppender(run_dir / RECORDS_FILE) if writes_records else None

@@ -176,7 +176,8 @@ def _from_llamacpp(base: str, props: dict[str, Any], model: str | None, slots: A
     """
     settings = props.get("default_generation_settings")
     settings = settings if isinstance(settings, dict) else {}
-    params = settings.get("params") if isinstance(settings.get("params"), dict) else {}
+    params = settings.get("params")
+    params = params if isinstance(params, dict) else {}
     slot_list = [s for s in slots if isinstance(s, dict)] if isinstance(slots, list) else []
     flags = [s["speculative"] for s in slot_list if isinstance(s.get("speculative"), bool)]
     used = [s["params"] for s in slot_list if isinstance(s.get("params"), dict)]

@@ -13,7 +13,7 @@ key names are facts of each server's wire format, and SGLang renamed its keys tw
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from contract.schema import SpecFields
 
@@ -47,7 +47,7 @@ def _first(src: dict[str, Any], keys: tuple[str, ...]) -> Any:
 def _spec_fields(src: dict[str, Any], server: str, source: str) -> SpecFields:
     fields: dict[str, Any] = {name: (_int if name in _SPEC_COUNTS else _num)(_first(src, keys))
                               for name, keys in _SPEC_KEYS[server].items()}
-    return SpecFields(**fields, source=source)
+    return cast(SpecFields, {**fields, "source": source})  # _SPEC_KEYS names SpecFields keys only
 
 
 def sglang_speculated(src: dict[str, Any]) -> bool:
@@ -62,8 +62,9 @@ def from_sglang(src: dict[str, Any], source: str, completion_tokens: int | None 
     verify = spec.get("verify_ct")
     if spec.get("accept_length") is None and verify and completion_tokens is not None:
         spec["accept_length"] = completion_tokens / verify
-    if spec.get("accept_rate") is None and spec.get("proposed_drafts") and spec.get("accepted_drafts") is not None:
-        spec["accept_rate"] = spec["accepted_drafts"] / spec["proposed_drafts"]  # type: ignore[operator]
+    proposed, accepted = spec.get("proposed_drafts"), spec.get("accepted_drafts")
+    if spec.get("accept_rate") is None and proposed and accepted is not None:
+        spec["accept_rate"] = accepted / proposed
     return spec
 
 

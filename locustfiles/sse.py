@@ -62,7 +62,7 @@ class SSESplitter:
             self._buf = buf
             return []
         self._buf = buf[end + 2:]
-        events: list[bytes] = []
+        events = []
         for text in buf[:end].split(b"\n\n"):
             if text.startswith(b"data:") and b"\n" not in text:
                 events.append(_data_value(text))
@@ -140,7 +140,7 @@ class EventReader:
                     first = self.woke = wake.polled_at
             else:
                 block = read()
-                now = self.clock()  # type: ignore[misc]
+                now = self.clock()  # type: ignore[misc]  # not None: wake is None only when a clock was given
             self.last = now
             events = splitter.feed(block) if block else splitter.flush()
             for payload in events:

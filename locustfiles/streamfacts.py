@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.redact import clip
-from contract.schema import SpecFields
+from contract.schema import ChunkTokenSource, SpecFields, TokenSource
 from locustfiles import specfields
 
 ERROR_TEXT_LIMIT = 200  # of a server's error message kept for the record (redacted before the cut)
@@ -24,9 +24,9 @@ class TokenCounts:
     """Per-chunk cumulative output tokens as finally resolved, with where they came from."""
 
     chunk_tokens: list[int]
-    chunk_tokens_source: str
+    chunk_tokens_source: ChunkTokenSource
     output_tokens: int
-    output_tokens_source: str
+    output_tokens_source: TokenSource
 
 
 @dataclass
@@ -42,7 +42,7 @@ class StreamFacts:
     error_code: int | None = None
     malformed: str | None = None  # a payload that was not JSON
     final_tokens: int | None = None
-    final_tokens_source: str | None = None
+    final_tokens_source: TokenSource | None = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     spec: SpecFields | None = None
@@ -84,7 +84,7 @@ class StreamFacts:
         """The answer's text exactly as the server streamed it."""
         return "".join(self.text_parts)
 
-    def take_cumulative(self, t: float, cum: int, source: str) -> None:
+    def take_cumulative(self, t: float, cum: int, source: TokenSource) -> None:
         """A cumulative output count (native routes): a new chunk only when the count grew."""
         if cum > self.last_cum:
             self.add_chunk(t, cum)
@@ -140,7 +140,7 @@ class StreamFacts:
         n = len(self.chunk_times)
         total = self.final_tokens
         if n and all(c is not None for c in self.chunk_cum):
-            cum = [int(c) for c in self.chunk_cum]  # type: ignore[arg-type]
+            cum = [int(c) for c in self.chunk_cum if c is not None]  # all of them (checked above)
             if total is None or total < cum[-1]:
                 return TokenCounts(cum, "server", cum[-1], self.final_tokens_source or "usage")
             if total > cum[-1]:  # a final count above the last per-chunk figure: trust the final count
@@ -150,7 +150,7 @@ class StreamFacts:
             if n == 0:
                 return TokenCounts([], "server", total, self.final_tokens_source or "usage")
             if total == n:
-                return TokenCounts(list(range(1, n + 1)), "one_per_chunk", total, self.final_tokens_source or "")
+                return TokenCounts(list(range(1, n + 1)), "one_per_chunk", total, self.final_tokens_source or "usage")
             spread = [round(total * (i + 1) / n) for i in range(n)]
-            return TokenCounts(spread, "interpolated", total, self.final_tokens_source or "")
+            return TokenCounts(spread, "interpolated", total, self.final_tokens_source or "usage")
         return TokenCounts(list(range(1, n + 1)), "chunks", n, "chunks")

@@ -38,6 +38,7 @@ from gevent.monkey import get_original
 from gevent.socket import socket as _GreenSocket
 
 from contract.redact import clip
+from contract.schema import Status
 from locustfiles.silence import DeadlinePassed, SilenceTimer
 
 _select = get_original("select", "select")
@@ -50,7 +51,7 @@ class SendFailed(Exception):
     """No response head came back: ``status`` is "connect_error" (no connection, or the server closed it before
     answering) or "timeout" (no head within the read timeout); ``reason`` a short kind, ``detail`` the error."""
 
-    def __init__(self, status: str, reason: str, detail: str) -> None:
+    def __init__(self, status: Status, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.status, self.reason, self.detail = status, reason, detail
 

@@ -25,7 +25,7 @@ from locust.user.task import LOCUST_STATE_RUNNING
 from contract import tls
 from contract.messages import RECORD_MESSAGE, START_MESSAGE
 from contract.redact import clip
-from contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, answer_digest
+from contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, Status, answer_digest
 from locustfiles.auth import auth_headers
 from locustfiles.conversation import Conversation
 from locustfiles.deferred import AFTER_SENDS
@@ -49,13 +49,13 @@ class Outcome:
 
     __slots__ = ("error", "http_status", "reason", "status")
 
-    def __init__(self, status: str = "ok", http_status: int | None = None, error: str | None = None) -> None:
+    def __init__(self, status: Status = "ok", http_status: int | None = None, error: str | None = None) -> None:
         self.status = status
         self.http_status = http_status
         self.error = error  # the record's detail
         self.reason: str | None = None  # a short, stable text for Locust's failure table (one row per kind)
 
-    def fail(self, status: str, reason: str, detail: str | None = None) -> None:
+    def fail(self, status: Status, reason: str, detail: str | None = None) -> None:
         self.status, self.reason = status, clip(reason, ERROR_TEXT_LIMIT)  # may hold a server's header text
         self.error = clip(f"{reason}: {detail}" if detail else reason, ERROR_TEXT_LIMIT)  # redacted, then cut
 
@@ -120,11 +120,11 @@ class InFlight:
     ready: float | None = None  # a clean end: the poll that woke the user for its last bytes (send lag's start)
 
 
-def _conversation_fields(conv: Conversation | None) -> dict[str, Any]:
+def _add_conversation(record: RequestRecord, conv: Conversation | None) -> RequestRecord:
     """--multi-turn: which conversation a record belongs to, and its turn (absent without conversations)."""
-    if conv is None:
-        return {}
-    return {"conversation_id": conv.conversation_id, "turn": conv.turn}
+    if conv is not None:
+        record["conversation_id"], record["turn"] = conv.conversation_id, conv.turn
+    return record
 
 
 def _answer(record: RequestRecord, req: InFlight) -> AnswerLine | None:
@@ -417,22 +417,21 @@ class LLMUser(HttpUser):
         counts = state.resolve_tokens()
         chunk_ms = [round((t - t0) * 1000.0, 3) for t in state.chunk_times]
         e2e_s = req.end - t0
-        return RequestRecord(
+        return _add_conversation(RequestRecord(
             schema=SCHEMA_VERSION, request_id=req.request_id, server_request_id=state.server_request_id,
-            label=ctx.settings.label, api=ctx.api, prompt_id=req.prompt.id,  # type: ignore[typeddict-item]
+            label=ctx.settings.label, api=ctx.api, prompt_id=req.prompt.id,
             category=req.prompt.category, prompt_seq=req.seq, step=req.step, target_c=req.target_c,
             phase=ctx.live.phase_for(req.step, req.start_s, req.start_s + e2e_s),
             worker=ctx.worker, user=self.user_id, start_s=req.start_s,
             ttft_s=(state.chunk_times[0] - t0) if state.chunk_times else None, e2e_s=e2e_s,
             chunk_ms=chunk_ms, chunk_tokens=counts.chunk_tokens,
-            chunk_tokens_source=counts.chunk_tokens_source,  # type: ignore[typeddict-item]
+            chunk_tokens_source=counts.chunk_tokens_source,
             output_tokens=counts.output_tokens,
-            output_tokens_source=counts.output_tokens_source,  # type: ignore[typeddict-item]
+            output_tokens_source=counts.output_tokens_source,
             prompt_tokens=state.prompt_tokens, cached_tokens=state.cached_tokens, spec=state.spec,
-            status=outcome.status, http_status=outcome.http_status,  # type: ignore[typeddict-item]
+            status=outcome.status, http_status=outcome.http_status,
             error=outcome.error, finish_reason=state.finish_reason, max_tokens=req.max_tokens,
             target_rate=req.target_rate,
             scheduled_s=req.scheduled_s,
             send_lag_ms=req.send_lag_ms,
-            **_conversation_fields(req.conversation),
-        )
+        ), req.conversation)

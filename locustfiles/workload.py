@@ -67,9 +67,14 @@ def shared_prefixes(n: int, tokens: int, prompt_set: PromptSet, seed: int) -> tu
         header = (f"You are assistant {i + 1} of {n}. Answer the user's request; the reference material below "
                   "may help.\n\n")
         body = fit_prompt(Prompt(id="", category="", text=" "), round(tokens * CHARS_PER_TOKEN) - len(header),
-                          lambda k, i=i: texts[(i * 7 + k) % len(texts)])
+                          _filler(texts, i))
         out.append(header + (body.text or "").strip())
     return tuple(out)
+
+
+def _filler(texts: list[str], i: int) -> Callable[[int], str]:
+    """Prefix i's k-th filler text: the shuffled prompt texts from position 7 i on, round the end."""
+    return lambda k: texts[(i * 7 + k) % len(texts)]
 
 
 def with_prefix(prompt: Prompt, prefix: str) -> Prompt:

@@ -229,7 +229,7 @@ def loss_flags(book: StepBook) -> list[str]:
 def describe_close(step: StepRecord, n_steps: int, halfwidth: float | None = None) -> str:
     """The one progress line printed when a step's books close: level, window, requests, tok/s (with its 95%
     half-width when known), achieved load, flags."""
-    window = max(0.0, step["end_s"] - step["steady_start_s"]) if step.get("steady_start_s") else 0.0
+    window = max(0.0, step["end_s"] - steady_start) if (steady_start := step.get("steady_start_s")) else 0.0
     tput = f"{step['throughput_tok_s']:.1f} tok/s" if step.get("throughput_tok_s") is not None else "- tok/s"
     ach = f"achieved C {step['achieved_c']:.2f}" if step.get("achieved_c") is not None else "achieved C -"
     level = f"C={step['target_c']}"

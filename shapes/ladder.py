@@ -56,6 +56,8 @@ class ConcurrencyLadder(LoadTestShape):
     """Runs the whole ladder once per Start; Locust calls ``reset_time`` before each run's first tick."""
 
     use_common_options = True  # Users, spawn rate and run time: read in users mode, shown in the web UI's form
+    _draining: bool  # set by _reset_ladder (declared here: tick, above it, reads them first)
+    _finished: bool
 
     def __init__(self) -> None:
         super().__init__()
@@ -211,8 +213,8 @@ class ConcurrencyLadder(LoadTestShape):
         book = self._new_book(index, now)
         target = book.target_c
         previous = self.collector.records([index - 1]) if index > 0 else []
-        book.stable_s = warmup_stable_s([r["ttft_s"] for r in previous
-                                         if r["status"] == "ok" and r.get("ttft_s") is not None])
+        book.stable_s = warmup_stable_s([ttft for r in previous
+                                         if r["status"] == "ok" and (ttft := r.get("ttft_s")) is not None])
         self._plan_budget(book, now)
         self.books.append(book)
         self._book = book
@@ -255,7 +257,8 @@ class ConcurrencyLadder(LoadTestShape):
     def _forecast(self, book: StepBook) -> None:
         """What this step's share of the budget buys, from the last closed step with an interval (the pilot)."""
         pilot = next((b for b in reversed(self.books) if b.closed and b.halfwidth is not None), None)
-        if pilot is None or book.max_s is None or pilot.steady_start_s is None or pilot.end_s is None:
+        if (pilot is None or pilot.halfwidth is None or book.max_s is None or pilot.steady_start_s is None
+                or pilot.end_s is None):
             return
         line = describe_forecast(book.target_c, book.max_s, pilot.target_c, pilot.end_s - pilot.steady_start_s,
                                  pilot.halfwidth, self.settings.step_ci)
@@ -333,8 +336,8 @@ class ConcurrencyLadder(LoadTestShape):
             book.dropped = self.collector.dropped.get(book.index, 0)
             step = close_step(book, records, arrivals=self._arrivals_kind())
             book.closed = True
-            if step.get("steady_start_s") is not None and step["end_s"] > step["steady_start_s"]:
-                half = window_precision(records, step["steady_start_s"], step["end_s"])
+            if (steady_start := step.get("steady_start_s")) is not None and step["end_s"] > steady_start:
+                half = window_precision(records, steady_start, step["end_s"])
                 book.halfwidth = half if math.isfinite(half) else None
             if self._sat_stop is not None:
                 self._sat_stop.note(step, records, book.halfwidth)
@@ -374,10 +377,11 @@ class ConcurrencyLadder(LoadTestShape):
 
     @property
     def cpu(self) -> LoadCpu:
-        if getattr(self, "_cpu", None) is None:
+        cpu: LoadCpu | None = getattr(self, "_cpu", None)
+        if cpu is None:
             master = isinstance(self.runner, MasterRunner)
-            self._cpu = LoadCpu("master" if master else "local", None if master else self.own_lag)
-        return self._cpu
+            cpu = self._cpu = LoadCpu("master" if master else "local", None if master else self.own_lag)
+        return cpu
 
     def _sample_cpu(self) -> None:
         self.cpu.sample(self.worker_cpu() if self.worker_cpu is not None else {},

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from contract.schema import Phase
+
 # ``extra=`` of a progress line that belongs in the run's log but not on a ``--console progress`` terminal,
 # which shows one line per step (its figures) rather than a line at each start as well
 LOG_ONLY: dict[str, Any] = {"console": False}
@@ -40,7 +42,7 @@ class LiveStep:
         self.draining = bool(data.get("draining", False))
         self.target_rate = data.get("target_rate")
 
-    def phase_for(self, step: int | None, start_s: float, finish_s: float) -> str | None:
+    def phase_for(self, step: int | None, start_s: float, finish_s: float) -> Phase | None:
         """How a request looked from here when it finished: warm-up, measured, or straddling a step end."""
         if step is None:
             return None

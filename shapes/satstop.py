@@ -40,8 +40,8 @@ class SaturationStop:
         tok, t0, t1 = step.get("throughput_tok_s"), step.get("steady_start_s"), step.get("end_s")
         if step.get("target_rate") is not None or not tok or t0 is None or t1 is None:
             return
-        ttfts = [r["ttft_s"] for r in records if r.get("step") == step["index"] and r["status"] == "ok"
-                 and r.get("ttft_s") is not None and r["start_s"] >= t0 and r["start_s"] + r["e2e_s"] <= t1]
+        ttfts = [ttft for r in records if r.get("step") == step["index"] and r["status"] == "ok"
+                 and (ttft := r.get("ttft_s")) is not None and r["start_s"] >= t0 and r["start_s"] + r["e2e_s"] <= t1]
         half = halfwidth if halfwidth is not None else None
         self.points[step["target_c"]] = LoadPoint(
             step["target_c"], tok, tok * (1 - half) if half is not None else None,

@@ -8,6 +8,7 @@ Ctrl-C stops the run in progress; what was recorded is kept and a report is stil
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,7 +212,7 @@ def level_runner(job: CompareJob, api: str) -> LevelRunner:
     """Runs just some levels on one server with the job's settings (its prompt order, API, options) (#27)."""
     urls = {job.baseline_name: job.baseline.identity.url, **{name: pre.identity.url for name, pre in job.specs}}
 
-    def run_levels(name: str, levels: list[float], sub: Path, share: float | None) -> int:
+    def run_levels(name: str, levels: Sequence[float], sub: Path, share: float | None) -> int:
         options = added_level_options(levels, share, rate_mode=job.rate_mode, extra=job.extra)
         return run_ladder(name, urls[name], sub, api=api, suite_config=job.suite_config, processes=job.processes,
                           extra=options, flush=job.flush_cache, api_key=job.api_key, verbose=job.verbose).returncode

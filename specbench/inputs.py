@@ -91,7 +91,8 @@ def check_prompts(settings: SuiteSettings) -> None:
     except PromptError as exc:
         raise InputError(f"--prompts: {exc}") from None
     try:
-        PromptOrder(prompt_set, seed=settings.seed, mode=settings.prompt_mode,  # type: ignore[arg-type]
+        PromptOrder(prompt_set, seed=settings.seed,
+                    mode=settings.prompt_mode,  # type: ignore[arg-type]  # a str, held to --prompt-mode's choices
                     fixed_id=settings.prompt_id or None)
     except PromptError as exc:
         raise InputError(f"--prompt-id: {exc}") from None

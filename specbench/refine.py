@@ -39,7 +39,7 @@ ROUND_OVERHEAD_S = 6.0  # starting Locust and closing a one-level ladder, on top
 #: Runs one short ladder of ``levels`` (concurrencies, or request rates in rate mode) on the named server into
 #: ``run_dir`` with ``budget_s`` (None: no budget); returns the Locust exit code (0, 3 for too many errors, 130
 #: when interrupted, else failed).
-LevelRunner = Callable[[str, list[float], Path, float | None], int]
+LevelRunner = Callable[[str, Sequence[float], Path, float | None], int]
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def refine_summary(levels: tuple[float, ...], reason: str, *, rates: bool = Fals
     return f"crossover refinement: added {added}; stopped: {reason}"
 
 
-def added_level_options(levels: list[float], share: float | None, *, rate_mode: bool, extra: list[str]
+def added_level_options(levels: Sequence[float], share: float | None, *, rate_mode: bool, extra: list[str]
                         ) -> list[str]:
     """Options of a short run of just ``levels`` (request rates in rate mode): its share of the time budget, the
     job's own options, and no skipping after saturation (an added level is measured on every server)."""

@@ -11,6 +11,7 @@ for the levels it adds (switch points; with ``--rate-ladder``, each capacity und
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def refine_sweep(job: SweepJob, api: str) -> int:
     order = [job.sweep.baseline.name, *(e.name for e in job.sweep.entries if not e.baseline)]
     dirs = {name: job.out / name for name in order}
 
-    def run_levels(name: str, levels: list[float], sub: Path, share: float | None) -> int:
+    def run_levels(name: str, levels: Sequence[float], sub: Path, share: float | None) -> int:
         options = added_level_options(levels, share, rate_mode=job.rate_mode, extra=job.extra)
         try:
             return _one(entries[name], job, api, run_dir=sub, extra=options)[1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -16,13 +17,13 @@ from analysis.reporting.decompose_report import by_category, histogram
 from analysis.verdicts.decompose import Decomposition, Estimate
 
 
-def _errorbar(ax: Axes, xs: list[int], ests: Sequence[Estimate], scale: float = 1.0, **kw: object) -> None:
-    pairs = [(x, e) for x, e in zip(xs, ests, strict=True) if e.value is not None]
-    ys = [e.value * scale for _, e in pairs]  # type: ignore[operator]
-    lows = [(e.value - e.low) * scale if e.low is not None else 0.0 for _, e in pairs]  # type: ignore[operator]
-    highs = [(e.high - e.value) * scale if e.high is not None else 0.0 for _, e in pairs]  # type: ignore[operator]
+def _errorbar(ax: Axes, xs: list[int], ests: Sequence[Estimate], scale: float = 1.0, **kw: Any) -> None:
+    pairs = [(x, e, v) for x, e in zip(xs, ests, strict=True) if (v := e.value) is not None]
+    ys = [v * scale for _, _, v in pairs]
+    lows = [(v - e.low) * scale if e.low is not None else 0.0 for _, e, v in pairs]
+    highs = [(e.high - v) * scale if e.high is not None else 0.0 for _, e, v in pairs]
     kw.setdefault("marker", "o")
-    ax.errorbar([x for x, _ in pairs], ys, yerr=[lows, highs], capsize=3, **kw)  # type: ignore[arg-type]
+    ax.errorbar([x for x, _, _ in pairs], ys, yerr=[lows, highs], capsize=3, **kw)
 
 
 def plot_decomposition(levels: Sequence[Decomposition], path: Path) -> Path:
@@ -64,9 +65,9 @@ def plot_decomposition(levels: Sequence[Decomposition], path: Path) -> Path:
 def _hist(ax: Axes, values: Sequence[float], label: str, colour: str) -> None:
     hist = histogram(values)
     edges, counts = hist["edges"], hist["counts"]
-    total = sum(counts)  # type: ignore[arg-type]
+    total = sum(counts)
     if total:
-        ax.stairs([c / total for c in counts], edges, color=colour, label=f"{label} ({total})")  # type: ignore[operator]
+        ax.stairs([c / total for c in counts], edges, color=colour, label=f"{label} ({total})")
 
 
 PositionRates = Sequence[tuple[str, tuple[float, ...] | None]]
@@ -76,9 +77,9 @@ def _by_position(ax: Axes, by_position: PositionRates) -> None:
     """The server's acceptance rate per draft position, one line per level; says so where it is not exported."""
     shown = [(label, rates) for label, rates in by_position if rates]
     for i, (label, rates) in enumerate(shown):
-        ax.plot(range(len(rates)), rates, marker="o", color=f"C{i % 10}", label=label)  # type: ignore[arg-type]
+        ax.plot(range(len(rates)), rates, marker="o", color=f"C{i % 10}", label=label)
     if shown:
-        ax.set_xticks(range(max(len(rates) for _, rates in shown)))  # type: ignore[arg-type]
+        ax.set_xticks(range(max(len(rates) for _, rates in shown)))
     else:
         ax.text(0.5, 0.5, "not exported by this server", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylim(0, 1.02)

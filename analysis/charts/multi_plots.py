@@ -27,18 +27,18 @@ def plot_all_curves(m: MultiComparison, path: Path) -> Path:
     ax_t, ax_r = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     levels = [lv.target_c for lv in m.levels]
     for i, name in enumerate(m.all_names):
-        pts = [(lv.target_c, lv.config(name)) for lv in m.levels]
-        pts = [(c, cl) for c, cl in pts if cl is not None and cl.tok_s is not None]
+        pts = [(lv.target_c, cl, tok) for lv in m.levels
+               if (cl := lv.config(name)) is not None and (tok := cl.tok_s) is not None]
         style = "--" if name == m.baseline_name else "-"
-        ax_t.plot([c for c, _ in pts], [cl.tok_s for _, cl in pts], style, marker="o", color=_colour(i),
+        ax_t.plot([c for c, _, _ in pts], [tok for _, _, tok in pts], style, marker="o", color=_colour(i),
                   label=name + (" (baseline)" if name == m.baseline_name else ""))
         if name == m.baseline_name:
             continue
-        rp = [(c, cl) for c, cl in pts if cl.ratio is not None]
-        ys = [cl.ratio for _, cl in rp]
-        lows = [cl.ratio - cl.ratio_low if cl.ratio_low is not None else 0.0 for _, cl in rp]
-        highs = [cl.ratio_high - cl.ratio if cl.ratio_high is not None else 0.0 for _, cl in rp]
-        ax_r.errorbar([c for c, _ in rp], ys, yerr=[lows, highs], marker="o", capsize=3, color=_colour(i),
+        rp = [(c, cl, ratio) for c, cl, _ in pts if (ratio := cl.ratio) is not None]
+        ys = [ratio for _, _, ratio in rp]
+        lows = [r - cl.ratio_low if cl.ratio_low is not None else 0.0 for _, cl, r in rp]
+        highs = [cl.ratio_high - r if cl.ratio_high is not None else 0.0 for _, cl, r in rp]
+        ax_r.errorbar([c for c, _, _ in rp], ys, yerr=[lows, highs], marker="o", capsize=3, color=_colour(i),
                       label=name)
     ax_r.axhline(1.0, color="black", linestyle="--", linewidth=1, label=f"{m.baseline_name} (break-even)")
     for s in m.policy.switches:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from analysis.charts.axes import COLOURS, level_axis
@@ -63,7 +64,7 @@ def plot_latency(series: Sequence[Series], path: Path) -> Path:
                 xs, ys = _points(rows, f"{prefix}_{q}_s", scale)
                 ax.plot(xs, ys, style, marker="o", color=colour, label=f"{name} {q}")
         level_axis(ax, _levels(series), _open_loop(series))
-        if any(v > 0 for line in ax.get_lines() for v in line.get_ydata()):
+        if any((np.asarray(line.get_ydata(), dtype=float) > 0).any() for line in ax.get_lines()):
             ax.set_yscale("log")
             ax.legend(fontsize="small")
         ax.set_ylabel(label)
@@ -79,14 +80,14 @@ def plot_ratio(comparison: Comparison, path: Path) -> Path:
     ax = fig.add_subplot()
     levels = [lv for lv in comparison.levels if lv.ratio is not None]
     xs = [lv.target_c for lv in levels]
-    ys = [lv.ratio for lv in levels]
-    lows = [lv.ratio - lv.ratio_low if lv.ratio_low is not None else 0.0 for lv in levels]
-    highs = [lv.ratio_high - lv.ratio if lv.ratio_high is not None else 0.0 for lv in levels]
+    ys = [ratio for lv in levels if (ratio := lv.ratio) is not None]
+    lows = [y - lv.ratio_low if lv.ratio_low is not None else 0.0 for lv, y in zip(levels, ys, strict=True)]
+    highs = [lv.ratio_high - y if lv.ratio_high is not None else 0.0 for lv, y in zip(levels, ys, strict=True)]
     ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=4, color="tab:purple",
                 label="spec / baseline tok/s (95% CI)")
-    added = [lv for lv in levels if lv.refined]
+    added = [(lv.target_c, y) for lv, y in zip(levels, ys, strict=True) if lv.refined]
     if added:  # levels added after the ladder to pin the crossover get their own marker
-        ax.plot([lv.target_c for lv in added], [lv.ratio for lv in added], linestyle="none", marker="D",
+        ax.plot([c for c, _ in added], [y for _, y in added], linestyle="none", marker="D",
                 markersize=8, markerfacecolor="none", markeredgecolor="tab:orange", label="added to pin the crossover")
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="break-even")
     level_axis(ax, xs)
@@ -123,7 +124,7 @@ def plot_categories(comparison: Comparison, path: Path) -> Path:
         level = min(r.target_c for r in rows)
         cats = [r for r in rows if r.target_c == level and r.category != ALL and r.speedup is not None]
         names = [r.category for r in cats]
-        ax_up.bar(names, [r.speedup for r in cats], color="tab:blue", label="mean speed-up")
+        ax_up.bar(names, [s for r in cats if (s := r.speedup) is not None], color="tab:blue", label="mean speed-up")
         best = [(r.category, r.best_prompt_speedup) for r in cats if r.best_prompt_speedup is not None]
         ax_up.scatter([c for c, _ in best], [v for _, v in best], color="tab:red", zorder=3,
                       label="best single prompt")

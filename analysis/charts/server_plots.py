@@ -14,6 +14,7 @@ from pathlib import Path
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.typing import LineStyleType
 
 from analysis.records.summary import RunSummary, StepRow
 
@@ -22,7 +23,8 @@ LABEL_PT = 8.0  # font size of the step names
 LABEL_ROWS = 3  # rows of step names above each panel
 ROW_FRACTION = 0.075  # height of one row of names, as a fraction of a panel's axes
 CHAR_WIDTH = 0.62  # a character's width as a fraction of the font size (DejaVu Sans, digits and '=')
-SERIES = (("running", "tab:blue", "requests running", "-"), ("queued", "tab:red", "requests queued", "-"))
+SERIES: tuple[tuple[str, str, str, LineStyleType], ...] = (
+    ("running", "tab:blue", "requests running", "-"), ("queued", "tab:red", "requests queued", "-"))
 
 
 def _series(summary: RunSummary, term: str, t0: float) -> tuple[list[float], list[float]]:

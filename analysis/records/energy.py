@@ -71,7 +71,7 @@ def gpu_series(samples: Sequence[GpuMetricsSample]) -> list[GpuSeries]:
             times.setdefault(key, []).append(float(s["t_s"]))
             fields = raw.setdefault(key, {"energy_mj": [], "power_w": [], "util_pct": []})
             for name, points in fields.items():
-                value = reading.get(name)  # type: ignore[misc]
+                value = reading.get(name)
                 if isinstance(value, int | float):
                     points.append((float(s["t_s"]), float(value)))
     out = []

@@ -86,7 +86,7 @@ def _records_by_step(records: Sequence[RequestRecord]) -> dict[int, list[Request
 
 
 def _from_records(index: int, records: list[RequestRecord]) -> StepWindow:
-    targets = Counter(r.get("target_c") for r in records if r.get("target_c") is not None)
+    targets = Counter(c for r in records if (c := r.get("target_c")) is not None)
     target_c = targets.most_common(1)[0][0] if targets else 0
     measured = [r for r in records if r.get("phase") == "measured"]
     t0 = min((r["start_s"] for r in measured), default=None)

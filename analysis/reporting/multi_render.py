@@ -54,10 +54,9 @@ def level_columns(m: MultiComparison) -> list[Column[MultiLevel]]:
     cols: list[Column[MultiLevel]] = [
         Column("C", lambda lv: f"{lv.target_c}{REFINED_MARK if lv.target_c in added else ''}")]
     base = m.baseline_name
-    cols.append(Column(f"{base} tok/s", lambda lv: fmt_num(_tok(lv, base))))
+    cols.append(_tok_column(base))
     for name in m.names:
-        cols.append(Column(f"{name} tok/s", lambda lv, n=name: fmt_num(_tok(lv, n))))
-        cols.append(Column(f"{name} ratio (95% CI)", lambda lv, n=name: _ratio_cell(lv, n)))
+        cols += [_tok_column(name), _ratio_column(name)]
     cols += [
         Column("best", lambda lv: lv.best or "-", left=True),
         Column("runner-up", lambda lv: lv.runner_up or "-", left=True),
@@ -76,6 +75,14 @@ def policy_columns(m: MultiComparison) -> list[Column[PolicyLevel]]:
         Column(f"fixed ({fixed}) tok/s", lambda p: fmt_num(p.fixed_tok_s)),
         Column("vs fixed", lambda p: fmt_ratio(p.vs_fixed)),
     ]
+
+
+def _tok_column(name: str) -> Column[MultiLevel]:
+    return Column(f"{name} tok/s", lambda lv: fmt_num(_tok(lv, name)))
+
+
+def _ratio_column(name: str) -> Column[MultiLevel]:
+    return Column(f"{name} ratio (95% CI)", lambda lv: _ratio_cell(lv, name))
 
 
 def _tok(lv: MultiLevel, name: str) -> float | None:

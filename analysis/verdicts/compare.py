@@ -194,8 +194,8 @@ def compare_runs(
               for lv in judged if lv.spec.throughput_tok_s is not None and lv.baseline.throughput_tok_s is not None]
     warnings = (*base_sum.warnings, *spec_sum.warnings, *pair_warnings(base_sum, spec_sum), *notes)
     recommendation = recommend(verdict, priced)
-    judged = base_sum.slo or spec_sum.slo
-    under_slo = compare_slo(base_sum, spec_sum, judged) if judged is not None else None
+    run_slo = base_sum.slo or spec_sum.slo
+    under_slo = compare_slo(base_sum, spec_sum, run_slo) if run_slo is not None else None
     if base_sum.open_loop or spec_sum.open_loop:
         if under_slo is not None:
             verdict = Verdict("slo_capacity", under_slo.verdict)

@@ -155,7 +155,8 @@ def local_fit(points: Sequence[RatioPoint], near: float) -> LineFit | None:
         return None
     x = np.log([p.target_c for p in use])
     y = np.log([p.ratio for p in use])
-    w = (2 * Z95 / np.log([p.high / p.low for p in use])) ** 2  # type: ignore[operator]
+    spreads = [high / low for p in use if (high := p.high) is not None and (low := p.low) is not None]  # all of use
+    w = (2 * Z95 / np.log(spreads)) ** 2
     s, sx, sy, sxx, sxy = w.sum(), (w * x).sum(), (w * y).sum(), (w * x * x).sum(), (w * x * y).sum()
     det = s * sxx - sx * sx
     if det <= 0:

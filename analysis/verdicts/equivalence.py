@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from analysis.records.steps import step_windows
@@ -104,13 +104,13 @@ def run_answers(run: RunData) -> dict[int, dict[int, Answer]]:
         digest, c = rec.get("answer_digest"), rec.get("target_c")
         if rec["status"] != "ok" or not isinstance(digest, str) or c is None or rec.get("turn", 1) != 1:
             continue
-        end = step_end.get(rec.get("step"))  # type: ignore[arg-type]
+        step = rec.get("step")
+        end = step_end.get(step) if step is not None else None
         if end is not None and rec["start_s"] + rec["e2e_s"] > end:
             continue
-        line = full.get(rec["request_id"], {})
-        ids = line.get("ids")
-        answer = Answer(digest, tuple(ids) if isinstance(ids, list) else None,
-                        line.get("text") if isinstance(line.get("text"), str) else None)
+        line: Mapping[str, object] = full.get(rec["request_id"], {})
+        ids, text = line.get("ids"), line.get("text")
+        answer = Answer(digest, tuple(ids) if isinstance(ids, list) else None, text if isinstance(text, str) else None)
         out.setdefault(int(c), {}).setdefault(int(rec["prompt_seq"]), answer)
     return out
 

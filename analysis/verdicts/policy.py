@@ -86,7 +86,7 @@ def switching_policy(levels: Mapping[int, Sequence[Candidate]], *, seed: int = 0
     cs = sorted(c for c, row in table.items() if all(n in row and row[n].tok_s > 0 for n in names))
     if not cs or not names:
         return Policy("none", "no policy: no level has a throughput for every configuration")
-    winners = [max(names, key=lambda n, c=c: table[c][n].tok_s) for c in cs]
+    winners = [max(names, key=lambda n: table[c][n].tok_s) for c in cs]
     segments: list[tuple[str, int, int]] = []
     for c, w in zip(cs, winners, strict=True):
         if segments and segments[-1][0] == w:

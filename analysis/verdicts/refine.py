@@ -25,14 +25,20 @@ MAX_BRACKET = 2.0
 
 
 class Crossing(Protocol):
-    """What a crossover and a policy switch point share."""
+    """What a crossover and a policy switch point share (read-only: both are frozen dataclasses)."""
 
-    c: float
-    c_low: float | None
-    c_high: float | None
-    below_c: int
-    above_c: int
-    fitted: int
+    @property
+    def c(self) -> float: ...
+    @property
+    def c_low(self) -> float | None: ...
+    @property
+    def c_high(self) -> float | None: ...
+    @property
+    def below_c(self) -> int: ...
+    @property
+    def above_c(self) -> int: ...
+    @property
+    def fitted(self) -> int: ...
 
 
 def is_tight(x: Crossing, tolerance: float = TOLERANCE) -> bool:

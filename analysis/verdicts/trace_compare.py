@@ -97,13 +97,13 @@ def _trace_rows(run: RunData) -> tuple[dict[tuple[int, int], RequestRecord], int
     keys: list[tuple[int, int]] = []
     window = 0.0
     for step in run.steps:
-        if step.get("steady_start_s") is None:
+        if (steady_start := step.get("steady_start_s")) is None:
             continue
-        window += step["end_s"] - step["steady_start_s"]
+        window += step["end_s"] - steady_start
         keys += [(step["index"], k) for k in range(step["min_requests"])]
     for rec in run.records:
-        if rec.get("step") is not None and rec.get("scheduled_s") is not None:
-            rows[(rec["step"], rec["prompt_seq"])] = rec
+        if (step_index := rec.get("step")) is not None and rec.get("scheduled_s") is not None:
+            rows[(step_index, rec["prompt_seq"])] = rec
     return rows, len(keys), window, keys
 
 
@@ -114,7 +114,7 @@ def _side(name: str, recs: dict[tuple[int, int], RequestRecord], keys: list[tupl
     ttfts = [t for r in ok if (t := ttft_s(r)) is not None]
     tpots = [t for r in ok if (t := tpot_s(r)) is not None]
     e2es = [r["e2e_s"] for r in ok]
-    late = [r["start_s"] - r["scheduled_s"] for r in done if r.get("scheduled_s") is not None]
+    late = [r["start_s"] - scheduled for r in done if (scheduled := r.get("scheduled_s")) is not None]
     tokens = sum(r.get("output_tokens") or 0 for r in ok)
     first = min((r["start_s"] for r in done), default=0.0)
     makespan = max((r["start_s"] + r["e2e_s"] for r in done), default=first) - first
@@ -164,8 +164,8 @@ def compare_trace(base: RunData, spec: RunData, names: Sequence[str] = ("baselin
         att_s = tuple(np.percentile(boot[:, 1] / n_b, q))
         d = boot[:, 1] / win_s - boot[:, 0] / win_b
         diff_ci = (float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5)))
-    side_b = _side(names[0], recs_b, keys, win_b, good_b, ci_b, att_b)  # type: ignore[arg-type]
-    side_s = _side(names[1], recs_s, keys, win_s, good_s, ci_s, att_s)  # type: ignore[arg-type]
+    side_b = _side(names[0], recs_b, keys, win_b, good_b, ci_b, att_b)
+    side_s = _side(names[1], recs_s, keys, win_s, good_s, ci_s, att_s)
     if not verdict:
         verdict = _verdict(side_b, side_s, diff_ci)
     return TraceComparison(b.trace, judged.text(), side_b, side_s, ratio, diff_ci, verdict)

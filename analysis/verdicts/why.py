@@ -144,8 +144,11 @@ def load_why(decompositions: Sequence[Decomposition], target_c: int) -> str | No
     moved = now.product.value / first.product.value
     if abs(moved - 1) < RATIO_MOVED:
         return None
-    draft = math.log(now.spec.tokens_per_pass.value / first.spec.tokens_per_pass.value)
-    verify = -math.log(now.pass_cost.value / first.pass_cost.value)
+    tpp_now, tpp_first = now.spec.tokens_per_pass.value, first.spec.tokens_per_pass.value
+    cost_now, cost_first = now.pass_cost.value, first.pass_cost.value
+    assert tpp_now and tpp_first and cost_now and cost_first  # usable keeps only those with both figures
+    draft = math.log(tpp_now / tpp_first)
+    verify = -math.log(cost_now / cost_first)
     text = (f"{_acceptance_text(first, now)} while {_cost_text(first, now)}: "
             f"{_cause(draft, verify, 'loss' if moved < 1 else 'gain')}")
     if now.spec.source.startswith("server"):
