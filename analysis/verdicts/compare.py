@@ -27,7 +27,7 @@ from analysis.verdicts.recommend import LevelThroughput, Recommendation, recomme
 from analysis.verdicts.refine import added_near, crossing_statement
 from analysis.verdicts.saturation import Saturation, saturation_of, skipped_statement
 from analysis.verdicts.slo_compare import SloComparison, compare_slo
-from analysis.verdicts.why import level_why, load_why
+from analysis.verdicts.why import level_why, load_why, well_measured
 from contract.schema import RunData
 from contract.slo import Slo
 
@@ -238,9 +238,11 @@ def _decompose(c: int, base: RunData, spec: RunData, b_win: StepWindow, s_win: S
 
 def _with_load_why(levels: list[LevelComparison], spec_rows: list[StepRow],
                    caps: tuple[int | None, int | None]) -> list[LevelComparison]:
-    """Each level's why line, extended by what moved its ratio since the lowest level (``why.load_why``),
-    which then replaces the line's own note on the server's acceptance."""
-    found = [lv.decomposition for lv in levels if lv.decomposition is not None]
+    """Each level's why line, extended by what moved its ratio since the lowest level (``why.load_why``; only
+    levels both runs measured in full take part, ``why.well_measured``), which then replaces the line's own note
+    on the server's acceptance."""
+    found = [lv.decomposition for lv in levels
+             if lv.decomposition is not None and well_measured(lv.baseline, lv.spec)]
     out = []
     for lv in levels:
         extra = load_why(found, lv.target_c)

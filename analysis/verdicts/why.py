@@ -97,6 +97,14 @@ def level_why(base: StepRow, spec: StepRow, spec_rows: Sequence[StepRow], *, acc
     return "; ".join(reasons) or None
 
 
+def well_measured(base: StepRow, spec: StepRow) -> bool:
+    """Both runs measured their step's minimum of ok requests (``min_requests``; else the step is flagged
+    ``few_requests``). A load clause compares two levels' decompositions; one resting on a request or two (a level
+    a time budget cut short) can point the other way from the level's measured ratio, so such levels take no part.
+    """
+    return base.requests_ok >= base.min_requests and spec.requests_ok >= spec.min_requests
+
+
 def _acceptance_text(first: Decomposition, now: Decomposition) -> str:
     a, b = first.spec.tokens_per_pass, now.spec.tokens_per_pass
     assert a.value is not None and b.value is not None
