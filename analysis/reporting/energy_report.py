@@ -6,12 +6,13 @@ per level); "-" in a table and null in JSON mean not measured, never zero.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from analysis.records.steprow import StepRow
 from analysis.table import Column, fmt_num
 from analysis.verdicts.compare import Comparison
-from analysis.verdicts.energy import BOOTSTRAP_BATCHES, SAMPLES_PER_BATCH
+from analysis.verdicts.energy import BOOTSTRAP_BATCHES, SAMPLES_PER_BATCH, energy_crossings
 
 ENERGY_NOTE = ("J/tok: the GPUs' energy over the window (DCGM energy counter, else power integrated: 'src') per "
                "output token; GPU W: mean power summed over the GPUs; GPU use: mean utilisation; '-': not measured")
@@ -53,6 +54,7 @@ def energy_lines(comparison: Comparison) -> list[str]:
     return ["Energy per output token (spec / baseline; >1x: speculation uses more; 95% CI by bootstrap over "
             f"batches of one median request and at least {SAMPLES_PER_BATCH:g} GPU samples):",
             *(f"  {e.sentence}" for e in found),
+            *(x.sentence for x in energy_crossings(found)),
             *([f"Cost per million output tokens (--gpu-hour-price): {'; '.join(costs)}"] if costs else [])]
 
 
@@ -62,7 +64,7 @@ def brief_energy_line(comparison: Comparison) -> list[str]:
     if not found:
         return [] if not any(lv.energy for lv in comparison.levels) else ["Energy: not measured at any level"]
     pick = max(found, key=lambda e: abs(e.ratio - 1.0) if e.ratio is not None else 0.0)
-    return [f"Energy: at {pick.sentence.replace(':', ',', 1)}"]
+    return [f"Energy: at {pick.sentence.replace(':', ',', 1)}", *(x.sentence for x in energy_crossings(found))]
 
 
 LEVEL_ENERGY_FIELDS = ("spec_energy_per_token_j", "baseline_energy_per_token_j", "energy_ratio", "energy_ratio_low",
@@ -102,4 +104,6 @@ def energy_json(comparison: Comparison) -> dict[str, Any] | None:
                     f"least {SAMPLES_PER_BATCH:g} GPU samples, ratio of sums, small-sample widened",
         "levels": [{"target_c": lv.target_c, "sentence": lv.energy.sentence, "note": lv.energy.note,
                     "batches": lv.energy.batches} for lv in found if lv.energy is not None],
+        "crossovers": [{**asdict(x), "sentence": x.sentence}
+                       for x in energy_crossings([lv.energy for lv in found if lv.energy is not None])],
     }

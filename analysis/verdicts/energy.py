@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -106,3 +107,48 @@ def energy_level(target_c: int, base: StepRow, spec: StepRow, base_records: Sequ
         f"{MIN_PAIRS} needed" if n < MIN_PAIRS else "a batch of a window was not measured")
     return EnergyLevel(target_c, s, b, s / b, found[0] if found else None, found[1] if found else None,
                        BOOTSTRAP_BATCHES if found else None, n if found else 0, note)
+
+
+@dataclass(frozen=True)
+class EnergyCrossing:
+    """Speculation's energy per token goes from one side of the baseline's to the other between two levels.
+
+    Both levels' 95% intervals exclude 1 (a level whose interval holds 1 decides nothing and is passed over), so
+    the sides are each shown at that confidence; ``near_c`` is where log(ratio), linear in log(C) between the two
+    levels, crosses 0: an estimate between measured levels, not a measurement."""
+
+    below_c: int  # the last level on the first side
+    above_c: int  # the first level on the other side
+    below_ratio: float
+    above_ratio: float
+    near_c: float
+
+    @property
+    def sentence(self) -> str:
+        """'speculation uses less energy per token up to C=5 (0.82x) and more from C=10 (1.21x); ...'."""
+        first, then = ("less", "more") if self.below_ratio < 1 else ("more", "less")
+        return (f"Energy crossover: speculation uses {first} energy per token up to C={self.below_c} "
+                f"({self.below_ratio:.2f}x) and {then} from C={self.above_c} ({self.above_ratio:.2f}x); the ratio "
+                f"crosses 1 near C={self.near_c:.3g} (interpolated)")
+
+
+def _side_of_one(level: EnergyLevel) -> int:
+    """-1: speculation uses less energy per token (interval below 1); 1: more (above 1); 0: undecided."""
+    if level.ratio_low is None or level.ratio_high is None:
+        return 0
+    return -1 if level.ratio_high < 1 else 1 if level.ratio_low > 1 else 0
+
+
+def energy_crossings(levels: Sequence[EnergyLevel]) -> list[EnergyCrossing]:
+    """Each change of side between consecutive decided levels (by C); undecided levels between them are skipped."""
+    decided = [lv for lv in sorted(levels, key=lambda lv: lv.target_c) if _side_of_one(lv) and lv.ratio]
+    found = []
+    for a, b in pairwise(decided):
+        if _side_of_one(a) == _side_of_one(b):
+            continue
+        assert a.ratio is not None and b.ratio is not None  # decided levels have a ratio
+        la, lb = np.log(a.ratio), np.log(b.ratio)
+        ca, cb = np.log(a.target_c), np.log(b.target_c)
+        near = float(np.exp(ca + (0 - la) * (cb - ca) / (lb - la)))
+        found.append(EnergyCrossing(a.target_c, b.target_c, a.ratio, b.ratio, near))
+    return found
