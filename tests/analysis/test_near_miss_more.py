@@ -220,6 +220,12 @@ def test_runner_up_within_noise_speaks_with_the_interval_at_one_silent_just_abov
     assert above.endswith("; each significantly better than the runner-up (95% interval of their ratio above 1)")
 
 
+def test_nothing_to_compare_without_a_level_silent_with_one() -> None:
+    empty = replace(_multi(1.0 + EPS), levels=())
+    assert best_text(empty) == "no level was measured in the baseline and a configuration; nothing to compare"
+    assert best_text(_multi(1.0 + EPS)).startswith("best per level: C=4: a")
+
+
 def test_runner_up_sentence_needs_a_runner_up_and_says_no_interval_without_one() -> None:
     assert best_text(_multi(None)).endswith("at C=4 (no interval)")
     assert "not significantly better" not in best_text(_multi(None, runner_up=None))
