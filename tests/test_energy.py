@@ -19,10 +19,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import requests
+from matplotlib.image import imread
 
 from analysis import compare_runs, load_run, render_comparison, summarize_run
+from analysis.outputs import write_comparison_outputs
 from analysis.reporting.brief import brief_comparison
 from analysis.reporting.serialize import comparison_json
 from contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
@@ -124,6 +127,21 @@ def test_the_comparison_says_how_much_energy_speculation_costs(runs: dict[str, d
         assert level["energy_ratio"] == comparison.levels[0].energy.ratio  # type: ignore[union-attr]
         assert level["spec_energy_source"] in ("counter", "power") and level["spec_cost_per_mtok_usd"] > 0
         assert [lv["target_c"] for lv in data["energy"]["levels"]] == list(LEVELS)
+        _assert_energy_plot(comparison, tmp_path / base)
+
+
+ENERGY_CAPTION = "GPU energy per output token against concurrency"
+
+
+def _assert_energy_plot(comparison: Any, out: Path) -> None:
+    """energy_vs_c.png written beside the other plots, a real picture, in report.md and inlined in report.html."""
+    written = {p.name for p in write_comparison_outputs(comparison, out)}
+    assert "energy_vs_c.png" in written and "throughput_vs_c.png" in written
+    image = imread(out / "energy_vs_c.png")
+    assert image.shape[0] >= 300 and image.shape[1] >= 500 and float(np.std(image[..., :3])) > 0.02
+    assert f"![{ENERGY_CAPTION}" in (out / "report.md").read_text() and "](energy_vs_c.png)" in (
+        out / "report.md").read_text()
+    assert f'<img alt="{ENERGY_CAPTION}' in (out / "report.html").read_text()
 
 
 def _stop_after_first_step(url: str, out: Path) -> None:
@@ -187,3 +205,4 @@ def test_compare_reads_each_servers_own_exporter(tmp_path: Path) -> None:
         assert level["energy_ratio"] == pytest.approx(truth["spec"][c] / truth["baseline"][c], rel=0.03), c
         assert level["energy_ratio_low"] < level["energy_ratio"] < level["energy_ratio_high"]
     assert "ConnectionError" not in proc.stdout + proc.stderr  # the shared exporter was never asked
+    assert (out / "energy_vs_c.png").exists() and "](energy_vs_c.png)" in (out / "report.md").read_text()
