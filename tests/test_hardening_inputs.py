@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,26 @@ def test_a_runs_own_exporters_replace_the_shared_ones():
     extra = ["--ladder", "1", "--gpu-metrics", GPU_A, "--max-tokens", "8", f"--gpu-metrics={GPU_A}"]
     assert with_own_exporters(extra, GPU_B) == ["--ladder", "1", "--max-tokens", "8", "--gpu-metrics", GPU_B]
     assert with_own_exporters(extra, None) == extra
+
+
+def test_levels_added_after_the_ladders_read_each_runs_own_exporters(monkeypatch, tmp_path):
+    # Refinement and paired levels go through level_runner: each server's added levels keep its own exporters.
+    from types import SimpleNamespace
+
+    from specbench import compare
+
+    seen: dict[str, list[str]] = {}
+    monkeypatch.setattr(compare, "run_ladder", lambda name, url, run_dir, **kw: (
+        seen.__setitem__(name, kw["extra"]), compare.LadderOutcome(0, False))[1])
+    server = SimpleNamespace(identity=SimpleNamespace(url="http://127.0.0.1:9"))
+    job = compare.CompareJob(baseline=server, specs=[("a", server), ("b", server)], out=tmp_path,  # type: ignore[arg-type]
+                             extra=["--gpu-metrics", GPU_A], gpu_metrics={"baseline": GPU_B, "a": GPU_B + "2"})
+    run = compare.level_runner(job, "chat")
+    for name in ("baseline", "a", "b"):
+        assert run(name, [8.0], tmp_path / name, None) == 0
+    mine = {name: [v for k, v in pairwise(args) if k == "--gpu-metrics"]
+            for name, args in seen.items()}
+    assert mine == {"baseline": [GPU_B], "a": [GPU_B + "2"], "b": [GPU_A]}  # b keeps the shared --gpu-metrics
 
 
 def test_profile_errors_name_the_file_and_key_through_specbench(tmp_path):
