@@ -111,6 +111,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="URL of a speculative server; repeat as --spec NAME=URL to compare several")
     p.add_argument("--out", help="report directory (default reports/compare-YYYYmmdd-HHMMSS)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
+    p.add_argument("--baseline-gpu-metrics", metavar="URL[,URL...]",
+                   help="the baseline's own DCGM exporters: its run reads these instead of --gpu-metrics "
+                   "(docs/guides/energy.md)")
+    p.add_argument("--spec-gpu-metrics", action="append", metavar="[NAME=]URL[,URL...]",
+                   help="a speculative server's own DCGM exporters, instead of --gpu-metrics; repeat as "
+                   "--spec-gpu-metrics NAME=URL for each --spec NAME=URL")
     add_option(p, "api")
     common_load(p)
 
@@ -369,6 +375,7 @@ def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
 
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, ladder_share, run_compare
+    from specbench.exporters import run_exporters
 
     budget = _budget(args)
     refine = refine_levels(args)
@@ -381,6 +388,8 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
                           f"--time-budget (a ladder's share, {duration_arg(share)})")
     for flag, url in [("--baseline", baseline), *((f"--spec {name}", url) for name, url in targets)]:
         check_key_and_url(url, flag, settings.api_key_env)
+    exporters = run_exporters(args.baseline_gpu_metrics, args.spec_gpu_metrics, "baseline",
+                              [name for name, _ in targets], settings.gpu_metrics)
     out = Path(args.out) if args.out else Path("reports") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     check_fresh_dir(out, "--out", args.overwrite)
     key = settings.api_key()
@@ -389,11 +398,13 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     print(redact(base.describe("baseline")), flush=True)
     for name, pre in specs:
         print(redact(pre.describe(name)), flush=True)
+    for name, urls in exporters.items():
+        print(redact(f"{name}: GPU metrics from {urls.replace(',', ', ')}"), flush=True)
     job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
                      extra=passed_on(args) + extra, time_budget_s=budget, verbose=args.verbose,
                      refine_levels=refine, stop_after_saturation=settings.stop_after_saturation,
-                     rate_mode=bool(settings.rate_ladder))
+                     rate_mode=bool(settings.rate_ladder), gpu_metrics=exporters)
     return run_compare(job)
 
 

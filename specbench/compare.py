@@ -22,6 +22,7 @@ from contract.settings import duration_arg
 from locustfiles.auth import auth_headers
 from locustfiles.guards import EXIT_TOO_MANY_ERRORS
 from shapes.budget import fmt_duration
+from specbench.exporters import with_own_exporters
 from specbench.loadrun import LoadRun, execute
 from specbench.preflight import Preflight
 from specbench.refine import (
@@ -52,6 +53,11 @@ class CompareJob:
     refine_levels: int = DEFAULT_REFINE_LEVELS  # extra levels per crossover after the ladders; 0: none (#27)
     stop_after_saturation: int = -1  # the validated --stop-after-saturation (flag or profile); -1: off (#27)
     rate_mode: bool = False  # --rate-ladder: refinement adds rates around each capacity under the SLO (#27)
+    gpu_metrics: dict[str, str] = field(default_factory=dict)  # run name -> its own exporters (#40)
+
+    def run_options(self, name: str, extra: list[str]) -> list[str]:
+        """A run's Locust options: ``extra`` with the run's own ``--gpu-metrics`` where it has them (#40)."""
+        return with_own_exporters(extra, self.gpu_metrics.get(name))
 
     def common_api(self) -> str:
         """One API for every run, so all are measured the same way."""
@@ -180,7 +186,8 @@ def run_compare(job: CompareJob) -> int:
             budget = ["--time-budget", duration_arg(share)]
             print(f"{name}: {fmt_duration(share)} of the budget", flush=True)
         outcome = run_ladder(name, pre.identity.url, dirs[name], api=api, suite_config=job.suite_config,
-                             processes=job.processes, extra=[*budget, *job.extra], flush=job.flush_cache,
+                             processes=job.processes, extra=job.run_options(name, [*budget, *job.extra]),
+                             flush=job.flush_cache,
                              api_key=job.api_key, verbose=job.verbose)
         if outcome.interrupted:
             interrupted = True
@@ -213,7 +220,7 @@ def level_runner(job: CompareJob, api: str) -> LevelRunner:
     urls = {job.baseline_name: job.baseline.identity.url, **{name: pre.identity.url for name, pre in job.specs}}
 
     def run_levels(name: str, levels: Sequence[float], sub: Path, share: float | None) -> int:
-        options = added_level_options(levels, share, rate_mode=job.rate_mode, extra=job.extra)
+        options = added_level_options(levels, share, rate_mode=job.rate_mode, extra=job.run_options(name, job.extra))
         return run_ladder(name, urls[name], sub, api=api, suite_config=job.suite_config, processes=job.processes,
                           extra=options, flush=job.flush_cache, api_key=job.api_key, verbose=job.verbose).returncode
 

@@ -13,18 +13,24 @@ and nothing else of the run is lost.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import requests
+from matplotlib.image import imread
 
 from analysis import compare_runs, load_run, render_comparison, summarize_run
+from analysis.outputs import write_comparison_outputs
 from analysis.reporting.brief import brief_comparison
 from analysis.reporting.serialize import comparison_json
 from contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
 from locustfiles.target import start_emulator_process
+from specbench.launch import free_port
 from tests.conftest import ledger, ledger_window_tok_s, read_jsonl, run_locust, wait_until
 
 pytestmark = pytest.mark.slow
@@ -121,6 +127,21 @@ def test_the_comparison_says_how_much_energy_speculation_costs(runs: dict[str, d
         assert level["energy_ratio"] == comparison.levels[0].energy.ratio  # type: ignore[union-attr]
         assert level["spec_energy_source"] in ("counter", "power") and level["spec_cost_per_mtok_usd"] > 0
         assert [lv["target_c"] for lv in data["energy"]["levels"]] == list(LEVELS)
+        _assert_energy_plot(comparison, tmp_path / base)
+
+
+ENERGY_CAPTION = "GPU energy per output token against concurrency"
+
+
+def _assert_energy_plot(comparison: Any, out: Path) -> None:
+    """energy_vs_c.png written beside the other plots, a real picture, in report.md and inlined in report.html."""
+    written = {p.name for p in write_comparison_outputs(comparison, out)}
+    assert "energy_vs_c.png" in written and "throughput_vs_c.png" in written
+    image = imread(out / "energy_vs_c.png")
+    assert image.shape[0] >= 300 and image.shape[1] >= 500 and float(np.std(image[..., :3])) > 0.02
+    assert f"![{ENERGY_CAPTION}" in (out / "report.md").read_text() and "](energy_vs_c.png)" in (
+        out / "report.md").read_text()
+    assert f'<img alt="{ENERGY_CAPTION}' in (out / "report.html").read_text()
 
 
 def _stop_after_first_step(url: str, out: Path) -> None:
@@ -149,3 +170,39 @@ def test_an_exporter_that_goes_away_leaves_later_steps_not_measured_and_loses_no
     comparison = compare_runs(data, data)
     assert comparison.levels[1].energy is not None and comparison.levels[1].energy.ratio is None
     assert "not measured" in comparison.levels[1].energy.sentence
+
+
+def test_compare_reads_each_servers_own_exporter(tmp_path: Path) -> None:
+    """``specbench compare --baseline-gpu-metrics A --spec-gpu-metrics B``: two emulators, each with its own exporter
+    (2 and 3 GPUs, so a sample tells whose it is), and a shared ``--gpu-metrics`` that no run may read (nothing
+    listens there). Each run's gpu_metrics.jsonl holds only its own exporter's GPUs, each step's energy per token
+    is its own emulator's truth, and the report's spec / baseline ratio is the ratio of the two truths."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    with start_emulator_process("baseline", speed=SPEED, extra=[*EMULATOR, "--gpu-telemetry", "2"]) as base, \
+            start_emulator_process("eagle3", speed=SPEED, extra=[*EMULATOR, "--gpu-telemetry", "3"]) as spec:
+        out = tmp_path / "report"
+        proc = subprocess.run([sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec",
+                               spec.url, "--out", str(out), "--no-refine", *ARGS, "--gpu-metrics", dead,
+                               "--baseline-gpu-metrics", base.url + DCGM_PATH,
+                               "--spec-gpu-metrics", spec.url + DCGM_PATH],
+                              capture_output=True, text=True, timeout=400)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        truth = {name: _truth(url, read_jsonl(out / name / "steps.jsonl"))
+                 for name, url in (("baseline", base.url), ("spec", spec.url))}
+    assert f"baseline: GPU metrics from {base.url}{DCGM_PATH}" in proc.stdout
+    for name, url, gpus in (("baseline", base.url, {"0", "1"}), ("spec", spec.url, {"0", "1", "2"})):
+        meta = json.loads((out / name / "meta.json").read_text())
+        assert meta["settings"]["gpu_metrics"] == [url + DCGM_PATH], name  # its own, not the shared one
+        samples, torn = read_gpu_metrics(out / name / GPU_METRICS_FILE)
+        assert torn == 0 and len(samples) > 20 and all(set(s["gpus"]) == gpus for s in samples), name
+        for row in summarize_run(load_run(out / name)).rows:
+            assert row.gpus == len(gpus) and row.energy_source == "counter", (name, row.energy_note)
+            assert row.energy_per_token_j == pytest.approx(truth[name][row.target_c], rel=0.02), name
+    report = json.loads((out / "comparison.json").read_text())
+    assert [lv["target_c"] for lv in report["levels"]] == list(LEVELS)
+    for level in report["levels"]:
+        c = level["target_c"]
+        assert level["energy_ratio"] == pytest.approx(truth["spec"][c] / truth["baseline"][c], rel=0.03), c
+        assert level["energy_ratio_low"] < level["energy_ratio"] < level["energy_ratio_high"]
+    assert "ConnectionError" not in proc.stdout + proc.stderr  # the shared exporter was never asked
+    assert (out / "energy_vs_c.png").exists() and "](energy_vs_c.png)" in (out / "report.md").read_text()

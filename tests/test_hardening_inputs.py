@@ -67,6 +67,58 @@ def test_specbench_run_refuses_bad_input_before_preflight_and_directories(tmp_pa
     assert list(tmp_path.iterdir()) == []  # no run directory, not even an empty one
 
 
+GPU_A, GPU_B = "http://127.0.0.1:9/metrics", "http://127.0.0.1:9/other"
+TWO_SPECS = ["--spec", "a=http://127.0.0.1:9", "--spec", "b=http://127.0.0.1:9"]
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (["--baseline-gpu-metrics", "ftp://x", "--spec-gpu-metrics", GPU_B], ["--baseline-gpu-metrics", "ftp://x"]),
+    (["--baseline-gpu-metrics", ",", "--spec-gpu-metrics", GPU_B], ["--baseline-gpu-metrics", "expected URL"]),
+    (["--baseline-gpu-metrics", f"{GPU_A},{GPU_A}", "--spec-gpu-metrics", GPU_B], ["--baseline-gpu-metrics", "twice"]),
+    (["--baseline-gpu-metrics", GPU_A], ["--baseline-gpu-metrics", "spec would have no GPU metrics",
+                                         "--spec-gpu-metrics"]),
+    (["--spec-gpu-metrics", GPU_B], ["--spec-gpu-metrics", "baseline would have no GPU metrics",
+                                     "--baseline-gpu-metrics"]),
+    (["--spec-gpu-metrics", f"other={GPU_B}"], ["--spec-gpu-metrics other=", "no --spec is named 'other'"]),
+    (["--spec-gpu-metrics", GPU_B, "--spec-gpu-metrics", f"spec={GPU_A}", "--gpu-metrics", GPU_A],
+     ["--spec-gpu-metrics", "given twice"]),
+    ([*TWO_SPECS, "--spec-gpu-metrics", GPU_B, "--gpu-metrics", GPU_A], ["--spec-gpu-metrics", "name the",
+                                                                         "one of a, b"]),
+    ([*TWO_SPECS, "--spec-gpu-metrics", f"a={GPU_B}", "--baseline-gpu-metrics", GPU_A],
+     ["--spec-gpu-metrics", "b would have no GPU metrics"]),
+])
+def test_compare_refuses_bad_per_server_exporters_before_preflight(tmp_path, args, needles):
+    # #40. Port 9 is closed: a preflight would fail with "not reachable", which must not be the error.
+    spec = [] if "--spec" in args else ["--spec", "http://127.0.0.1:9"]
+    proc = specbench("compare", "--baseline", "http://127.0.0.1:9", *spec, "--out", str(tmp_path / "r"), *args,
+                     cwd=tmp_path)
+    one_line_error(proc, *needles)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_runs_own_exporters_replace_the_shared_ones():
+    from specbench.exporters import with_own_exporters
+
+    extra = ["--ladder", "1", "--gpu-metrics", GPU_A, "--max-tokens", "8", f"--gpu-metrics={GPU_A}"]
+    assert with_own_exporters(extra, GPU_B) == ["--ladder", "1", "--max-tokens", "8", "--gpu-metrics", GPU_B]
+    assert with_own_exporters(extra, None) == extra
+
+
+def test_each_runs_options_carry_its_own_exporters(tmp_path):
+    # The ladders and the levels added after them (refinement, pairing) both take a run's options from
+    # CompareJob.run_options: a run given its own exporters reads only those, the others keep --gpu-metrics.
+    from types import SimpleNamespace
+
+    from specbench import compare
+
+    server = SimpleNamespace(identity=SimpleNamespace(url="http://127.0.0.1:9"))
+    job = compare.CompareJob(baseline=server, specs=[("a", server), ("b", server)], out=tmp_path,  # type: ignore[arg-type]
+                             extra=["--gpu-metrics", GPU_A], gpu_metrics={"baseline": GPU_B, "a": GPU_B + "2"})
+    found = {name: job.run_options(name, job.extra) for name in ("baseline", "a", "b")}
+    assert found == {"baseline": ["--gpu-metrics", GPU_B], "a": ["--gpu-metrics", GPU_B + "2"],
+                     "b": ["--gpu-metrics", GPU_A]}
+
+
 def test_profile_errors_name_the_file_and_key_through_specbench(tmp_path):
     cfg = tmp_path / "suite.yaml"
     cfg.write_text("ladder: '4,4'\n")

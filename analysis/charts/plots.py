@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from analysis.charts.axes import COLOURS, level_axis
 from analysis.charts.decompose_plots import plot_acceptance, plot_decomposition
+from analysis.charts.energy_plots import has_energy, plot_energy
 from analysis.charts.server_plots import has_timeline, plot_server_timeline
 from analysis.records.summary import RunSummary, StepRow
 from analysis.verdicts.categories import ALL
@@ -161,5 +162,6 @@ def comparison_plots(comparison: Comparison, out_dir: Path) -> list[Path]:
         plot_latency(series, out_dir / "latency_vs_c.png"),
         plot_categories(comparison, out_dir / "categories.png"),
         *why,
+        *([plot_energy(comparison, out_dir / "energy_vs_c.png")] if has_energy(runs) else []),
         *([plot_server_timeline(runs, out_dir / "server_timeline.png")] if has_timeline(runs) else []),
     ]

@@ -38,6 +38,7 @@ PLOT_CAPTIONS = {
     "latency_vs_c.png": "TTFT and end-to-end latency percentiles",
     "categories.png": "Acceptance length and per-request speed-up by category",
     "acceptance_hist.png": "Tokens per verify pass per request, and the server's acceptance by draft position",
+    "energy_vs_c.png": "GPU energy per output token against concurrency, and the spec / baseline ratio",
     "server_timeline.png": "Requests running and queued, and KV-cache use, as the servers reported them",
     "equivalence_vs_c.png": "Changed answers at temperature 0 against C, with each server's noise floor",
 }

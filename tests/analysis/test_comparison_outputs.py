@@ -33,6 +33,13 @@ def out_dir(seed_comparison: Comparison, tmp_path_factory: pytest.TempPathFactor
     return out
 
 
+def test_no_energy_plot_without_gpu_metrics(out_dir: Path) -> None:
+    # #40: the seed runs measured no energy: no energy_vs_c.png (the set of files above), nothing in the reports.
+    assert not (out_dir / "energy_vs_c.png").exists()
+    assert "energy_vs_c" not in (out_dir / "report.md").read_text()
+    assert "GPU energy per output token" not in (out_dir / "report.html").read_text()
+
+
 @pytest.mark.parametrize("name", PLOTS)
 def test_plot_is_a_real_picture(out_dir: Path, name: str) -> None:
     image = imread(out_dir / name)

@@ -1,0 +1,55 @@
+"""energy_vs_c.png: GPU energy per output token against concurrency for both runs, and their ratio (#40).
+
+Drawn only when a run measured energy (``--gpu-metrics``): ``has_energy`` says so, and a comparison without it
+gets no such file and no such section in report.md or report.html.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from analysis.charts.axes import COLOURS, level_axis
+from analysis.records.summary import RunSummary
+from analysis.verdicts.compare import Comparison
+
+
+def has_energy(runs: list[RunSummary]) -> bool:
+    """Whether any step of these runs has a measured energy per output token."""
+    return any(r.energy_per_token_j is not None for run in runs for r in run.rows)
+
+
+def plot_energy(comparison: Comparison, path: Path) -> Path:
+    """Left: J per output token per step, one line per run; right: spec / baseline with its 95% interval."""
+    fig = Figure(figsize=(11, 4.5), dpi=110)
+    ax = fig.add_subplot(1, 2, 1)
+    open_loop = any(r.target_rate is not None for run in (comparison.spec, comparison.baseline) for r in run.rows)
+    levels: set[float] = set()
+    for run, colour in zip((comparison.spec, comparison.baseline), COLOURS, strict=False):
+        pairs = [(r.level, r.energy_per_token_j) for r in run.rows if r.window_s and r.energy_per_token_j is not None]
+        levels.update(c for c, _ in pairs)
+        ax.plot([c for c, _ in pairs], [j for _, j in pairs], marker="o", color=colour, label=run.name)
+    level_axis(ax, sorted(levels), open_loop)
+    ax.set_ylabel("GPU energy per output token (J)")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Energy per output token in each step's window")
+    if levels:
+        ax.legend()
+    ax_r = fig.add_subplot(1, 2, 2)
+    measured = [(lv.target_c, e) for lv in comparison.levels if (e := lv.energy) is not None and e.ratio is not None]
+    xs = [c for c, _ in measured]
+    ys = [e.ratio for _, e in measured if e.ratio is not None]
+    lows = [y - e.ratio_low if e.ratio_low is not None else 0.0 for (_, e), y in zip(measured, ys, strict=True)]
+    highs = [e.ratio_high - y if e.ratio_high is not None else 0.0 for (_, e), y in zip(measured, ys, strict=True)]
+    ax_r.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=4, color="tab:purple",
+                  label="spec / baseline J/token (95% CI)")
+    ax_r.axhline(1.0, color="black", linestyle="--", linewidth=1, label="same energy")
+    level_axis(ax_r, xs, open_loop)
+    ax_r.set_ylabel("energy per token ratio (spec / baseline)")
+    ax_r.set_ylim(bottom=0, top=max([1.2, *(y + h for y, h in zip(ys, highs, strict=True))]) * 1.05)
+    ax_r.set_title("Energy cost of speculation (>1: spec uses more)")
+    ax_r.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
