@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from analysis.outputs import write_outputs, write_summary_outputs
+from analysis.records.energy import Prices
 from analysis.records.load import load_run
 from analysis.records.summary import run_label, summarize_run
 from analysis.reporting.render import render_comparison, render_summary_table
@@ -40,6 +41,25 @@ def _at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def _price(text: str) -> float:
+    """argparse type: a price, 0 or more (0 leaves that cost out)."""
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a finite number, 0 or more")
+    return value
+
+
+def _add_prices(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gpu-hour-price", type=_price, metavar="USD", help="price the steps at this many USD per "
+                        "GPU-hour instead of the run's own --gpu-hour-price (0: no cost figure)")
+    parser.add_argument("--kwh-price", type=_price, metavar="USD", help="price the GPUs' measured energy at this "
+                        "many USD per kWh instead of the run's own --kwh-price (0: no energy cost figure)")
+
+
+def _prices(args: argparse.Namespace) -> Prices:
+    return Prices(gpu_hour=args.gpu_hour_price, kwh=args.kwh_price)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -49,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     summ.add_argument("--out", metavar="DIR", help="also write summary.txt/.json/.csv and plots into DIR")
     summ.add_argument("--slo", default="", help="judge SLO attainment and goodput by these targets, e.g. "
                       "ttft=2s,tpot=50ms (default: the SLO the run was started with)")
+    _add_prices(summ)
     comp = sub.add_parser("compare", help="baseline against one or more speculative runs, level by level")
     comp.add_argument("baseline_run", help="run directory of the baseline (no speculation)")
     comp.add_argument("spec_runs", nargs="+", metavar="[NAME=]RUN",
@@ -61,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--seed", type=_at_least(0), default=DEFAULT_SEED, help="bootstrap seed (default %(default)s)")
     comp.add_argument("--n-boot", type=_at_least(1), default=DEFAULT_N_BOOT,
                       help="bootstrap resamples (default %(default)s)")
+    _add_prices(comp)
     return parser
 
 
@@ -81,7 +103,7 @@ def _slo(args: argparse.Namespace) -> Slo | None:
 
 
 def _summarize(args: argparse.Namespace) -> int:
-    summary = summarize_run(load_run(args.run_dir), slo=_slo(args))
+    summary = summarize_run(load_run(args.run_dir), slo=_slo(args), prices=_prices(args))
     print(json.dumps(summary_json(summary), indent=2) if args.json else render_summary_table(summary))
     if args.out:
         paths = write_summary_outputs(summary, args.out)
@@ -111,7 +133,7 @@ def _compare(args: argparse.Namespace) -> int:
     base = load_run(args.baseline_run)
     configs = named_runs(args.spec_runs, args.baseline_name)
     multi = compare_many(base, configs, baseline_name=args.baseline_name, seed=args.seed, n_boot=args.n_boot,
-                         slo=_slo(args))
+                         slo=_slo(args), prices=_prices(args))
     if len(configs) == 1:  # the two-run comparison, exactly as it always was
         comparison = multi.pairs[0]
         print(json.dumps(comparison_json(comparison), indent=2) if args.json else render_comparison(comparison))

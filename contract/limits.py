@@ -66,6 +66,7 @@ LIMITS: dict[str, Limit] = {
     "server_metrics_interval": Limit(0.05, 3600, "faster reads of /metrics load the server being measured"),
     "max_error_rate": Limit(0, 1, "a fraction of requests"),
     "gpu_hour_price": Limit(0, 1_000_000, "USD per GPU-hour (0: none); a million is a typo"),
+    "kwh_price": Limit(0, 1000, "USD per kWh (0: none); a thousand is a typo"),
     "max_in_flight": Limit(1, 1_000_000, "each request in flight holds a connection"),
     "multi_turn": Limit(1, 1000, "each turn resends the whole conversation; beyond this no context fits"),
     "stop_after_saturation": Limit(-1, 1000, "a count of ladder levels (-1: off); a ladder has fewer than this"),

@@ -480,6 +480,8 @@ class SuiteSettings:
                                     parse=_gpu_urls, refers_to="a running DCGM exporter")
     gpu_hour_price: float = option(0.0, "USD per GPU-hour: the reports add the cost per million output tokens, for "
                                    "the GPUs the exporters show (0: no cost figures)")
+    kwh_price: float = option(0.0, "USD per kWh: the reports add the energy cost per million output tokens, the GPUs' "
+                              "measured energy at this price (0: no energy cost figures)")
     # -- this process, not the run (kept out of meta.json) --
     emulator_profile: str = option("baseline", "with no --host: built-in emulator profile to start", web_ui=False,
                                    meta=False, check=check_emulator_profile,

@@ -26,6 +26,7 @@ from matplotlib.image import imread
 
 from analysis import compare_runs, load_run, render_comparison, summarize_run
 from analysis.outputs import write_comparison_outputs
+from analysis.records.energy import Prices
 from analysis.reporting.brief import brief_comparison
 from analysis.reporting.serialize import comparison_json
 from contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
@@ -38,7 +39,8 @@ pytestmark = pytest.mark.slow
 SPEED = 10
 LEVELS = (4, 16)
 ARGS = ("--ladder", ",".join(map(str, LEVELS)), "--max-tokens", "64", "--min-requests", "40", "--min-step-time", "5",
-        "--max-step-time", "60", "--step-ci", "0", "--server-metrics-interval", "0.25", "--gpu-hour-price", "2")
+        "--max-step-time", "60", "--step-ci", "0", "--server-metrics-interval", "0.25", "--gpu-hour-price", "2",
+        "--kwh-price", "0.15")
 # The emulated gauges average over the sampling interval (2.5 s at speed 1 = 0.25 s at speed 10), as a dcgm-exporter
 # whose collection interval matches the suite's cadence does (docs/guides/energy.md): the power samples then tile
 # time, and integrating them misses no stretch of it.
@@ -105,6 +107,19 @@ def test_energy_per_token_matches_the_power_model(runs: dict[str, dict[str, Any]
         # $2 per GPU-hour: two GPUs' hours over the window per million of its tokens.
         assert row.cost_per_mtok_usd == pytest.approx(2 * 2 * row.window_s / 3600 / (row.throughput_tok_s *
                                                                                       row.window_s) * 1e6)
+        # $0.15 per kWh: the measured joules of a million tokens (3.6 MJ per kWh).
+        assert row.energy_cost_per_mtok_usd == pytest.approx(row.energy_per_token_j * 1e6 / 3.6e6 * 0.15)
+    # A finished run priced again: given prices replace the run's own, 0 leaves a cost out (None, never $0).
+    again = summarize_run(load_run(run["dir"]), prices=Prices(gpu_hour=4.0, kwh=0.0)).rows
+    for row, was in zip(again, rows, strict=True):
+        assert row.cost_per_mtok_usd == pytest.approx(2 * was.cost_per_mtok_usd)
+        assert row.energy_cost_per_mtok_usd is None and row.energy_per_token_j == was.energy_per_token_j
+    cli = subprocess.run([sys.executable, "-m", "analysis", "summarize", str(run["dir"]), "--kwh-price", "0.3",
+                          "--json"], capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    steps = json.loads(cli.stdout)["steps"]
+    assert [s["energy_cost_per_mtok_usd"] for s in steps] == pytest.approx(
+        [2 * r.energy_cost_per_mtok_usd for r in rows])
 
 
 def test_the_comparison_says_how_much_energy_speculation_costs(runs: dict[str, dict[str, Any]],
@@ -121,11 +136,14 @@ def test_the_comparison_says_how_much_energy_speculation_costs(runs: dict[str, d
                                               "per token (95% CI")
         text = render_comparison(comparison)
         assert "Energy per output token (spec / baseline" in text and "Cost per million output tokens" in text
+        assert "Energy cost per million output tokens (--kwh-price): C=4: spec $" in text
         assert "Energy: at C=" in brief_comparison(comparison)
         data = json.loads(json.dumps(comparison_json(comparison)))
         level = data["levels"][0]
         assert level["energy_ratio"] == comparison.levels[0].energy.ratio  # type: ignore[union-attr]
         assert level["spec_energy_source"] in ("counter", "power") and level["spec_cost_per_mtok_usd"] > 0
+        assert level["spec_energy_cost_per_mtok_usd"] == pytest.approx(
+            comparison.levels[0].spec.energy_per_token_j * 1e6 / 3.6e6 * 0.15)
         assert [lv["target_c"] for lv in data["energy"]["levels"]] == list(LEVELS)
         _assert_energy_plot(comparison, tmp_path / base)
 

@@ -181,8 +181,28 @@ def batch_energies(series: Sequence[GpuSeries], t0: float, t1: float, n: int) ->
     return np.asarray(out)
 
 
-def with_energy(row: StepRow, series: Sequence[GpuSeries], gpu_hour_price: float = 0.0) -> StepRow:
-    """The row with its energy figures over its window (unchanged when the run has no GPU telemetry)."""
+J_PER_KWH = 3.6e6
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Prices to cost a run's steps at, to price a finished run again; None: the run's own setting."""
+
+    gpu_hour: float | None = None  # USD per GPU-hour
+    kwh: float | None = None  # USD per kWh
+
+    def for_run(self, settings: object | None) -> tuple[float, float]:
+        """(USD per GPU-hour, USD per kWh): each given price, else the run's ``--gpu-hour-price`` /
+        ``--kwh-price``, else 0 (no cost figure)."""
+        own_hour = float(getattr(settings, "gpu_hour_price", 0.0) or 0.0)
+        own_kwh = float(getattr(settings, "kwh_price", 0.0) or 0.0)
+        return (own_hour if self.gpu_hour is None else self.gpu_hour, own_kwh if self.kwh is None else self.kwh)
+
+
+def with_energy(row: StepRow, series: Sequence[GpuSeries], gpu_hour_price: float = 0.0,
+                kwh_price: float = 0.0) -> StepRow:
+    """The row with its energy figures over its window (unchanged when the run has no GPU telemetry); a price
+    of 0 leaves its cost figure out (None), never zero."""
     if not series or row.window_start_s is None or row.window_end_s is None or not row.window_s:
         return row
     t0, t1 = row.window_start_s, row.window_end_s
@@ -191,6 +211,7 @@ def with_energy(row: StepRow, series: Sequence[GpuSeries], gpu_hour_price: float
     per_token = found.energy_j / tokens if found.energy_j is not None and tokens else None
     cost = (gpu_hour_price * found.gpus * row.window_s / 3600.0 / tokens * 1e6
             if gpu_hour_price > 0 and tokens else None)
+    energy_cost = per_token * 1e6 / J_PER_KWH * kwh_price if kwh_price > 0 and per_token is not None else None
     return replace(row, gpus=found.gpus, energy_j=found.energy_j, energy_source=found.source,
                    energy_per_token_j=per_token, gpu_power_w=found.power_w, gpu_util_pct=found.util_pct,
-                   energy_note=found.note, cost_per_mtok_usd=cost)
+                   energy_note=found.note, cost_per_mtok_usd=cost, energy_cost_per_mtok_usd=energy_cost)

@@ -84,6 +84,7 @@ class StepRow:
     gpu_power_w: float | None = None  # mean power over the window
     gpu_util_pct: float | None = None  # mean GPU utilisation, 0..100, averaged over the GPUs
     cost_per_mtok_usd: float | None = None  # with --gpu-hour-price: the GPUs' hours per million output tokens
+    energy_cost_per_mtok_usd: float | None = None  # with --kwh-price: the GPUs' energy per million output tokens
     energy_note: str | None = None  # why there is no energy figure, when the run had telemetry
 
     @property

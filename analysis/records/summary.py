@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.records.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
-from analysis.records.energy import gpu_series, with_energy
+from analysis.records.energy import Prices, gpu_series, with_energy
 from analysis.records.goodput import sent_in, slo_figures
 from analysis.records.request_metrics import (
     acceptance_length,
@@ -75,10 +75,12 @@ def run_slo(run: RunData) -> Slo | None:
         return None
 
 
-def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = None) -> RunSummary:
+def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = None,
+                  prices: Prices | None = None) -> RunSummary:
     """Per-step rows and validity warnings for one run directory's data.
 
     ``slo``: judge attainment and goodput by this SLO; default: the one the run was started with (if any).
+    ``prices``: cost the steps at these prices; default: the run's own ``--gpu-hour-price`` / ``--kwh-price``.
     """
     run_name = name or run_label(run) or run.path.name
     slo = slo if slo is not None else run_slo(run)
@@ -90,9 +92,10 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     read_lag = {s["index"]: max(s["read_lag_p90_ms"].values()) if s.get("read_lag_p90_ms") else None
                 for s in run.steps}
     gpus = gpu_series(run.gpu_samples)
-    price = run.meta.settings.gpu_hour_price if run.meta.settings is not None else 0.0
+    hour_price, kwh_price = (prices or Prices()).for_run(run.meta.settings)
     for window in step_windows(run):
-        row = with_energy(with_server_side(summarize_step(run, window, slo), run, window), gpus, price)
+        row = with_energy(with_server_side(summarize_step(run, window, slo), run, window), gpus, hour_price,
+                          kwh_price)
         row, found = flag_step(run_name, replace(row, client_cpu_max=cpu.get(window.index),
                                                  client_paused_s=paused.get(window.index, 0.0),
                                                  client_read_lag_p90_ms=read_lag.get(window.index),

@@ -35,6 +35,9 @@ def energy_columns(rows: list[StepRow]) -> list[Column[StepRow]]:
     ]
     if any(r.cost_per_mtok_usd is not None for r in rows):
         cols.append(Column("$/Mtok", _cost))
+    if any(r.energy_cost_per_mtok_usd is not None for r in rows):
+        cols.append(Column("kWh $/Mtok", lambda r: "-" if r.energy_cost_per_mtok_usd is None
+                           else f"${r.energy_cost_per_mtok_usd:.3f}"))
     return cols
 
 
@@ -51,11 +54,17 @@ def energy_lines(comparison: Comparison) -> list[str]:
     costs = [f"C={lv.target_c}: spec ${lv.spec.cost_per_mtok_usd:.2f}, baseline ${lv.baseline.cost_per_mtok_usd:.2f}"
              for lv in comparison.levels
              if lv.spec.cost_per_mtok_usd is not None and lv.baseline.cost_per_mtok_usd is not None]
+    energy_costs = [f"C={lv.target_c}: spec ${lv.spec.energy_cost_per_mtok_usd:.3f}, baseline "
+                    f"${lv.baseline.energy_cost_per_mtok_usd:.3f}" for lv in comparison.levels
+                    if lv.spec.energy_cost_per_mtok_usd is not None
+                    and lv.baseline.energy_cost_per_mtok_usd is not None]
     return ["Energy per output token (spec / baseline; >1x: speculation uses more; 95% CI by bootstrap over "
             f"batches of one median request and at least {SAMPLES_PER_BATCH:g} GPU samples):",
             *(f"  {e.sentence}" for e in found),
             *(x.sentence for x in energy_crossings(found)),
-            *([f"Cost per million output tokens (--gpu-hour-price): {'; '.join(costs)}"] if costs else [])]
+            *([f"Cost per million output tokens (--gpu-hour-price): {'; '.join(costs)}"] if costs else []),
+            *([f"Energy cost per million output tokens (--kwh-price): {'; '.join(energy_costs)}"]
+              if energy_costs else [])]
 
 
 def brief_energy_line(comparison: Comparison) -> list[str]:
@@ -70,7 +79,8 @@ def brief_energy_line(comparison: Comparison) -> list[str]:
 LEVEL_ENERGY_FIELDS = ("spec_energy_per_token_j", "baseline_energy_per_token_j", "energy_ratio", "energy_ratio_low",
                        "energy_ratio_high", "energy_interval_method", "spec_energy_source",
                        "baseline_energy_source", "spec_gpu_power_w", "baseline_gpu_power_w", "spec_gpu_util_pct",
-                       "baseline_gpu_util_pct", "spec_cost_per_mtok_usd", "baseline_cost_per_mtok_usd")
+                       "baseline_gpu_util_pct", "spec_cost_per_mtok_usd", "baseline_cost_per_mtok_usd",
+                       "spec_energy_cost_per_mtok_usd", "baseline_energy_cost_per_mtok_usd")
 
 
 def level_energy_json(spec: StepRow, baseline: StepRow, energy: Any) -> dict[str, Any]:
@@ -90,6 +100,8 @@ def level_energy_json(spec: StepRow, baseline: StepRow, energy: Any) -> dict[str
         "baseline_gpu_util_pct": baseline.gpu_util_pct,
         "spec_cost_per_mtok_usd": spec.cost_per_mtok_usd,
         "baseline_cost_per_mtok_usd": baseline.cost_per_mtok_usd,
+        "spec_energy_cost_per_mtok_usd": spec.energy_cost_per_mtok_usd,
+        "baseline_energy_cost_per_mtok_usd": baseline.energy_cost_per_mtok_usd,
     }
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from analysis.records.checks import CLIENT_PAUSED, NO_INTERVAL, ValidityWarning
-from analysis.records.energy import gpu_series
+from analysis.records.energy import Prices, gpu_series
 from analysis.records.server_side import in_window, server_accept_source
 from analysis.records.steps import StepWindow, measured_ok, overlapping, step_windows
 from analysis.records.summary import RunSummary, StepRow, run_label, summarize_run
@@ -114,16 +114,18 @@ def compare_runs(
     base: RunData, spec: RunData, *, seed: int = DEFAULT_SEED, n_boot: int = DEFAULT_N_BOOT,
     max_error_rate: float | None = None,
     slo: Slo | None = None,
+    prices: Prices | None = None,
 ) -> Comparison:
     """Compare a baseline run with a speculative run level by level (bootstrap seeded for repeatability).
 
     Closed-loop levels are paired by concurrency and judged on throughput. Open-loop levels (request rates)
     offer both servers the same traffic, so throughput says little: they are judged on goodput and capacity
     under the SLO (``slo``, else the one the baseline run was started with), which replaces the verdict and
-    recommendation. With an SLO, closed-loop comparisons get the SLO section too.
+    recommendation. With an SLO, closed-loop comparisons get the SLO section too. ``prices``: cost both runs at
+    these prices instead of their own.
     """
-    base_sum = summarize_run(base, name=_role_name("baseline", base), slo=slo)
-    spec_sum = summarize_run(spec, name=_role_name("spec", spec), slo=slo or base_sum.slo)
+    base_sum = summarize_run(base, name=_role_name("baseline", base), slo=slo, prices=prices)
+    spec_sum = summarize_run(spec, name=_role_name("spec", spec), slo=slo or base_sum.slo, prices=prices)
     base_windows = {w.index: w for w in step_windows(base)}
     spec_windows = {w.index: w for w in step_windows(spec)}
     levels: list[LevelComparison] = []

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.records.checks import ValidityWarning
+from analysis.records.energy import Prices
 from analysis.records.summary import RunSummary
 from analysis.stats.bootstrap import ratio_interval
 from analysis.verdicts.compare import DEFAULT_N_BOOT, DEFAULT_SEED, Comparison, compare_runs
@@ -88,15 +89,18 @@ def compare_many(
     seed: int = DEFAULT_SEED,
     n_boot: int = DEFAULT_N_BOOT,
     slo: Slo | None = None,
+    prices: Prices | None = None,
 ) -> MultiComparison:
     """Compare every named configuration with the baseline and across each other, level by level.
 
-    ``slo``: judge every pair by it (default: the SLO the baseline run was started with, if any).
+    ``slo``: judge every pair by it (default: the SLO the baseline run was started with, if any). ``prices``:
+    cost every run at these prices instead of its own.
     """
     names = [name for name, _ in configs]
     if len(set(names)) != len(names) or baseline_name in names:
         raise ValueError(f"configuration names must be unique and differ from the baseline's: {names}")
-    pairs = tuple(compare_runs(base, run, seed=seed, n_boot=n_boot, slo=slo) for _, run in configs)
+    pairs = tuple(compare_runs(base, run, seed=seed, n_boot=n_boot, slo=slo, prices=prices)
+                  for _, run in configs)
     levels = tuple(_level(c, baseline_name, names, pairs, seed, n_boot) for c in _levels(pairs))
     candidates = {lv.target_c: [Candidate(cl.name, cl.tok_s, cl.batches) for cl in lv.configs if cl.tok_s]
                   for lv in levels}
