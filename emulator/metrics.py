@@ -4,7 +4,8 @@ Gauges come from the scheduler's last log window (refreshed every ``metrics_inte
 SGLang's decode log, and zeroed when the server goes idle); counters and histograms are updated when a
 request finishes, from its ledger record. A release with several data-parallel ranks (SGLang) or engines
 (vLLM) reports each its share (requests are dealt to them in turn, gauges split so the parts add up to the
-truth); duplicated tensor-parallel ranks and priority series repeat it. This module only counts; the text of
+truth; an idle SGLang rank, ``Vintage.idle_ranks``, is dealt none and its live gauges read 0); duplicated
+tensor-parallel ranks and priority series repeat it. This module only counts; the text of
 each release is ``emulator.metrics_render``'s, which reads these counters.
 """
 
@@ -79,7 +80,8 @@ class Metrics:
 
     def observe(self, record: dict[str, Any]) -> None:
         """Count one finished request (called with its ledger record) on the next part in turn."""
-        part = self.parts[self._dealt % len(self.parts)]
+        active = len(self.parts) - self.profile.wire.idle_ranks  # an idle DP rank is sent nothing
+        part = self.parts[self._dealt % active]
         self._dealt += 1
         part.requests += 1
         if record["status"] != 200 or record["finish_reason"] in (None, "abort"):

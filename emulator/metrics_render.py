@@ -58,13 +58,18 @@ def split(value: float, parts: int) -> list[float]:
 # ---------------------------------------------------------------- SGLang
 
 
-def _sglang_sched(m: Metrics) -> Callable[[float, bool], Samples]:
+def _sglang_sched(m: Metrics) -> Callable[..., Samples]:
     wire = m.profile.wire
     base = {"model_name": m.profile.served_model_name, "engine_type": "unified", "pp_rank": "0", "moe_ep_rank": "0"}
+    active = wire.parts - wire.idle_ranks
 
-    def series(value: float, additive: bool) -> Samples:
+    def series(value: float, additive: bool, live: bool = True) -> Samples:
+        """One value per rank: ``additive`` values dealt to the ranks, others repeated; a ``live`` value (of the
+        last log window) is the busy ranks' only, an idle rank reads 0."""
         out: Samples = []
-        shares = split(value, wire.parts) if additive else [value] * wire.parts
+        ranks = active if live else wire.parts
+        shares = split(value, ranks) if additive else [value] * ranks
+        shares += [0.0] * (wire.parts - ranks)
         for dp, share in enumerate(shares):
             for tp in range(wire.tp_ranks):
                 labels = {**base, "tp_rank": str(tp)} | ({"dp_rank": str(dp)} if wire.parts > 1 else {})
@@ -88,7 +93,7 @@ def _cap_source(m: Metrics) -> str:
 
 
 def render_sglang(m: Metrics) -> str:
-    p, wire, window, stats = m.profile, m.profile.wire, m.scheduler.window, m.scheduler.stats
+    p, wire, window = m.profile, m.profile.wire, m.scheduler.window
     spec, t, sched = p.speculative, _Text(), _sglang_sched(m)
     t.emit("sglang:num_running_reqs", "gauge", "The number of running requests.", sched(window.running, True))
     t.emit("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.",
@@ -97,14 +102,15 @@ def render_sglang(m: Metrics) -> str:
            sched(window.gen_throughput, True))
     if wire.max_running_metric:
         t.emit("sglang:max_running_requests", "gauge", "The max running requests.",
-               sched(p.max_running_requests, True))
+               sched(p.max_running_requests, True, False))
     if wire.cap_gauge:
         t.emit("sglang:max_running_requests", "gauge", "The max running requests in force on this rank.",
-               [({**labels, "cap_source": _cap_source(m)}, v) for labels, v in sched(p.max_running_requests, True)])
+               [({**labels, "cap_source": _cap_source(m)}, v)
+                for labels, v in sched(p.max_running_requests, True, False)])
     capacity = p.max_total_num_tokens
     t.emit("sglang:num_used_tokens", "gauge", "The number of used tokens.", sched(window.kv_used_tokens, True))
     t.emit("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache.",
-           sched(capacity, True))
+           sched(capacity, True, False))
     t.emit("sglang:token_usage", "gauge", "The token usage (0..1).",
            sched(min(1.0, window.kv_used_tokens / capacity), False))
     if spec is not None or wire.spec_gauges_always:
@@ -113,11 +119,12 @@ def render_sglang(m: Metrics) -> str:
         t.emit("sglang:spec_accept_rate", "gauge", "The average acceptance rate of speculative decoding.",
                sched(window.spec_accept_rate if spec else 0.0, False))
         t.emit("sglang:spec_num_steps", "gauge", "Speculative num steps in force.",
-               sched(spec.num_steps if spec else 0, False))
+               sched(spec.num_steps if spec else 0, False, False))
         t.emit("sglang:spec_num_draft_tokens", "gauge", "Speculative draft tokens in force.",
-               sched(spec.num_draft_tokens if spec else 0, False))
-        t.emit("sglang:spec_verify_calls_total", "counter", "Verify passes.", sched(stats.verify_passes, True))
+               sched(spec.num_draft_tokens if spec else 0, False, False))
     tok = {"model_name": p.served_model_name, "engine_type": "unified"}
+    if spec is not None or wire.spec_gauges_always:  # counted by the tokenizer as a request finishes, like the tokens
+        t.emit("sglang:spec_verify_calls_total", "counter", "Verify passes.", [(tok, m.total("verify"))])
     for name, attr, helptext in (
         ("sglang:prompt_tokens_total", "prompt_tokens", "Number of prefill tokens processed."),
         ("sglang:generation_tokens_total", "generation_tokens", "Number of generation tokens processed."),
