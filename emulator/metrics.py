@@ -70,6 +70,9 @@ class Metrics:
         positions = profile.speculative.num_steps if profile.speculative is not None else 0
         self.parts = [PartCounts(accepted_per_pos=[0] * positions) for _ in range(profile.wire.parts)]
         self._dealt = 0
+        # The same counts split by the request's priority ("" for none): SGLang's tokenizer counters with
+        # --enable-priority-scheduling, where each priority is its own part and "" is no total.
+        self.by_priority: dict[str, PartCounts] = {"": PartCounts(accepted_per_pos=[0] * positions)}
         self.ttft = Histogram(_LATENCY_BUCKETS)
         self.e2e = Histogram(_LATENCY_BUCKETS)
 
@@ -79,10 +82,25 @@ class Metrics:
         return sum(sum(v.values()) if isinstance(v, dict) else v for v in values)
 
     def observe(self, record: dict[str, Any]) -> None:
-        """Count one finished request (called with its ledger record) on the next part in turn."""
+        """Count one finished request (called with its ledger record) on the next part in turn, and under its
+        priority ("" when it gave none)."""
         active = len(self.parts) - self.profile.wire.idle_ranks  # an idle DP rank is sent nothing
         part = self.parts[self._dealt % active]
         self._dealt += 1
+        priority = record.get("priority")
+        key = "" if priority is None else str(priority)
+        if key not in self.by_priority:
+            self.by_priority[key] = PartCounts(accepted_per_pos=[0] * len(part.accepted_per_pos))
+        self._count(part, record)
+        self._count(self.by_priority[key], record)
+        if record["status"] != 200:
+            return
+        if record["first_token_s"] is not None:
+            self.ttft.observe(record["first_token_s"] - record["arrival_s"])
+        self.e2e.observe(record["finished_s"] - record["arrival_s"])
+
+    @staticmethod
+    def _count(part: PartCounts, record: dict[str, Any]) -> None:
         part.requests += 1
         if record["status"] != 200 or record["finish_reason"] in (None, "abort"):
             part.aborted += 1
@@ -102,6 +120,3 @@ class Metrics:
             part.drafts_accepted += spec["spec_num_correct_drafts"]
             for i, n in enumerate(accepted_by_position(spec["spec_correct_drafts_histogram"])):
                 part.accepted_per_pos[i] += n
-        if record["first_token_s"] is not None:
-            self.ttft.observe(record["first_token_s"] - record["arrival_s"])
-        self.e2e.observe(record["finished_s"] - record["arrival_s"])
