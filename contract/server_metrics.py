@@ -121,20 +121,23 @@ SERVER_NAMES: dict[str, str] = {
 _COMBINE: dict[str, Callable[[list[float]], float]] = {"sum": sum, "mean": lambda v: sum(v) / len(v)}
 
 # How labelled series of one term combine, decided per label (see docs/guides/server-metrics.md):
-# * ``priority`` (SGLang --enable-priority-scheduling): the series with an empty priority is the total over
-#   priorities, the others split it; the total is taken alone (the per-priority series are summed only when no
-#   total is written).
+# * ``priority`` (SGLang --enable-priority-scheduling): on the running and queue gauges (``PRIORITY_TOTAL_TERMS``)
+#   the series with an empty priority is the total over priorities, the others split it; the total is taken alone
+#   (the per-priority series are summed only when no total is written). Everywhere else, the tokenizer's counters
+#   above all, each series counts the requests of one priority and ``priority=""`` those that gave none: disjoint
+#   parts, combined by the term's rule like any other part.
 # * ``tp_rank``, ``pp_rank``, ``moe_ep_rank`` (SGLang --enable-metrics-for-all-schedulers): every rank of one
 #   data-parallel group reports the same batch; series that differ only in these labels count once.
 # * anything else (SGLang ``dp_rank``, vLLM ``engine``, ``is_streaming``, ``model_name``): separate parts of the
 #   server, combined by the term's rule (summed, or averaged for fractions).
 PRIORITY_LABEL = "priority"
+PRIORITY_TOTAL_TERMS = frozenset({"running", "queued"})
 DUPLICATE_RANK_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank"})
 
 
 def combine_series(term: str, series: list[tuple[dict[str, str], float]]) -> float:
     """One value of ``term`` from its labelled series, by the per-label rule above."""
-    if any(PRIORITY_LABEL in labels for labels, _ in series):
+    if term in PRIORITY_TOTAL_TERMS and any(PRIORITY_LABEL in labels for labels, _ in series):
         totals = [(labels, v) for labels, v in series if not labels.get(PRIORITY_LABEL)]
         series = totals or series
     once: dict[tuple[tuple[str, str], ...], float] = {}

@@ -3,7 +3,8 @@
 A record is appended just before the last bytes of its response are written, so a client that has
 seen the end of a response always finds the record. Fields (all times are ``time.time()`` seconds):
 
-``rid`` (the id the client got back), ``route``, ``stream``, ``status`` (HTTP status),
+``rid`` (the id the client got back), ``route``, ``stream``, ``priority`` (the request's SGLang priority, or
+null when it gave none), ``status`` (HTTP status),
 ``arrival_s`` (request body read), ``scheduled_s`` (start of the step the request joined, or null),
 ``left_batch_s`` (end of its last step, when the scheduler took it out of the running batch, or null),
 ``first_token_s`` (the moment just before the first chunk with output tokens was written to the socket),

@@ -4,7 +4,8 @@ Gauges come from the scheduler's last log window (refreshed every ``metrics_inte
 SGLang's decode log, and zeroed when the server goes idle); counters and histograms are updated when a
 request finishes, from its ledger record. A release with several data-parallel ranks (SGLang) or engines
 (vLLM) reports each its share (requests are dealt to them in turn, gauges split so the parts add up to the
-truth); duplicated tensor-parallel ranks and priority series repeat it. This module only counts; the text of
+truth; an idle SGLang rank, ``Vintage.idle_ranks``, is dealt none and its live gauges read 0); duplicated
+tensor-parallel ranks and priority series repeat it. This module only counts; the text of
 each release is ``emulator.metrics_render``'s, which reads these counters.
 """
 
@@ -69,6 +70,9 @@ class Metrics:
         positions = profile.speculative.num_steps if profile.speculative is not None else 0
         self.parts = [PartCounts(accepted_per_pos=[0] * positions) for _ in range(profile.wire.parts)]
         self._dealt = 0
+        # The same counts split by the request's priority ("" for none): SGLang's tokenizer counters with
+        # --enable-priority-scheduling, where each priority is its own part and "" is no total.
+        self.by_priority: dict[str, PartCounts] = {"": PartCounts(accepted_per_pos=[0] * positions)}
         self.ttft = Histogram(_LATENCY_BUCKETS)
         self.e2e = Histogram(_LATENCY_BUCKETS)
 
@@ -78,9 +82,25 @@ class Metrics:
         return sum(sum(v.values()) if isinstance(v, dict) else v for v in values)
 
     def observe(self, record: dict[str, Any]) -> None:
-        """Count one finished request (called with its ledger record) on the next part in turn."""
-        part = self.parts[self._dealt % len(self.parts)]
+        """Count one finished request (called with its ledger record) on the next part in turn, and under its
+        priority ("" when it gave none)."""
+        active = len(self.parts) - self.profile.wire.idle_ranks  # an idle DP rank is sent nothing
+        part = self.parts[self._dealt % active]
         self._dealt += 1
+        priority = record.get("priority")
+        key = "" if priority is None else str(priority)
+        if key not in self.by_priority:
+            self.by_priority[key] = PartCounts(accepted_per_pos=[0] * len(part.accepted_per_pos))
+        self._count(part, record)
+        self._count(self.by_priority[key], record)
+        if record["status"] != 200:
+            return
+        if record["first_token_s"] is not None:
+            self.ttft.observe(record["first_token_s"] - record["arrival_s"])
+        self.e2e.observe(record["finished_s"] - record["arrival_s"])
+
+    @staticmethod
+    def _count(part: PartCounts, record: dict[str, Any]) -> None:
         part.requests += 1
         if record["status"] != 200 or record["finish_reason"] in (None, "abort"):
             part.aborted += 1
@@ -100,6 +120,3 @@ class Metrics:
             part.drafts_accepted += spec["spec_num_correct_drafts"]
             for i, n in enumerate(accepted_by_position(spec["spec_correct_drafts_histogram"])):
                 part.accepted_per_pos[i] += n
-        if record["first_token_s"] is not None:
-            self.ttft.observe(record["first_token_s"] - record["arrival_s"])
-        self.e2e.observe(record["finished_s"] - record["arrival_s"])

@@ -58,17 +58,23 @@ def split(value: float, parts: int) -> list[float]:
 # ---------------------------------------------------------------- SGLang
 
 
-def _sglang_sched(m: Metrics) -> Callable[[float, bool], Samples]:
+def _sglang_sched(m: Metrics) -> Callable[..., Samples]:
     wire = m.profile.wire
     base = {"model_name": m.profile.served_model_name, "engine_type": "unified", "pp_rank": "0", "moe_ep_rank": "0"}
+    active = wire.parts - wire.idle_ranks
 
-    def series(value: float, additive: bool) -> Samples:
+    def series(value: float, additive: bool, live: bool = True, prioritized: bool = False) -> Samples:
+        """One value per rank: ``additive`` values dealt to the ranks, others repeated; a ``live`` value (of the
+        last log window) is the busy ranks' only, an idle rank reads 0. With priority series, a ``prioritized``
+        gauge (running, queue) is written as a total under ``priority=""`` and once per priority."""
         out: Samples = []
-        shares = split(value, wire.parts) if additive else [value] * wire.parts
+        ranks = active if live else wire.parts
+        shares = split(value, ranks) if additive else [value] * ranks
+        shares += [0.0] * (wire.parts - ranks)
         for dp, share in enumerate(shares):
             for tp in range(wire.tp_ranks):
                 labels = {**base, "tp_rank": str(tp)} | ({"dp_rank": str(dp)} if wire.parts > 1 else {})
-                if not wire.priority_series:
+                if not (wire.priority_series and prioritized):
                     out.append((labels, share))
                     continue
                 high, low = split(share, 2) if additive else (share, share)
@@ -88,23 +94,25 @@ def _cap_source(m: Metrics) -> str:
 
 
 def render_sglang(m: Metrics) -> str:
-    p, wire, window, stats = m.profile, m.profile.wire, m.scheduler.window, m.scheduler.stats
+    p, wire, window = m.profile, m.profile.wire, m.scheduler.window
     spec, t, sched = p.speculative, _Text(), _sglang_sched(m)
-    t.emit("sglang:num_running_reqs", "gauge", "The number of running requests.", sched(window.running, True))
+    t.emit("sglang:num_running_reqs", "gauge", "The number of running requests.",
+           sched(window.running, True, prioritized=True))
     t.emit("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.",
-           sched(window.waiting, True))
+           sched(window.waiting, True, prioritized=True))
     t.emit("sglang:gen_throughput", "gauge", "The generation throughput (token/s).",
            sched(window.gen_throughput, True))
     if wire.max_running_metric:
         t.emit("sglang:max_running_requests", "gauge", "The max running requests.",
-               sched(p.max_running_requests, True))
+               sched(p.max_running_requests, True, False))
     if wire.cap_gauge:
         t.emit("sglang:max_running_requests", "gauge", "The max running requests in force on this rank.",
-               [({**labels, "cap_source": _cap_source(m)}, v) for labels, v in sched(p.max_running_requests, True)])
+               [({**labels, "cap_source": _cap_source(m)}, v)
+                for labels, v in sched(p.max_running_requests, True, False)])
     capacity = p.max_total_num_tokens
     t.emit("sglang:num_used_tokens", "gauge", "The number of used tokens.", sched(window.kv_used_tokens, True))
     t.emit("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache.",
-           sched(capacity, True))
+           sched(capacity, True, False))
     t.emit("sglang:token_usage", "gauge", "The token usage (0..1).",
            sched(min(1.0, window.kv_used_tokens / capacity), False))
     if spec is not None or wire.spec_gauges_always:
@@ -113,20 +121,30 @@ def render_sglang(m: Metrics) -> str:
         t.emit("sglang:spec_accept_rate", "gauge", "The average acceptance rate of speculative decoding.",
                sched(window.spec_accept_rate if spec else 0.0, False))
         t.emit("sglang:spec_num_steps", "gauge", "Speculative num steps in force.",
-               sched(spec.num_steps if spec else 0, False))
+               sched(spec.num_steps if spec else 0, False, False))
         t.emit("sglang:spec_num_draft_tokens", "gauge", "Speculative draft tokens in force.",
-               sched(spec.num_draft_tokens if spec else 0, False))
-        t.emit("sglang:spec_verify_calls_total", "counter", "Verify passes.", sched(stats.verify_passes, True))
+               sched(spec.num_draft_tokens if spec else 0, False, False))
     tok = {"model_name": p.served_model_name, "engine_type": "unified"}
+    # Tokenizer counters, raised as a request finishes with that request's labels: with priority series, one per
+    # priority the traffic used ("" holds the requests that gave none; no series is a total).
+    groups = ([({**tok, "priority": key}, [counts]) for key, counts in sorted(m.by_priority.items())]
+              if wire.priority_series else [(tok, m.parts)])
+
+    def counter(attr: str) -> Samples:
+        return [(labels, float(sum(getattr(part, attr) for part in parts))) for labels, parts in groups]
+
+    if spec is not None or wire.spec_gauges_always:  # counted by the tokenizer as a request finishes, like the tokens
+        t.emit("sglang:spec_verify_calls_total", "counter", "Verify passes.", counter("verify"))
     for name, attr, helptext in (
         ("sglang:prompt_tokens_total", "prompt_tokens", "Number of prefill tokens processed."),
         ("sglang:generation_tokens_total", "generation_tokens", "Number of generation tokens processed."),
         ("sglang:cached_tokens_total", "cached_tokens", "Number of cached prompt tokens."),
     ):
-        t.emit(name, "counter", helptext, [({**tok, "is_streaming": k}, sum(getattr(part, attr)[k] for part in m.parts))
-                                           for k in ("true", "false")])
-    t.emit("sglang:num_requests_total", "counter", "Number of requests processed.", [(tok, m.total("requests"))])
-    t.emit("sglang:num_aborted_requests_total", "counter", "Number of requests aborted.", [(tok, m.total("aborted"))])
+        t.emit(name, "counter", helptext, [({**labels, "is_streaming": k}, float(sum(getattr(part, attr)[k]
+                                                                                   for part in parts)))
+                                           for labels, parts in groups for k in ("true", "false")])
+    t.emit("sglang:num_requests_total", "counter", "Number of requests processed.", counter("requests"))
+    t.emit("sglang:num_aborted_requests_total", "counter", "Number of requests aborted.", counter("aborted"))
     t.histogram("sglang:time_to_first_token_seconds", "Time to first token in seconds.", m.ttft, tok)
     t.histogram("sglang:e2e_request_latency_seconds", "End-to-end request latency.", m.e2e, tok)
     return t.text()

@@ -39,6 +39,7 @@ class GenRequest:
     spec_details: bool = False
     return_meta_info: bool = False
     token_ids: bool = False  # vLLM's return_token_ids: each choice carries its new tokens' ids
+    priority: int | None = None  # SGLang's request priority (--enable-priority-scheduling); None: not given
 
 
 def parse_json_body(body: bytes) -> dict[str, Any]:
@@ -121,7 +122,7 @@ def parse_generate(data: dict[str, Any], profile: Profile) -> GenRequest:
     return GenRequest(
         route="/generate", rid=_rid(data), text=prompt, prompt_tokens=prompt_tokens, max_new_tokens=max_new,
         ignore_eos=bool(_field(params, "ignore_eos", bool, False)), stream=bool(_field(data, "stream", bool, False)),
-        model=profile.served_model_name,
+        model=profile.served_model_name, priority=_field(data, "priority", int, None),
     )
 
 
@@ -138,6 +139,7 @@ def _openai_common(data: dict[str, Any], profile: Profile) -> dict[str, Any]:
         "continuous_usage": bool(_field(options, "continuous_usage_stats", bool, False)),
         "spec_details": bool(_field(data, "return_spec_tokens_details", bool, False)),
         "token_ids": bool(_field(data, "return_token_ids", bool, False)),
+        "priority": _field(data, "priority", int, None),
     }
 
 

@@ -245,6 +245,7 @@ class Session:
             "rid": req.rid,
             "route": req.route,
             "stream": req.stream,
+            "priority": req.priority,
             "status": status,
             "arrival_s": self.arrival_s,
             "scheduled_s": job.scheduled_s if job else None,

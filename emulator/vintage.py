@@ -30,6 +30,7 @@ class Vintage:
     priority_series: bool = False  # --enable-priority-scheduling: a total under priority="" and one per priority
     tp_ranks: int = 1  # --enable-metrics-for-all-schedulers: every TP rank reports the same batch
     parts: int = 1  # SGLang data-parallel ranks, or vLLM engines: each reports its share
+    idle_ranks: int = 0  # SGLang: the last DP ranks get no requests (their live gauges read 0)
     # every server
     openai_error: str = "nested"  # in-stream error chunk: "nested" {"error": {...}}, "flat" {"object": "error"},
     #                               "event" (an SSE ``error:`` field)
@@ -61,6 +62,8 @@ VINTAGES: dict[str, Vintage] = {v.name: v for v in (
     Vintage("sglang-0.5.23", "sglang", "SGLang 0.5.23", spec_aliases=True),
     Vintage("sglang-0.5.23-tp2dp2", "sglang", "SGLang 0.5.23, --dp-size 2 --tp-size 2 "
             "--enable-metrics-for-all-schedulers", spec_aliases=True, tp_ranks=2, parts=2),
+    Vintage("sglang-0.5.23-dp2-idle", "sglang", "SGLang 0.5.23, --dp-size 2, one rank idle (the router sent it "
+            "nothing)", spec_aliases=True, parts=2, idle_ranks=1),
     Vintage("sglang-newest", "sglang", "SGLang after 0.5.23: the cap in force as a per-DP-rank gauge "
             "(release not confirmed), --dp-size 2", spec_aliases=True, parts=2, cap_gauge=True),
     Vintage("vllm-0.8", "vllm", "vLLM early V1 engine (0.8.x)", openai_error="flat", num_drafts_counter=False,

@@ -41,7 +41,8 @@ class ServerStep:
     running_max: float | None
     queued: float | None
     kv_cache_usage: float | None  # 0..1
-    accept_length: float | None  # from the spec counters when the server has them, else its gauge
+    accept_length: float | None  # from the spec counters when the server has them (SGLang: tokens / verify passes),
+    #                              else its gauge
     accept_by_position: tuple[float, ...] | None  # share of verify passes that accepted draft position i
     gen_tok_s: float | None  # generation-token counter's rate between the first and last sample inside
     client_tok_s: float | None  # the client's tok/s over that same span (the attribution closer to the server)
@@ -72,17 +73,27 @@ def server_accept_length(inside: Sequence[ServerMetricsSample]) -> float | None:
 
 
 def server_accept_source(inside: Sequence[ServerMetricsSample]) -> tuple[float, str] | None:
-    """The server's acceptance length over the samples and what it came from ("counters" or "gauge").
+    """The server's acceptance length over the samples and what it came from ("counters",
+    "token_counters" or "gauge").
 
-    SGLang's gauge covers its last log window and reads 0 while idle, so only nonzero readings count.
+    From the counters where the server has them: vLLM and llama.cpp count accepted drafts (1 + accepted per
+    pass); SGLang counts output tokens and verify passes, both as a request finishes, and its own definition of
+    the length is tokens per verify pass, so the window's figure is the one ratio of the two changes, summed over
+    data-parallel ranks (every request weighs by its passes). Only without either falls it back to SGLang's
+    gauge, which covers the server's last log window and reads 0 while idle, so only nonzero readings count; it
+    is an unweighted mean over log windows and ranks, and an idle rank's 0 pulls it down.
     """
     if len(inside) >= 2:
-        accepted = _delta(inside[0], inside[-1], "spec_accepted_tokens_total")
-        verify = _delta(inside[0], inside[-1], "spec_verify_total")
+        first, last = inside[0], inside[-1]
+        verify = _delta(first, last, "spec_verify_total")
+        accepted = _delta(first, last, "spec_accepted_tokens_total")
         if accepted is not None and verify:
             value = accept_length_from_counters(accepted, verify)
             if value is not None:
                 return value, "counters"
+        generated = _delta(first, last, "generation_tokens_total")
+        if last.get("server") == "sglang" and generated is not None and verify is not None and verify > 0:
+            return generated / verify, "token_counters"
     gauge = _mean([v for v in _values(inside, "accept_length") if v > 0])
     return (gauge, "gauge") if gauge is not None else None
 

@@ -42,6 +42,7 @@ from contract.schema import RequestRecord
 N_BOOT = 1000
 CONFIDENCE = 0.95
 SERVER_SOURCES = {"counters": "server /metrics accepted/verify counters",
+                  "token_counters": "server /metrics generated tokens/verify passes counters",
                   "gauge": "server /metrics accept_length gauge"}
 
 
