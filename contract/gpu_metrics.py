@@ -113,8 +113,9 @@ def parse_dcgm(text: str, t_s: float, source: int) -> GpuMetricsSample:
                     gpus.setdefault(gpu, {})[key] = value
     except (ValueError, TypeError) as exc:
         raise GpuMetricsParseError(f"not Prometheus text format ({exc})") from None
-    return GpuMetricsSample(schema=GPU_METRICS_SCHEMA, t_s=t_s, source=source,
-                            gpus={k: GpuReading(**v) for k, v in sorted(gpus.items())})  # type: ignore[typeddict-item]
+    # A reading's keys are DCGM_FIELDS' values only, which are GpuReading's keys; mypy sees a dict[str, float].
+    readings = {k: GpuReading(**v) for k, v in sorted(gpus.items())}  # type: ignore[typeddict-item]  # see above
+    return GpuMetricsSample(schema=GPU_METRICS_SCHEMA, t_s=t_s, source=source, gpus=readings)
 
 
 def read_gpu_metrics(path: Path) -> tuple[list[GpuMetricsSample], int]:
