@@ -14,7 +14,7 @@ def test_public_names_resolve_from_the_package() -> None:
 
 def test_signatures_the_cli_layer_relies_on() -> None:
     params = inspect.signature(analysis.compare_runs).parameters
-    assert list(params) == ["base", "spec", "seed", "n_boot", "max_error_rate", "slo"]  # keyword-only, None
+    assert list(params) == ["base", "spec", "seed", "n_boot", "max_error_rate", "slo", "prices"]  # keyword-only, None
     assert params["seed"].default == 0 and params["n_boot"].default == 2000
     assert params["seed"].kind is inspect.Parameter.KEYWORD_ONLY
     assert next(iter(inspect.signature(analysis.summarize_run).parameters)) == "run"
