@@ -94,6 +94,12 @@ SERVER_NAMES: dict[str, str] = {
     "sglang:generation_tokens_total": "generation_tokens_total",
     "sglang:num_requests_total": "requests_total",
     "sglang:spec_verify_calls_total": "spec_verify_total",
+    # An intermediate SGLang generation's draft counters (the per-request keys of the same names are in SGLang's
+    # source; the release that exported the counters is not confirmed). Bare names too, should they be gauges.
+    "sglang:spec_accepted_drafts_total": "spec_accepted_tokens_total",
+    "sglang:spec_accepted_drafts": "spec_accepted_tokens_total",
+    "sglang:spec_proposed_drafts_total": "spec_draft_tokens_total",
+    "sglang:spec_proposed_drafts": "spec_draft_tokens_total",
     # vLLM (docs/protocols.md); the accept length comes from its counters (see ``accept_length_from_counters``).
     "vllm:num_requests_running": "running",
     "vllm:num_requests_waiting": "queued",

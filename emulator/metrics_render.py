@@ -135,6 +135,11 @@ def render_sglang(m: Metrics) -> str:
 
     if spec is not None or wire.spec_gauges_always:  # counted by the tokenizer as a request finishes, like the tokens
         t.emit("sglang:spec_verify_calls_total", "counter", "Verify passes.", counter("verify"))
+        if wire.draft_counters:
+            t.emit("sglang:spec_accepted_drafts_total", "counter", "Draft tokens accepted (bonus excluded).",
+                   counter("drafts_accepted"))
+            t.emit("sglang:spec_proposed_drafts_total", "counter", "Draft tokens proposed.",
+                   counter("drafts_proposed"))
     for name, attr, helptext in (
         ("sglang:prompt_tokens_total", "prompt_tokens", "Number of prefill tokens processed."),
         ("sglang:generation_tokens_total", "generation_tokens", "Number of generation tokens processed."),
