@@ -43,7 +43,11 @@ VOCABULARY: tuple[Term, ...] = (
     Term("kv_cache_usage", "share of the KV cache in use, 0..1", "mean"),
     Term("gen_throughput", "server-reported generation tok/s over its last log window", "sum"),
     Term("accept_length", "tokens per verify pass, bonus included, over the server's last log window", "mean"),
-    Term("accept_rate", "accepted draft tokens / proposed draft tokens, last log window", "mean"),
+    Term("accept_rate", "accepted draft tokens / proposed draft tokens, last log window (no server maps onto it now; "
+         "runs before issue #39 stored SGLang's gauge here, which is server_accept_rate)", "mean"),
+    Term("server_accept_rate", "the server's own acceptance-rate gauge as it defines it, last log window (SGLang: "
+         "tokens accepted per verify pass, bonus included, over the draft length incl. the bonus in the releases "
+         "read; not a draft acceptance rate)", "mean"),
     Term("prompt_tokens_total", "counter: prompt tokens of finished requests, cached tokens included", "sum"),
     Term("prefill_tokens_total", "counter: prompt tokens computed, cached tokens excluded (llama.cpp)", "sum"),
     Term("generation_tokens_total", "counter: output tokens generated", "sum"),
@@ -89,7 +93,9 @@ SERVER_NAMES: dict[str, str] = {
     "sglang:token_usage": "kv_cache_usage",
     "sglang:gen_throughput": "gen_throughput",
     "sglang:spec_accept_length": "accept_length",
-    "sglang:spec_accept_rate": "accept_rate",
+    # Not a draft acceptance rate: accepted tokens (bonus included) / (verify passes x draft tokens incl. the bonus)
+    # where SGLang's source was read (docs/guides/server-metrics.md).
+    "sglang:spec_accept_rate": "server_accept_rate",
     "sglang:prompt_tokens_total": "prompt_tokens_total",
     "sglang:generation_tokens_total": "generation_tokens_total",
     "sglang:num_requests_total": "requests_total",

@@ -118,8 +118,12 @@ def render_sglang(m: Metrics) -> str:
     if spec is not None or wire.spec_gauges_always:
         t.emit("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
                sched(window.spec_accept_length if spec else 0.0, False))
+        # SGLang's definition (scheduler_metrics_mixin.py): accepted tokens, bonus included, over verify passes x
+        # num_draft_tokens (the draft length incl. the bonus), i.e. the acceptance length / num_draft_tokens.
+        rate = (window.spec_accept_length / spec.num_draft_tokens if wire.accept_rate_bonus
+                else window.spec_accept_rate) if spec else 0.0
         t.emit("sglang:spec_accept_rate", "gauge", "The average acceptance rate of speculative decoding.",
-               sched(window.spec_accept_rate if spec else 0.0, False))
+               sched(rate, False))
         t.emit("sglang:spec_num_steps", "gauge", "Speculative num steps in force.",
                sched(spec.num_steps if spec else 0, False, False))
         t.emit("sglang:spec_num_draft_tokens", "gauge", "Speculative draft tokens in force.",

@@ -27,6 +27,9 @@ class Vintage:
     spec_gauges_always: bool = True  # speculation gauges exported (0) by a server that does not speculate
     draft_counters: bool = False  # sglang:spec_accepted_drafts_total / sglang:spec_proposed_drafts_total (an
     #                               intermediate generation; release not confirmed)
+    accept_rate_bonus: bool = True  # sglang:spec_accept_rate = accepted tokens incl. the bonus / (passes x
+    #                                 num_draft_tokens), as read in SGLang's scheduler_metrics_mixin.py; False: a
+    #                                 draft acceptance rate (later source; release not confirmed)
     max_running_metric: bool = False  # sglang:max_running_requests (0.4-era releases)
     cap_gauge: bool = False  # sglang:max_running_requests per DP rank, the cap in force, labelled cap_source (newest)
     priority_series: bool = False  # --enable-priority-scheduling: a total under priority="" and one per priority
