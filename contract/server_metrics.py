@@ -90,7 +90,8 @@ SERVER_NAMES: dict[str, str] = {
     "sglang:num_running_reqs": "running",
     "sglang:num_queue_reqs": "queued",
     "sglang:max_running_requests": "max_running",
-    "sglang:token_usage": "kv_cache_usage",
+    "sglang:token_usage": "kv_cache_usage",  # the most used of the memory pools on hybrid models
+    "sglang:full_token_usage": "kv_cache_usage",  # the full-attention pool: preferred where exported (PREFERRED_NAMES)
     "sglang:gen_throughput": "gen_throughput",
     "sglang:spec_accept_length": "accept_length",
     # Not a draft acceptance rate: accepted tokens (bonus included) / (verify passes x draft tokens incl. the bonus)
@@ -129,6 +130,11 @@ SERVER_NAMES: dict[str, str] = {
     "llamacpp:spec_decode_num_draft_tokens_total": "spec_draft_tokens_total",
     "llamacpp:spec_decode_num_accepted_tokens_total": "spec_accepted_tokens_total",
 }
+
+# Names that, where a server exports them, replace every other name mapped onto the same term. SGLang's
+# ``token_usage`` is the maximum over its memory pools (full attention, sliding window, Mamba state) on hybrid
+# models; ``full_token_usage`` is the full-attention KV pool alone, the figure ``kv_cache_usage`` stands for.
+PREFERRED_NAMES = frozenset({"sglang:full_token_usage"})
 
 _COMBINE: dict[str, Callable[[list[float]], float]] = {"sum": sum, "mean": lambda v: sum(v) / len(v)}
 
@@ -196,6 +202,7 @@ def parse_metrics(text: str, t_s: float) -> ServerMetricsSample:
     """One sample from a ``/metrics`` answer: mapped terms combined across label sets (``combine_series``), the
     rest raw."""
     grouped: dict[str, list[tuple[dict[str, str], float]]] = {}
+    preferred: dict[str, list[tuple[dict[str, str], float]]] = {}
     raw: dict[str, float] = {}
     names: list[str] = []
     try:
@@ -208,11 +215,13 @@ def parse_metrics(text: str, t_s: float) -> ServerMetricsSample:
                 if sample.name in PER_POSITION_NAMES and labels.get(POSITION_LABEL, "").isdigit():
                     term = f"{ACCEPTED_POS_PREFIX}{int(labels.pop(POSITION_LABEL))}"
                 if term is not None:
-                    grouped.setdefault(term, []).append((labels, value))
+                    into = preferred if sample.name in PREFERRED_NAMES else grouped
+                    into.setdefault(term, []).append((labels, value))
                 elif not sample.name.endswith(_DROPPED_SUFFIXES) and value == value:  # NaN is not JSON
                     raw[series_key(sample.name, sample.labels)] = value
     except (ValueError, TypeError) as exc:
         raise MetricsParseError(f"not Prometheus text format ({exc})") from None
+    grouped.update(preferred)
     values = {term: combine_series(term, series) for term, series in grouped.items() if series}
     return ServerMetricsSample(schema=SERVER_METRICS_SCHEMA, t_s=t_s, server=_server_of(names), values=values,
                                raw=raw)

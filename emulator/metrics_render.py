@@ -113,8 +113,16 @@ def render_sglang(m: Metrics) -> str:
     t.emit("sglang:num_used_tokens", "gauge", "The number of used tokens.", sched(window.kv_used_tokens, True))
     t.emit("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache.",
            sched(capacity, True, False))
-    t.emit("sglang:token_usage", "gauge", "The token usage (0..1).",
-           sched(min(1.0, window.kv_used_tokens / capacity), False))
+    full = min(1.0, window.kv_used_tokens / capacity)
+    if wire.hybrid_pools:
+        # The emulator's stand-in for a sliding-window pool: an eighth of the KV capacity holding a quarter of the
+        # tokens, so it fills twice as fast as the full-attention pool; token_usage is the fuller of the two.
+        swa = min(1.0, 2 * full)
+        t.emit("sglang:token_usage", "gauge", "The token usage.", sched(max(full, swa), False))
+        t.emit("sglang:full_token_usage", "gauge", "The token usage for full attention layers.", sched(full, False))
+        t.emit("sglang:swa_token_usage", "gauge", "The token usage for SWA layers.", sched(swa, False))
+    else:
+        t.emit("sglang:token_usage", "gauge", "The token usage (0..1).", sched(full, False))
     if spec is not None or wire.spec_gauges_always:
         t.emit("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
                sched(window.spec_accept_length if spec else 0.0, False))

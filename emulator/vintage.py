@@ -30,6 +30,8 @@ class Vintage:
     accept_rate_bonus: bool = True  # sglang:spec_accept_rate = accepted tokens incl. the bonus / (passes x
     #                                 num_draft_tokens), as read in SGLang's scheduler_metrics_mixin.py; False: a
     #                                 draft acceptance rate (later source; release not confirmed)
+    hybrid_pools: bool = False  # a hybrid (sliding-window) model: sglang:token_usage is the most used pool, and
+    #                             sglang:full_token_usage / sglang:swa_token_usage are exported beside it
     max_running_metric: bool = False  # sglang:max_running_requests (0.4-era releases)
     cap_gauge: bool = False  # sglang:max_running_requests per DP rank, the cap in force, labelled cap_source (newest)
     priority_series: bool = False  # --enable-priority-scheduling: a total under priority="" and one per priority
@@ -68,6 +70,8 @@ VINTAGES: dict[str, Vintage] = {v.name: v for v in (
             "(sglang:spec_accepted_drafts / spec_proposed_drafts; release not confirmed)", spec_names=2,
             draft_counters=True),
     Vintage("sglang-0.5.23", "sglang", "SGLang 0.5.23", spec_aliases=True),
+    Vintage("sglang-hybrid-swa", "sglang", "SGLang with sglang:full_token_usage (release not confirmed), serving "
+            "a hybrid sliding-window model", spec_aliases=True, hybrid_pools=True),
     Vintage("sglang-0.5.23-tp2dp2", "sglang", "SGLang 0.5.23, --dp-size 2 --tp-size 2 "
             "--enable-metrics-for-all-schedulers", spec_aliases=True, tp_ranks=2, parts=2),
     Vintage("sglang-0.5.23-dp2-idle", "sglang", "SGLang 0.5.23, --dp-size 2, one rank idle (the router sent it "
