@@ -86,7 +86,8 @@ def accepted_by_position(values: dict[str, float]) -> list[float] | None:
 
 # Sample name as the server exposes it -> vocabulary term. Counters keep their ``_total`` suffix here.
 SERVER_NAMES: dict[str, str] = {
-    # SGLang (docs/protocols.md); max_running_requests only in old releases (the cap is then /server_info's).
+    # SGLang (docs/reference/protocols.md). max_running_requests: an early metrics module's gauge and, per DP rank,
+    # the newest builds' (releases not confirmed); without it the cap is read from /server_info where that has one.
     "sglang:num_running_reqs": "running",
     "sglang:num_queue_reqs": "queued",
     "sglang:max_running_requests": "max_running",

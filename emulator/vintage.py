@@ -32,7 +32,7 @@ class Vintage:
     #                                 draft acceptance rate (later source; release not confirmed)
     hybrid_pools: bool = False  # a hybrid (sliding-window) model: sglang:token_usage is the most used pool, and
     #                             sglang:full_token_usage / sglang:swa_token_usage are exported beside it
-    max_running_metric: bool = False  # sglang:max_running_requests (0.4-era releases)
+    max_running_metric: bool = False  # sglang:max_running_requests (an early metrics module; release not confirmed)
     cap_gauge: bool = False  # sglang:max_running_requests per DP rank, the cap in force, labelled cap_source (newest)
     priority_series: bool = False  # --enable-priority-scheduling: a total under priority="" and one per priority
     tp_ranks: int = 1  # --enable-metrics-for-all-schedulers: every TP rank reports the same batch
