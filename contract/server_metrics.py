@@ -43,7 +43,11 @@ VOCABULARY: tuple[Term, ...] = (
     Term("kv_cache_usage", "share of the KV cache in use, 0..1", "mean"),
     Term("gen_throughput", "server-reported generation tok/s over its last log window", "sum"),
     Term("accept_length", "tokens per verify pass, bonus included, over the server's last log window", "mean"),
-    Term("accept_rate", "accepted draft tokens / proposed draft tokens, last log window", "mean"),
+    Term("accept_rate", "accepted draft tokens / proposed draft tokens, last log window (no server maps onto it now; "
+         "runs before issue #39 stored SGLang's gauge here, which is server_accept_rate)", "mean"),
+    Term("server_accept_rate", "the server's own acceptance-rate gauge as it defines it, last log window (SGLang: "
+         "tokens accepted per verify pass, bonus included, over the draft length incl. the bonus in the releases "
+         "read; not a draft acceptance rate)", "mean"),
     Term("prompt_tokens_total", "counter: prompt tokens of finished requests, cached tokens included", "sum"),
     Term("prefill_tokens_total", "counter: prompt tokens computed, cached tokens excluded (llama.cpp)", "sum"),
     Term("generation_tokens_total", "counter: output tokens generated", "sum"),
@@ -82,18 +86,28 @@ def accepted_by_position(values: dict[str, float]) -> list[float] | None:
 
 # Sample name as the server exposes it -> vocabulary term. Counters keep their ``_total`` suffix here.
 SERVER_NAMES: dict[str, str] = {
-    # SGLang (docs/protocols.md); max_running_requests only in old releases (the cap is then /server_info's).
+    # SGLang (docs/reference/protocols.md). max_running_requests: an early metrics module's gauge and, per DP rank,
+    # the newest builds' (releases not confirmed); without it the cap is read from /server_info where that has one.
     "sglang:num_running_reqs": "running",
     "sglang:num_queue_reqs": "queued",
     "sglang:max_running_requests": "max_running",
-    "sglang:token_usage": "kv_cache_usage",
+    "sglang:token_usage": "kv_cache_usage",  # the most used of the memory pools on hybrid models
+    "sglang:full_token_usage": "kv_cache_usage",  # the full-attention pool: preferred where exported (PREFERRED_NAMES)
     "sglang:gen_throughput": "gen_throughput",
     "sglang:spec_accept_length": "accept_length",
-    "sglang:spec_accept_rate": "accept_rate",
+    # Not a draft acceptance rate: accepted tokens (bonus included) / (verify passes x draft tokens incl. the bonus)
+    # where SGLang's source was read (docs/guides/server-metrics.md).
+    "sglang:spec_accept_rate": "server_accept_rate",
     "sglang:prompt_tokens_total": "prompt_tokens_total",
     "sglang:generation_tokens_total": "generation_tokens_total",
     "sglang:num_requests_total": "requests_total",
     "sglang:spec_verify_calls_total": "spec_verify_total",
+    # An intermediate SGLang generation's draft counters (the per-request keys of the same names are in SGLang's
+    # source; the release that exported the counters is not confirmed). Bare names too, should they be gauges.
+    "sglang:spec_accepted_drafts_total": "spec_accepted_tokens_total",
+    "sglang:spec_accepted_drafts": "spec_accepted_tokens_total",
+    "sglang:spec_proposed_drafts_total": "spec_draft_tokens_total",
+    "sglang:spec_proposed_drafts": "spec_draft_tokens_total",
     # vLLM (docs/protocols.md); the accept length comes from its counters (see ``accept_length_from_counters``).
     "vllm:num_requests_running": "running",
     "vllm:num_requests_waiting": "queued",
@@ -117,6 +131,11 @@ SERVER_NAMES: dict[str, str] = {
     "llamacpp:spec_decode_num_draft_tokens_total": "spec_draft_tokens_total",
     "llamacpp:spec_decode_num_accepted_tokens_total": "spec_accepted_tokens_total",
 }
+
+# Names that, where a server exports them, replace every other name mapped onto the same term. SGLang's
+# ``token_usage`` is the maximum over its memory pools (full attention, sliding window, Mamba state) on hybrid
+# models; ``full_token_usage`` is the full-attention KV pool alone, the figure ``kv_cache_usage`` stands for.
+PREFERRED_NAMES = frozenset({"sglang:full_token_usage"})
 
 _COMBINE: dict[str, Callable[[list[float]], float]] = {"sum": sum, "mean": lambda v: sum(v) / len(v)}
 
@@ -184,6 +203,7 @@ def parse_metrics(text: str, t_s: float) -> ServerMetricsSample:
     """One sample from a ``/metrics`` answer: mapped terms combined across label sets (``combine_series``), the
     rest raw."""
     grouped: dict[str, list[tuple[dict[str, str], float]]] = {}
+    preferred: dict[str, list[tuple[dict[str, str], float]]] = {}
     raw: dict[str, float] = {}
     names: list[str] = []
     try:
@@ -196,11 +216,13 @@ def parse_metrics(text: str, t_s: float) -> ServerMetricsSample:
                 if sample.name in PER_POSITION_NAMES and labels.get(POSITION_LABEL, "").isdigit():
                     term = f"{ACCEPTED_POS_PREFIX}{int(labels.pop(POSITION_LABEL))}"
                 if term is not None:
-                    grouped.setdefault(term, []).append((labels, value))
+                    into = preferred if sample.name in PREFERRED_NAMES else grouped
+                    into.setdefault(term, []).append((labels, value))
                 elif not sample.name.endswith(_DROPPED_SUFFIXES) and value == value:  # NaN is not JSON
                     raw[series_key(sample.name, sample.labels)] = value
     except (ValueError, TypeError) as exc:
         raise MetricsParseError(f"not Prometheus text format ({exc})") from None
+    grouped.update(preferred)
     values = {term: combine_series(term, series) for term, series in grouped.items() if series}
     return ServerMetricsSample(schema=SERVER_METRICS_SCHEMA, t_s=t_s, server=_server_of(names), values=values,
                                raw=raw)

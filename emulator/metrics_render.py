@@ -113,13 +113,25 @@ def render_sglang(m: Metrics) -> str:
     t.emit("sglang:num_used_tokens", "gauge", "The number of used tokens.", sched(window.kv_used_tokens, True))
     t.emit("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache.",
            sched(capacity, True, False))
-    t.emit("sglang:token_usage", "gauge", "The token usage (0..1).",
-           sched(min(1.0, window.kv_used_tokens / capacity), False))
+    full = min(1.0, window.kv_used_tokens / capacity)
+    if wire.hybrid_pools:
+        # The emulator's stand-in for a sliding-window pool: an eighth of the KV capacity holding a quarter of the
+        # tokens, so it fills twice as fast as the full-attention pool; token_usage is the fuller of the two.
+        swa = min(1.0, 2 * full)
+        t.emit("sglang:token_usage", "gauge", "The token usage.", sched(max(full, swa), False))
+        t.emit("sglang:full_token_usage", "gauge", "The token usage for full attention layers.", sched(full, False))
+        t.emit("sglang:swa_token_usage", "gauge", "The token usage for SWA layers.", sched(swa, False))
+    else:
+        t.emit("sglang:token_usage", "gauge", "The token usage (0..1).", sched(full, False))
     if spec is not None or wire.spec_gauges_always:
         t.emit("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
                sched(window.spec_accept_length if spec else 0.0, False))
+        # SGLang's definition (scheduler_metrics_mixin.py): accepted tokens, bonus included, over verify passes x
+        # num_draft_tokens (the draft length incl. the bonus), i.e. the acceptance length / num_draft_tokens.
+        rate = (window.spec_accept_length / spec.num_draft_tokens if wire.accept_rate_bonus
+                else window.spec_accept_rate) if spec else 0.0
         t.emit("sglang:spec_accept_rate", "gauge", "The average acceptance rate of speculative decoding.",
-               sched(window.spec_accept_rate if spec else 0.0, False))
+               sched(rate, False))
         t.emit("sglang:spec_num_steps", "gauge", "Speculative num steps in force.",
                sched(spec.num_steps if spec else 0, False, False))
         t.emit("sglang:spec_num_draft_tokens", "gauge", "Speculative draft tokens in force.",
@@ -135,6 +147,11 @@ def render_sglang(m: Metrics) -> str:
 
     if spec is not None or wire.spec_gauges_always:  # counted by the tokenizer as a request finishes, like the tokens
         t.emit("sglang:spec_verify_calls_total", "counter", "Verify passes.", counter("verify"))
+        if wire.draft_counters:
+            t.emit("sglang:spec_accepted_drafts_total", "counter", "Draft tokens accepted (bonus excluded).",
+                   counter("drafts_accepted"))
+            t.emit("sglang:spec_proposed_drafts_total", "counter", "Draft tokens proposed.",
+                   counter("drafts_proposed"))
     for name, attr, helptext in (
         ("sglang:prompt_tokens_total", "prompt_tokens", "Number of prefill tokens processed."),
         ("sglang:generation_tokens_total", "generation_tokens", "Number of generation tokens processed."),

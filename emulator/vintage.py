@@ -25,7 +25,14 @@ class Vintage:
     spec_aliases: bool = False  # generation 3 also writes the generation-2 names
     sglext: bool = True  # OpenAI routes answer return_spec_tokens_details (only when speculating)
     spec_gauges_always: bool = True  # speculation gauges exported (0) by a server that does not speculate
-    max_running_metric: bool = False  # sglang:max_running_requests (old releases only)
+    draft_counters: bool = False  # sglang:spec_accepted_drafts_total / sglang:spec_proposed_drafts_total (an
+    #                               intermediate generation; release not confirmed)
+    accept_rate_bonus: bool = True  # sglang:spec_accept_rate = accepted tokens incl. the bonus / (passes x
+    #                                 num_draft_tokens), as read in SGLang's scheduler_metrics_mixin.py; False: a
+    #                                 draft acceptance rate (later source; release not confirmed)
+    hybrid_pools: bool = False  # a hybrid (sliding-window) model: sglang:token_usage is the most used pool, and
+    #                             sglang:full_token_usage / sglang:swa_token_usage are exported beside it
+    max_running_metric: bool = False  # sglang:max_running_requests (an early metrics module; release not confirmed)
     cap_gauge: bool = False  # sglang:max_running_requests per DP rank, the cap in force, labelled cap_source (newest)
     priority_series: bool = False  # --enable-priority-scheduling: a total under priority="" and one per priority
     tp_ranks: int = 1  # --enable-metrics-for-all-schedulers: every TP rank reports the same batch
@@ -59,7 +66,12 @@ VINTAGES: dict[str, Vintage] = {v.name: v for v in (
             max_running_metric=True),
     Vintage("sglang-0.5.9", "sglang", "SGLang 0.5.9, --enable-priority-scheduling", spec_names=2,
             priority_series=True),
+    Vintage("sglang-drafts", "sglang", "SGLang between 0.5.9 and 0.5.23 with draft counters "
+            "(sglang:spec_accepted_drafts / spec_proposed_drafts; release not confirmed)", spec_names=2,
+            draft_counters=True),
     Vintage("sglang-0.5.23", "sglang", "SGLang 0.5.23", spec_aliases=True),
+    Vintage("sglang-hybrid-swa", "sglang", "SGLang with sglang:full_token_usage (release not confirmed), serving "
+            "a hybrid sliding-window model", spec_aliases=True, hybrid_pools=True),
     Vintage("sglang-0.5.23-tp2dp2", "sglang", "SGLang 0.5.23, --dp-size 2 --tp-size 2 "
             "--enable-metrics-for-all-schedulers", spec_aliases=True, tp_ranks=2, parts=2),
     Vintage("sglang-0.5.23-dp2-idle", "sglang", "SGLang 0.5.23, --dp-size 2, one rank idle (the router sent it "

@@ -57,7 +57,7 @@ def test_samples_are_written_in_the_vocabulary(runs: dict[str, Any]) -> None:
     assert {s["schema"] for s in samples} == {SERVER_METRICS_SCHEMA}
     assert {s["server"] for s in samples} == {"sglang"}
     last = samples[-1]["values"]
-    for term in ("running", "queued", "kv_cache_usage", "gen_throughput", "accept_length", "accept_rate",
+    for term in ("running", "queued", "kv_cache_usage", "gen_throughput", "accept_length", "server_accept_rate",
                  "prompt_tokens_total", "generation_tokens_total", "spec_verify_total"):
         assert term in last, term
     # SGLang 0.5.23 (the emulator's default vintage) exports no max_running_requests gauge: the cap is read
