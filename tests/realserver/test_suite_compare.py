@@ -112,7 +112,10 @@ class MetricsSampler:
 
 def _compare(base: LlamaServer, spec: LlamaServer, out: Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec", spec.url,
-           "--out", str(out), *LOAD_ARGS]
+           "--out", str(out), "--no-refine", *LOAD_ARGS]
+    # --no-refine: the test judges the C=1 direction on the two-level ladder. Beside a busy neighbour the C=4
+    # ratio can land on the other side of 1, and compare then rightly measures a refinement level between them
+    # (C=2), which this test does not examine (a fresh-clone CI run beside two others met exactly that).
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=out.parent)
 
 
