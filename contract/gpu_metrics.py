@@ -17,14 +17,13 @@ older versions.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from contract.runformat import RunFormatError
+from contract.runformat import RunFormatError, read_versioned_lines
 from contract.urls import UrlError, check_url
 
 GPU_METRICS_FILE = "gpu_metrics.jsonl"
@@ -121,27 +120,13 @@ def parse_dcgm(text: str, t_s: float, source: int) -> GpuMetricsSample:
 def read_gpu_metrics(path: Path) -> tuple[list[GpuMetricsSample], int]:
     """Samples in time order and the count of torn lines (a killed run); a newer schema is an error."""
     samples: list[GpuMetricsSample] = []
-    torn = 0
-    with path.open("rb") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj: Any = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError, RecursionError):
-                torn += 1
-                continue
-            where = f"{path}: line {lineno}"
-            if not isinstance(obj, dict) or not isinstance(obj.get("schema"), int):
-                raise RunFormatError(f"{where}: expected a JSON object with an integer 'schema'")
-            if obj["schema"] > GPU_METRICS_SCHEMA:
-                raise RunFormatError(f"{where}: GPU metrics schema {obj['schema']} is newer than this suite reads "
-                                     f"({GPU_METRICS_SCHEMA})")
-            if not isinstance(obj.get("t_s"), int | float) or not isinstance(obj.get("gpus"), dict):
-                raise RunFormatError(f"{where}: sample lacks a numeric 't_s' and a 'gpus' object")
-            if not all(isinstance(v, dict) for v in obj["gpus"].values()):
-                raise RunFormatError(f"{where}: each GPU's readings should be an object")
-            obj.setdefault("source", 0)
-            samples.append(cast(GpuMetricsSample, obj))  # checked above: schema, t_s, gpus
+    lines, torn = read_versioned_lines(path, GPU_METRICS_SCHEMA, "GPU metrics")
+    for where, obj in lines:
+        if not isinstance(obj.get("t_s"), int | float) or not isinstance(obj.get("gpus"), dict):
+            raise RunFormatError(f"{where}: sample lacks a numeric 't_s' and a 'gpus' object")
+        if not all(isinstance(v, dict) for v in obj["gpus"].values()):
+            raise RunFormatError(f"{where}: each GPU's readings should be an object")
+        obj.setdefault("source", 0)
+        samples.append(cast(GpuMetricsSample, obj))  # checked above: schema, t_s, gpus
     samples.sort(key=lambda s: s["t_s"])
     return samples, torn

@@ -13,15 +13,14 @@ analysis reads it back with ``read_server_metrics``. Same versioning rule as the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, cast
+from typing import NotRequired, TypedDict, cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from contract.runformat import RunFormatError
+from contract.runformat import RunFormatError, read_versioned_lines
 
 SERVER_METRICS_FILE = "server_metrics.jsonl"
 SERVER_METRICS_SCHEMA = 1
@@ -239,26 +238,12 @@ def accept_length_from_counters(accepted: float, verify: float) -> float | None:
 def read_server_metrics(path: Path) -> tuple[list[ServerMetricsSample], int]:
     """Samples in time order and the count of torn lines (a killed run); a newer schema is an error."""
     samples: list[ServerMetricsSample] = []
-    torn = 0
-    with path.open("rb") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj: Any = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError, RecursionError):
-                torn += 1
-                continue
-            where = f"{path}: line {lineno}"
-            if not isinstance(obj, dict) or not isinstance(obj.get("schema"), int):
-                raise RunFormatError(f"{where}: expected a JSON object with an integer 'schema'")
-            if obj["schema"] > SERVER_METRICS_SCHEMA:
-                raise RunFormatError(f"{where}: server metrics schema {obj['schema']} is newer than this suite "
-                                     f"reads ({SERVER_METRICS_SCHEMA})")
-            if not isinstance(obj.get("t_s"), int | float) or not isinstance(obj.get("values"), dict):
-                raise RunFormatError(f"{where}: sample lacks a numeric 't_s' and a 'values' object")
-            obj.setdefault("raw", {})
-            obj.setdefault("server", "unknown")
-            samples.append(cast(ServerMetricsSample, obj))  # checked above
+    lines, torn = read_versioned_lines(path, SERVER_METRICS_SCHEMA, "server metrics")
+    for where, obj in lines:
+        if not isinstance(obj.get("t_s"), int | float) or not isinstance(obj.get("values"), dict):
+            raise RunFormatError(f"{where}: sample lacks a numeric 't_s' and a 'values' object")
+        obj.setdefault("raw", {})
+        obj.setdefault("server", "unknown")
+        samples.append(cast(ServerMetricsSample, obj))  # checked above
     samples.sort(key=lambda s: s["t_s"])
     return samples, torn

@@ -14,7 +14,6 @@ Each mistake is one line naming the option and what was expected (``InputError``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from contract.gpu_metrics import parse_exporter_urls
@@ -24,7 +23,6 @@ from specbench.inputs import InputError
 BASELINE_FLAG = "--baseline-gpu-metrics"
 SPEC_FLAG = "--spec-gpu-metrics"
 SHARED_FLAG = "--gpu-metrics"
-_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._+-]{0,63})=(.*)$", re.S)  # a --spec name, as analysis.cli's NAME_RE
 
 
 def _urls(text: str, flag: str) -> str:
@@ -41,13 +39,14 @@ def _urls(text: str, flag: str) -> str:
 
 def _spec_entry(text: str, names: Sequence[str]) -> tuple[str, str]:
     """One --spec-gpu-metrics value -> (the --spec name it is for, its URLs)."""
-    match = _NAME.match(text.strip())
-    if match is None:
+    from analysis.cli import split_name  # as --spec NAME=URL is read (specbench.cli); here, not at import: heavy
+
+    name, urls = split_name(text.strip())
+    if name is None:
         if len(names) > 1:
             raise InputError(f"{SPEC_FLAG} {shown_url(text)}: name the speculative server when comparing several "
                              f"({SPEC_FLAG} NAME=URL[,URL...], NAME one of {', '.join(names)})")
         return names[0], _urls(text, SPEC_FLAG)
-    name, urls = match.groups()
     if name not in names:
         raise InputError(f"{SPEC_FLAG} {name}=...: no --spec is named {name!r} (expected one of "
                          f"{', '.join(names)})")

@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -32,7 +31,7 @@ from contract.redact import MASK, clip, encodings, key_problem, redact, redacted
 from contract.urls import shown_url
 from locustfiles.streams import StreamState
 from specbench.launch import free_port
-from tests.tinyservers import SSE_OK, _Server, serving, tiny_server
+from tests.tinyservers import SSE_OK, QuietHandler, _Server, serving, tiny_server
 
 _BODY = "".join(chr(c) for c in [*range(48, 58), *range(65, 91), *range(97, 123)]) + "-_"
 KEY = ("sk-proj-" + "".join(_BODY[(i * 37 + 11) % len(_BODY)] for i in range(150)) + "/Zx+9q=")[:164]
@@ -223,21 +222,8 @@ _DISTINCT = {"".join(form): name for name, form in sorted(FORMS.items(), reverse
 PLAN = [(cut, name) for cut in CUTS for name in sorted(_DISTINCT.values())]
 
 
-class _EchoHandler(BaseHTTPRequestHandler):
+class _EchoHandler(QuietHandler):
     """Every other POST: the key from the Authorization header echoed in the next (cut, form) of ``PLAN``."""
-
-    protocol_version = "HTTP/1.1"
-    server: Any
-
-    def log_message(self, *_args: Any) -> None:
-        pass
-
-    def _send(self, status: int, ctype: str, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         if self.path in ("/health", "/ready"):

@@ -36,7 +36,9 @@ EARLY_HINTS = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\
 VLLM_METRICS = b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 3\n'
 
 
-class _Handler(BaseHTTPRequestHandler):
+class QuietHandler(BaseHTTPRequestHandler):
+    """A keep-alive handler that logs nothing and answers whole bodies with ``_send``."""
+
     protocol_version = "HTTP/1.1"
     server: Any
 
@@ -49,6 +51,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+class _Handler(QuietHandler):
 
     def _hold_open(self, chunk: bytes, every_s: float) -> None:
         """Write ``chunk`` (nothing if empty) every ``every_s`` until the server stops, 30 s at most."""

@@ -1,4 +1,4 @@
-"""What every figure shares: the run colours and the level axis, so that C (or the rate) reads alike in each PNG.
+"""What every figure shares: the run colours, the level axis and the ratio bars, so that C reads alike in each PNG.
 
 Its own module, under the figures of ``plots``, ``decompose_plots``, ``equivalence_plots`` and ``multi_plots``,
 so that none of them imports another for its axes.
@@ -24,3 +24,17 @@ def level_axis(ax: Axes, levels: Sequence[float], open_loop: bool = False) -> No
     ax.set_xticks(list(levels))
     ax.set_xticklabels([f"{c:g}" for c in levels])
     ax.minorticks_off()
+
+
+def ratio_bars(ax: Axes, points: Sequence[tuple[float, float, float | None, float | None]], label: str
+               ) -> tuple[list[float], list[float]]:
+    """A spec / baseline ratio per level, (level, ratio, low, high), as points with their 95% interval bars;
+    returns the levels and ratios drawn. The y axis runs from 0 to above the highest bar and to 1.2 at least, so
+    the 1.0 line always shows."""
+    xs = [x for x, _, _, _ in points]
+    ys = [y for _, y, _, _ in points]
+    lows = [y - low if low is not None else 0.0 for _, y, low, _ in points]
+    highs = [high - y if high is not None else 0.0 for _, y, _, high in points]
+    ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=4, color="tab:purple", label=label)
+    ax.set_ylim(bottom=0, top=max([1.2, *(y + h for y, h in zip(ys, highs, strict=True))]) * 1.05)
+    return xs, ys

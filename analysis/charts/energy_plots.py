@@ -10,7 +10,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from analysis.charts.axes import COLOURS, level_axis
+from analysis.charts.axes import COLOURS, level_axis, ratio_bars
 from analysis.records.summary import RunSummary
 from analysis.verdicts.compare import Comparison
 
@@ -37,17 +37,12 @@ def plot_energy(comparison: Comparison, path: Path) -> Path:
     if levels:
         ax.legend()
     ax_r = fig.add_subplot(1, 2, 2)
-    measured = [(lv.target_c, e) for lv in comparison.levels if (e := lv.energy) is not None and e.ratio is not None]
-    xs = [c for c, _ in measured]
-    ys = [e.ratio for _, e in measured if e.ratio is not None]
-    lows = [y - e.ratio_low if e.ratio_low is not None else 0.0 for (_, e), y in zip(measured, ys, strict=True)]
-    highs = [e.ratio_high - y if e.ratio_high is not None else 0.0 for (_, e), y in zip(measured, ys, strict=True)]
-    ax_r.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=4, color="tab:purple",
-                  label="spec / baseline J/token (95% CI)")
+    xs, _ = ratio_bars(ax_r, [(lv.target_c, ratio, e.ratio_low, e.ratio_high) for lv in comparison.levels
+                              if (e := lv.energy) is not None and (ratio := e.ratio) is not None],
+                       "spec / baseline J/token (95% CI)")
     ax_r.axhline(1.0, color="black", linestyle="--", linewidth=1, label="same energy")
     level_axis(ax_r, xs, open_loop)
     ax_r.set_ylabel("energy per token ratio (spec / baseline)")
-    ax_r.set_ylim(bottom=0, top=max([1.2, *(y + h for y, h in zip(ys, highs, strict=True))]) * 1.05)
     ax_r.set_title("Energy cost of speculation (>1: spec uses more)")
     ax_r.legend(fontsize="small")
     fig.tight_layout()

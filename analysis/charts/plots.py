@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from analysis.charts.axes import COLOURS, level_axis
+from analysis.charts.axes import COLOURS, level_axis, ratio_bars
 from analysis.charts.decompose_plots import plot_acceptance, plot_decomposition
 from analysis.charts.energy_plots import has_energy, plot_energy
 from analysis.charts.server_plots import has_timeline, plot_server_timeline
@@ -80,12 +80,8 @@ def plot_ratio(comparison: Comparison, path: Path) -> Path:
     fig = Figure(figsize=(7, 4.5), dpi=110)
     ax = fig.add_subplot()
     levels = [lv for lv in comparison.levels if lv.ratio is not None]
-    xs = [lv.target_c for lv in levels]
-    ys = [ratio for lv in levels if (ratio := lv.ratio) is not None]
-    lows = [y - lv.ratio_low if lv.ratio_low is not None else 0.0 for lv, y in zip(levels, ys, strict=True)]
-    highs = [lv.ratio_high - y if lv.ratio_high is not None else 0.0 for lv, y in zip(levels, ys, strict=True)]
-    ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=4, color="tab:purple",
-                label="spec / baseline tok/s (95% CI)")
+    xs, ys = ratio_bars(ax, [(lv.target_c, ratio, lv.ratio_low, lv.ratio_high)
+                             for lv in levels if (ratio := lv.ratio) is not None], "spec / baseline tok/s (95% CI)")
     added = [(lv.target_c, y) for lv, y in zip(levels, ys, strict=True) if lv.refined]
     if added:  # levels added after the ladder to pin the crossover get their own marker
         ax.plot([c for c, _ in added], [y for _, y in added], linestyle="none", marker="D",
@@ -99,7 +95,6 @@ def plot_ratio(comparison: Comparison, path: Path) -> Path:
             ax.axvspan(x.c_low or left, x.c_high or right, color="tab:green", alpha=0.15)
             ax.axvline(x.c, color="tab:green", label=f"crossover C≈{x.c:.3g} (95% interval shaded)")
     ax.set_ylabel("throughput ratio (spec / baseline)")
-    ax.set_ylim(bottom=0, top=max([1.2, *(y + h for y, h in zip(ys, highs, strict=True))]) * 1.05)
     ax.set_title("Does speculation pay off? (>1: spec wins)")
     ax.legend(fontsize="small")
     fig.tight_layout()

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from steprows import clean_row
 from synthetic_runs import small_pair, write_run
 
 from analysis.records.checks import (
@@ -80,17 +81,6 @@ from contract.slo import CAPACITY_ATTAINMENT, parse_slo
 EPS = 1e-6  # relative step off a threshold where the figure is not exact in floating point
 
 
-def _row(c: int = 4, **changes: object) -> StepRow:
-    """A clean measured step at C=c: no warning, no why line."""
-    base = StepRow(step=0, target_c=c, achieved_c=float(c), window_start_s=0.0, window_end_s=30.0, window_s=30.0,
-                   partial=False, requests_ok=100, requests_total=100, failures={}, error_rate=0.0, min_requests=30,
-                   throughput_tok_s=1000.0, per_request_tok_s=50.0, ttft_p50_s=0.1, ttft_p99_s=0.2,
-                   itl_p50_s=0.01, itl_p99_s=0.02, tpot_p50_s=0.01, tpot_p99_s=0.02, e2e_avg_s=1.0, e2e_p50_s=1.0,
-                   e2e_p99_s=2.0, accept_length=None, chunk_counted_requests=0, server_samples=10,
-                   server_queued=0.0, server_running=float(c), server_running_max=float(c))
-    return replace(base, **changes)
-
-
 def _codes(row: StepRow) -> list[str]:
     return [w.code for w in step_warnings("spec", row)]
 
@@ -106,71 +96,72 @@ def _speaks(code: str, silent: StepRow, speaking: StepRow) -> str:
 # --- one step's warnings (analysis.records.checks) -------------------------------------------------------------
 
 def test_clean_row_is_silent() -> None:
-    assert step_warnings("spec", _row()) == []
-    assert level_why(_row(), _row(), [_row()]) is None
+    assert step_warnings("spec", clean_row()) == []
+    assert level_why(clean_row(), clean_row(), [clean_row()]) is None
 
 
 def test_low_concurrency_at_the_fraction_is_silent_just_under_speaks() -> None:
     c = 20
-    message = _speaks(LOW_CONCURRENCY, _row(c, achieved_c=MIN_ACHIEVED_FRACTION * c),
-                      _row(c, achieved_c=MIN_ACHIEVED_FRACTION * c * (1 - EPS)))
+    message = _speaks(LOW_CONCURRENCY, clean_row(c, achieved_c=MIN_ACHIEVED_FRACTION * c),
+                      clean_row(c, achieved_c=MIN_ACHIEVED_FRACTION * c * (1 - EPS)))
     assert "achieved concurrency 19.0" in message
 
 
 def test_few_requests_at_the_minimum_is_silent_one_under_speaks() -> None:
-    message = _speaks(FEW_REQUESTS, _row(requests_ok=30, min_requests=30), _row(requests_ok=29, min_requests=30))
+    message = _speaks(FEW_REQUESTS, clean_row(requests_ok=30, min_requests=30),
+                      clean_row(requests_ok=29, min_requests=30))
     assert "29 successful requests measured, 30 needed" in message
 
 
 def test_error_rate_at_the_limit_is_silent_just_over_speaks() -> None:
     failed = {"http_500": 1}
-    message = _speaks(ERROR_RATE, _row(error_rate=MAX_ERROR_RATE, failures=failed),
-                      _row(error_rate=MAX_ERROR_RATE * (1 + EPS), failures=failed))
+    message = _speaks(ERROR_RATE, clean_row(error_rate=MAX_ERROR_RATE, failures=failed),
+                      clean_row(error_rate=MAX_ERROR_RATE * (1 + EPS), failures=failed))
     assert "error rate 1.0% (1 http_500 of 100 requests)" in message
 
 
 @pytest.mark.parametrize("sign", [1, -1])
 def test_server_token_gap_at_the_limit_is_silent_just_over_speaks(sign: int) -> None:
-    message = _speaks(SERVER_TOKEN_GAP, _row(server_token_gap=sign * MAX_TOKEN_GAP, server_gen_tok_s=1000.0),
-                      _row(server_token_gap=sign * MAX_TOKEN_GAP * (1 + EPS), server_gen_tok_s=1000.0))
+    message = _speaks(SERVER_TOKEN_GAP, clean_row(server_token_gap=sign * MAX_TOKEN_GAP, server_gen_tok_s=1000.0),
+                      clean_row(server_token_gap=sign * MAX_TOKEN_GAP * (1 + EPS), server_gen_tok_s=1000.0))
     assert "one of the two counts is wrong" in message
 
 
 def test_client_paused_at_zero_is_silent_any_pause_speaks() -> None:
-    message = _speaks(CLIENT_PAUSED, _row(client_paused_s=0.0), _row(client_paused_s=0.05))
+    message = _speaks(CLIENT_PAUSED, clean_row(client_paused_s=0.0), clean_row(client_paused_s=0.05))
     assert "stood still for 0.1 s" in message
 
 
 def test_client_bound_at_the_limit_is_silent_just_over_speaks_in_the_warning_and_the_why_line() -> None:
-    at, over = _row(client_cpu_max=CLIENT_BOUND_CPU), _row(client_cpu_max=CLIENT_BOUND_CPU * (1 + EPS))
+    at, over = clean_row(client_cpu_max=CLIENT_BOUND_CPU), clean_row(client_cpu_max=CLIENT_BOUND_CPU * (1 + EPS))
     assert "of a core" in _speaks(CLIENT_BOUND, at, over)
-    assert level_why(_row(), at, [at]) is None
-    assert "spec's load process used 90% of a core" in (level_why(_row(), over, [over]) or "")
+    assert level_why(clean_row(), at, [at]) is None
+    assert "spec's load process used 90% of a core" in (level_why(clean_row(), over, [over]) or "")
 
 
 @pytest.mark.parametrize("ttft_s", [0.1, 2.0])  # the 20 ms floor, then 10% of the median TTFT
 def test_client_lag_at_its_limit_is_silent_just_over_speaks_in_the_warning_and_the_why_line(ttft_s: float) -> None:
     limit = client_lag_limit_ms(ttft_s)
-    at = _row(ttft_p50_s=ttft_s, send_lag_p50_ms=1.0, send_lag_p90_ms=limit)
+    at = clean_row(ttft_p50_s=ttft_s, send_lag_p50_ms=1.0, send_lag_p90_ms=limit)
     over = replace(at, send_lag_p90_ms=limit * (1 + EPS))
     assert f"limit {limit:.0f} ms" in _speaks(CLIENT_LAG, at, over)
-    assert level_why(_row(), at, [at]) is None
-    assert "spec's requests went on the wire late" in (level_why(_row(), over, [over]) or "")
+    assert level_why(clean_row(), at, [at]) is None
+    assert "spec's requests went on the wire late" in (level_why(clean_row(), over, [over]) or "")
 
 
 @pytest.mark.parametrize("ttft_s", [0.1, 2.0])  # the 10 ms floor, then 5% of the median TTFT
 def test_client_read_lag_at_its_limit_is_silent_just_over_speaks_in_the_warning_and_the_why_line(
         ttft_s: float) -> None:
     limit = read_lag_limit_ms(ttft_s)
-    at = _row(ttft_p50_s=ttft_s, client_read_lag_p90_ms=limit)
+    at = clean_row(ttft_p50_s=ttft_s, client_read_lag_p90_ms=limit)
     over = replace(at, client_read_lag_p90_ms=limit * (1 + EPS))
     assert f"(limit {limit:.0f} ms" in _speaks(CLIENT_READ_LAG, at, over)
-    assert level_why(_row(), at, [at]) is None
-    assert "spec's load process read streams late" in (level_why(_row(), over, [over]) or "")
+    assert level_why(clean_row(), at, [at]) is None
+    assert "spec's load process read streams late" in (level_why(clean_row(), over, [over]) or "")
 
 
 def test_dropped_requests_none_is_silent_one_speaks() -> None:
-    rate = _row(0, achieved_c=None, target_rate=2.0, achieved_rate=2.0)
+    rate = clean_row(0, achieved_c=None, target_rate=2.0, achieved_rate=2.0)
     message = _speaks(DROPPED_REQUESTS, rate, replace(rate, dropped=1))
     assert message.startswith("spec, rate=2/s: 1 request(s) fell due")
 
@@ -179,7 +170,7 @@ def test_low_rate_at_the_least_count_held_is_silent_one_fewer_speaks() -> None:
     rate, window = 10.0, 30.0
     least = next(n for n in range(int(rate * window) + 1) if rate_held(n, rate, window, "poisson"))
     assert least < MIN_ACHIEVED_FRACTION * rate * window  # Poisson slack is wider than 5% here
-    held = _row(0, achieved_c=None, target_rate=rate, achieved_rate=least / window, window_s=window)
+    held = clean_row(0, achieved_c=None, target_rate=rate, achieved_rate=least / window, window_s=window)
     message = _speaks(LOW_RATE, held, replace(held, achieved_rate=(least - 1) / window))
     assert "short of the asked 10/s beyond what chance explains" in message
 
@@ -202,25 +193,25 @@ def test_single_prompt_two_prompts_are_silent_one_speaks() -> None:
 
 
 def test_chunk_counted_tokens_none_is_silent_one_request_speaks() -> None:
-    assert CHUNK_COUNTED_TOKENS not in _run_codes(_run(), [_row()])
-    assert CHUNK_COUNTED_TOKENS in _run_codes(_run(), [_row(), _row(8, chunk_counted_requests=1)])
+    assert CHUNK_COUNTED_TOKENS not in _run_codes(_run(), [clean_row()])
+    assert CHUNK_COUNTED_TOKENS in _run_codes(_run(), [clean_row(), clean_row(8, chunk_counted_requests=1)])
 
 
 def test_a_run_level_partial_line_gives_way_to_the_step_that_says_it() -> None:
     def partial_lines(run: RunData, rows: list[StepRow]) -> list[str]:
         return [w.message for w in run_warnings("spec", run, has_meta=True, rows=rows) if w.code == PARTIAL_RUN]
 
-    assert partial_lines(_run(partial=False), [_row()]) == []
-    assert partial_lines(_run(partial=True), [_row()]) == ["spec: meta.json says the run did not end on its own"]
-    assert partial_lines(_run(partial=True), [_row(partial=True)]) == []  # the step's own warning says it
-    assert partial_lines(_run(skipped=0), [_row()]) == []
-    assert "1 torn line(s)" in partial_lines(_run(skipped=1), [_row()])[0]
+    assert partial_lines(_run(partial=False), [clean_row()]) == []
+    assert partial_lines(_run(partial=True), [clean_row()]) == ["spec: meta.json says the run did not end on its own"]
+    assert partial_lines(_run(partial=True), [clean_row(partial=True)]) == []  # the step's own warning says it
+    assert partial_lines(_run(skipped=0), [clean_row()]) == []
+    assert "1 torn line(s)" in partial_lines(_run(skipped=1), [clean_row()])[0]
 
 
 # --- pairwise warnings (analysis.verdicts.pair_checks) ----------------------------------------------------------
 
 def _summary(name: str, rows: list[StepRow] | None = None, **meta: object) -> RunSummary:
-    return RunSummary(name, Path(name), RunMeta(partial=False, **meta), True, rows or [_row()])  # type: ignore[arg-type]
+    return RunSummary(name, Path(name), RunMeta(partial=False, **meta), True, rows or [clean_row()])  # type: ignore[arg-type]
 
 
 def _pair_codes(base: RunSummary, spec: RunSummary) -> list[str]:
@@ -245,7 +236,7 @@ def test_a_setting_recorded_on_one_side_only_is_not_a_mismatch() -> None:
 
 
 def test_declared_caps_equal_are_silent_one_lower_speaks() -> None:
-    rows = [_row(c, server_running_max=None, server_queued=None) for c in (1, 2, 4)]
+    rows = [clean_row(c, server_running_max=None, server_queued=None) for c in (1, 2, 4)]
     base = _summary("baseline", rows, server={"max_running_requests": 48})
     same = _summary("spec", rows, server={**SPEC_SERVER, "max_running_requests": 48})
     assert SPEC_MAX_RUNNING_LOWER not in _pair_codes(base, same)
@@ -260,8 +251,8 @@ def test_declared_caps_equal_are_silent_one_lower_speaks() -> None:
 ])
 def test_a_spec_queue_speaks_only_from_one_waiting_and_running_below_c(queued: float, running_max: float,
                                                                       fires: bool) -> None:
-    base = _summary("baseline", [_row(8, server_queued=None, server_samples=0)])
-    spec = _summary("spec", [_row(8, server_queued=queued, server_running_max=running_max,
+    base = _summary("baseline", [clean_row(8, server_queued=None, server_samples=0)])
+    spec = _summary("spec", [clean_row(8, server_queued=queued, server_running_max=running_max,
                                   server_samples=MIN_GAUGE_SAMPLES)], server=SPEC_SERVER)
     assert (SPEC_MAX_RUNNING_LOWER in _pair_codes(base, spec)) is fires
 
@@ -299,22 +290,22 @@ def test_too_many_errors_at_the_limit_is_silent_just_under_speaks_and_all_withhe
 # --- why lines (analysis.verdicts.why) --------------------------------------------------------------------------
 
 def test_kv_cache_just_under_full_is_silent_at_full_speaks() -> None:
-    under, full = _row(server_kv_usage=KV_FULL * (1 - EPS)), _row(server_kv_usage=KV_FULL)
-    assert level_why(_row(), under, [under]) is None
-    assert level_why(_row(), full, [full]) == "spec KV cache 90% full"
-    assert level_why(full, _row(), [_row()]) == "baseline KV cache 90% full"
+    under, full = clean_row(server_kv_usage=KV_FULL * (1 - EPS)), clean_row(server_kv_usage=KV_FULL)
+    assert level_why(clean_row(), under, [under]) is None
+    assert level_why(clean_row(), full, [full]) == "spec KV cache 90% full"
+    assert level_why(full, clean_row(), [clean_row()]) == "baseline KV cache 90% full"
 
 
 def test_acceptance_at_the_drop_share_is_silent_just_under_speaks() -> None:
-    first = _row(1, accept_length=3.0)
-    held = _row(8, accept_length=ACCEPT_DROP * 3.0)
-    fell = _row(8, accept_length=ACCEPT_DROP * 3.0 * (1 - EPS))
-    assert level_why(_row(8), held, [first, held]) is None
-    line = level_why(_row(8), fell, [first, fell])
+    first = clean_row(1, accept_length=3.0)
+    held = clean_row(8, accept_length=ACCEPT_DROP * 3.0)
+    fell = clean_row(8, accept_length=ACCEPT_DROP * 3.0 * (1 - EPS))
+    assert level_why(clean_row(8), held, [first, held]) is None
+    line = level_why(clean_row(8), fell, [first, fell])
     assert line is not None and line.startswith("spec acceptance length 2.70, down from 3.00 at C=1")
-    assert level_why(_row(8), fell, [first, fell], acceptance=False) is None  # the decomposition line tells it
+    assert level_why(clean_row(8), fell, [first, fell], acceptance=False) is None  # the decomposition line tells it
     # the server's own figure wins over the records'
-    assert level_why(_row(8), replace(fell, server_accept_length=3.0), [first, fell]) is None
+    assert level_why(clean_row(8), replace(fell, server_accept_length=3.0), [first, fell]) is None
 
 
 def _decomp(c: int, tokens_per_pass: float, pass_cost: float, source: str = "records: verify_ct") -> Decomposition:
@@ -493,7 +484,7 @@ def test_one_matched_prompt_is_never_called_a_trap_two_are() -> None:
 # --- capacity under the SLO (analysis.verdicts.slo_compare) -----------------------------------------------------
 
 def _slo_rows(top: float) -> list[StepRow]:
-    return [_row(1, slo_attainment=1.0), _row(2, slo_attainment=1.0), _row(4, slo_attainment=top)]
+    return [clean_row(1, slo_attainment=1.0), clean_row(2, slo_attainment=1.0), clean_row(4, slo_attainment=top)]
 
 
 def test_attainment_at_the_threshold_holds_just_under_misses() -> None:
