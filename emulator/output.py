@@ -74,6 +74,12 @@ class Output:
             "spec_correct_drafts_histogram": list(job.histogram),
         }
 
+    def _generation_two_names(self) -> tuple[str, str]:
+        """The accepted- and proposed-draft keys of SGLang's second naming (``Vintage.draft_names``)."""
+        if self.profile.wire.draft_names:
+            return "spec_accepted_drafts", "spec_proposed_drafts"
+        return "spec_accept_token_num", "spec_draft_token_num"
+
     def wire_spec_figures(self) -> dict[str, Any] | None:
         """``spec_figures`` under the key names of the emulated SGLang release (``Vintage.spec_names``)."""
         figures, wire = self.spec_figures(), self.profile.wire
@@ -81,8 +87,8 @@ class Output:
             return figures
         if wire.spec_names == 1:
             return {"spec_verify_ct": figures["spec_verify_ct"]}
-        old = {"spec_accept_token_num": figures["spec_num_correct_drafts"],
-               "spec_draft_token_num": figures["spec_num_proposed_drafts"],
+        accepted, proposed = self._generation_two_names()
+        old = {accepted: figures["spec_num_correct_drafts"], proposed: figures["spec_num_proposed_drafts"],
                "spec_accept_histogram": figures["spec_correct_drafts_histogram"]}
         if wire.spec_names == 2:
             return {k: v for k, v in figures.items() if not k.startswith(("spec_num_", "spec_correct_"))} | old
@@ -91,8 +97,9 @@ class Output:
     def spec_tokens_details(self) -> dict[str, Any]:
         """``sglext.spec_tokens_details`` of the OpenAI routes; missing values are 0 or []."""
         if self.profile.wire.spec_names == 2:
-            return {"spec_accept_rate": 0.0, "spec_accept_length": 0.0, "spec_accept_token_num": 0,
-                    "spec_draft_token_num": 0, "spec_verify_ct": 0, "spec_accept_histogram": [],
+            accepted, proposed = self._generation_two_names()
+            return {"spec_accept_rate": 0.0, "spec_accept_length": 0.0, accepted: 0, proposed: 0,
+                    "spec_verify_ct": 0, "spec_accept_histogram": [],
                     **(self.wire_spec_figures() or {})}
         figures = self.spec_figures() or {}
         return {

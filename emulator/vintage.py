@@ -23,6 +23,8 @@ class Vintage:
     # SGLang
     spec_names: int = 3  # per-request spec keys: 1 verify count only, 2 accept_token_num, 3 num_correct_drafts
     spec_aliases: bool = False  # generation 3 also writes the generation-2 names
+    draft_names: bool = False  # generation 2 names its drafts spec_accepted_drafts / spec_proposed_drafts (an
+    #                            intermediate generation; release not confirmed)
     sglext: bool = True  # OpenAI routes answer return_spec_tokens_details (only when speculating)
     spec_gauges_always: bool = True  # speculation gauges exported (0) by a server that does not speculate
     draft_counters: bool = False  # sglang:spec_accepted_drafts_total / sglang:spec_proposed_drafts_total (an
@@ -67,8 +69,8 @@ VINTAGES: dict[str, Vintage] = {v.name: v for v in (
     Vintage("sglang-0.5.9", "sglang", "SGLang 0.5.9, --enable-priority-scheduling", spec_names=2,
             priority_series=True),
     Vintage("sglang-drafts", "sglang", "SGLang between 0.5.9 and 0.5.23 with draft counters "
-            "(sglang:spec_accepted_drafts / spec_proposed_drafts; release not confirmed)", spec_names=2,
-            draft_counters=True),
+            "(sglang:spec_accepted_drafts / spec_proposed_drafts, per request too; release not confirmed)",
+            spec_names=2, draft_names=True, draft_counters=True),
     Vintage("sglang-0.5.23", "sglang", "SGLang 0.5.23", spec_aliases=True),
     Vintage("sglang-hybrid-swa", "sglang", "SGLang with sglang:full_token_usage (release not confirmed), serving "
             "a hybrid sliding-window model", spec_aliases=True, hybrid_pools=True),

@@ -6,9 +6,10 @@ key names are facts of each server's wire format, and SGLang renamed its keys tw
 
 1. oldest releases: ``spec_verify_ct`` alone (the accept length is then completion tokens / verify passes,
    SGLang's own definition; accepted and proposed drafts are not reported);
-2. then ``spec_accept_token_num`` / ``spec_draft_token_num`` / ``spec_accept_histogram``;
+2. then ``spec_accept_token_num`` / ``spec_draft_token_num`` / ``spec_accept_histogram``, and in an intermediate
+   generation ``spec_accepted_drafts`` / ``spec_proposed_drafts`` for the two counts (release not confirmed);
 3. now ``spec_num_correct_drafts`` / ``spec_num_proposed_drafts`` / ``spec_correct_drafts_histogram``, for a
-   while beside the generation-2 names as aliases. The newest name present wins.
+   while beside older names as aliases. The newest name present wins.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from contract.schema import SpecFields
 # Normalised speculative field -> the server's keys, newest first.
 _SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
     "sglang": {"verify_ct": ("spec_verify_ct",),
-               "accepted_drafts": ("spec_num_correct_drafts", "spec_accept_token_num"),
-               "proposed_drafts": ("spec_num_proposed_drafts", "spec_draft_token_num"),
+               "accepted_drafts": ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num"),
+               "proposed_drafts": ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num"),
                "accept_length": ("spec_accept_length",), "accept_rate": ("spec_accept_rate",)},
     # vLLM's num_spec_steps and mean_acceptance_length (1 + accepted / num_spec_steps) are not read: see from_vllm.
     "vllm": {"accepted_drafts": ("num_accepted_draft_tokens",), "proposed_drafts": ("num_draft_tokens",),
@@ -29,7 +30,7 @@ _SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 _SPEC_COUNTS = ("verify_ct", "accepted_drafts", "proposed_drafts")
 #: SGLang keys whose nonzero value means the request was speculated (any generation).
-SGLANG_SPEC_MARKERS = ("spec_verify_ct", "spec_num_proposed_drafts", "spec_draft_token_num")
+SGLANG_SPEC_MARKERS = ("spec_verify_ct", "spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
 
 
 def _num(value: Any) -> float | None:

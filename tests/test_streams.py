@@ -288,9 +288,11 @@ def test_sglang_spec_fields_of_every_generation_give_the_same_figures():
     assert oldest["accepted_drafts"] is None and oldest["proposed_drafts"] is None  # not reported, never 0
     middle = feed_all("generate", _generate_final({"spec_verify_ct": 4, "spec_accept_token_num": 4,
                                                    "spec_draft_token_num": 12, "spec_accept_histogram": [0, 4]}))
+    drafts = feed_all("generate", _generate_final({"spec_verify_ct": 4, "spec_accepted_drafts": 4,
+                                                   "spec_proposed_drafts": 12, "spec_accept_histogram": [0, 4]}))
     newest = feed_all("generate", _generate_final({"spec_verify_ct": 4, "spec_num_correct_drafts": 4,
                                                    "spec_num_proposed_drafts": 12, "spec_accept_length": 2.0}))
-    for st in (middle, newest):
+    for st in (middle, drafts, newest):
         assert st.spec is not None
         assert (st.spec["accepted_drafts"], st.spec["proposed_drafts"], st.spec["accept_length"]) == (4, 12, 2.0)
         assert st.spec["accept_rate"] == 4 / 12
@@ -299,6 +301,10 @@ def test_sglang_spec_fields_of_every_generation_give_the_same_figures():
                                                  "spec_accept_token_num": 99, "spec_num_proposed_drafts": 12,
                                                  "spec_draft_token_num": 99})).spec
     assert both is not None and (both["accepted_drafts"], both["proposed_drafts"]) == (5, 12)
+    aliases = feed_all("generate", _generate_final({"spec_verify_ct": 4, "spec_num_correct_drafts": 5,
+                                                    "spec_accepted_drafts": 99, "spec_num_proposed_drafts": 12,
+                                                    "spec_proposed_drafts": 99})).spec
+    assert aliases is not None and (aliases["accepted_drafts"], aliases["proposed_drafts"]) == (5, 12)
 
 
 def test_sglext_with_middle_generation_names_is_read():
