@@ -24,10 +24,12 @@ import pytest
 import requests
 from matplotlib.image import imread
 
-from analysis import compare_runs, load_run, render_comparison, summarize_run
+from analysis import compare_many, compare_runs, load_run, render_comparison, summarize_run
 from analysis.outputs import write_comparison_outputs
 from analysis.records.energy import Prices
 from analysis.reporting.brief import brief_comparison
+from analysis.reporting.multi_render import render_multi, render_multi_report
+from analysis.reporting.multi_serialize import multi_json
 from analysis.reporting.serialize import comparison_json
 from contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
 from locustfiles.target import start_emulator_process
@@ -146,6 +148,27 @@ def test_the_comparison_says_how_much_energy_speculation_costs(runs: dict[str, d
             comparison.levels[0].spec.energy_per_token_j * 1e6 / 3.6e6 * 0.15)
         assert [lv["target_c"] for lv in data["energy"]["levels"]] == list(LEVELS)
         _assert_energy_plot(comparison, tmp_path / base)
+
+
+def test_a_many_configuration_comparison_gives_each_configurations_energy(runs: dict[str, dict[str, Any]]) -> None:
+    """Two configurations against one baseline: each one's energy sentences are its own pair's, in the terminal
+    text, report.md and comparison.json; a configuration whose runs had no telemetry gets none (never zeros)."""
+    base = load_run(runs["base"]["dir"])
+    multi = compare_many(base, [("counter", load_run(runs["spec"]["dir"])),
+                                ("power", load_run(runs["spec_power"]["dir"]))])
+    text, report, data = render_multi(multi), render_multi_report(multi), multi_json(multi)
+    assert "Energy per output token, per configuration" in text and "## Energy per output token" in report
+    for name, pair in zip(multi.names, multi.pairs, strict=True):
+        sentences = [lv.energy.sentence for lv in pair.levels if lv.energy is not None]
+        assert len(sentences) == len(LEVELS) and all("speculation uses" in s for s in sentences)
+        assert all(s in text and s in report for s in sentences), name
+        config = next(c for c in data["configurations"] if c["name"] == name)
+        assert [lv["sentence"] for lv in config["energy"]["levels"]] == sentences
+    bare = load_run(runs["base"]["dir"])
+    bare.gpu_samples.clear()
+    without = compare_many(bare, [("nogpu", bare)])
+    assert "Energy per output token" not in render_multi(without)
+    assert multi_json(without)["configurations"][0].get("energy") is None
 
 
 ENERGY_CAPTION = "GPU energy per output token against concurrency"

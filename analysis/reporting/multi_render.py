@@ -13,6 +13,7 @@ from pathlib import Path
 
 from analysis.reporting.columns import REFINED_MARK, REFINED_NOTE, STEP_COLUMNS
 from analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from analysis.reporting.energy_report import energy_lines
 from analysis.reporting.equivalence_report import multi_equivalence_lines
 from analysis.reporting.render import decompositions, describe_run, render_warnings, why_lines
 from analysis.table import Column, fmt_interval, fmt_num, fmt_ratio, markdown_table, text_table
@@ -140,6 +141,7 @@ def render_multi(m: MultiComparison) -> str:
     if m.policy.levels:
         out += ["", text_table(policy_columns(m), m.policy.levels)]
     out += why_section(m, markdown=False)
+    out += energy_section(m, markdown=False)
     out += ["", *multi_equivalence_lines(multi_equivalences(m), markdown=False)]
     out += ["", render_warnings(m.warnings)]
     return "\n".join(out)
@@ -168,6 +170,7 @@ def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
         md += [f"- **{name}**: {pair.verdict.text}. Recommendation: {pair.recommendation.text}. "
                f"Full two-run report: `pairs/{name}/report.md`."]
     md += why_section(m, markdown=True)
+    md += energy_section(m, markdown=True)
     md += ["", "## Warnings", ""]
     md += [f"- `{w.code}`: {w.message}" for w in m.warnings] or ["None."]
     md += [""]
@@ -197,6 +200,21 @@ def why_section(m: MultiComparison, *, markdown: bool) -> list[str]:
                 table(DECOMPOSITION_COLUMNS, found)]
         out += [("- " if markdown else "  ") + line for line in why_lines(pair)]
     return out if shown else []
+
+
+def energy_section(m: MultiComparison, *, markdown: bool) -> list[str]:
+    """Each configuration's energy per output token against the baseline's, as its pair report has it (#40);
+    nothing where no run had GPU telemetry."""
+    out: list[str] = []
+    for name, pair in zip(m.names, m.pairs, strict=True):
+        lines = energy_lines(pair)
+        if lines:
+            out += ["", f"### {name}" if markdown else f"{name}:", *([""] if markdown else []),
+                    *(("- " + line.strip() if markdown else "  " + line) for line in lines)]
+    if not out:
+        return []
+    return ["", "## Energy per output token, per configuration" if markdown
+            else "Energy per output token, per configuration (configuration / baseline)", *out]
 
 
 def _sentence(text: str) -> str:

@@ -7,13 +7,14 @@ from typing import Any
 
 from analysis.reporting.csvtext import csv_text
 from analysis.reporting.decompose_report import decomposition_json
+from analysis.reporting.energy_report import energy_json
 from analysis.reporting.equivalence_report import equivalence_json
 from analysis.reporting.multi_render import multi_saturation, refined_levels, switch_lines
 from analysis.reporting.render import decompositions
 from analysis.reporting.serialize import clean, method_json, run_json, warning_json
 from analysis.verdicts.multi import MultiComparison
 
-MULTI_SCHEMA = 2  # 2: decomposition rows as comparison.json schema 2
+MULTI_SCHEMA = 3  # 2: decomposition rows as comparison.json schema 2; 3: each configuration's energy (#40)
 MULTI_CSV_FIELDS: tuple[str, ...] = ("target_c", "config", "is_baseline", "tok_s", "ratio", "ratio_low",
                                      "ratio_high", "is_best", "policy_uses")
 
@@ -34,7 +35,8 @@ def multi_json(m: MultiComparison) -> dict[str, Any]:
              "recommendation": {"kind": pair.recommendation.kind, "text": pair.recommendation.text},
              "report": f"pairs/{name}/report.md", "decomposition": decomposition_json(decompositions(pair)),
              "why": [{"target_c": lv.target_c, "why": lv.why} for lv in pair.levels if lv.why],
-             "equivalence": equivalence_json(pair.equivalence) if pair.equivalence is not None else None}
+             "equivalence": equivalence_json(pair.equivalence) if pair.equivalence is not None else None,
+             "energy": energy_json(pair)}
             for name, pair in zip(m.names, m.pairs, strict=True)
         ],
         "levels": [
