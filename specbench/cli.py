@@ -415,6 +415,11 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     refine = refine_levels(args)
     sweep = load_sweep(args.sweep_file)
     settings = _validated(args, passed_on(args) + extra)
+    without = [e.name for e in sweep.entries if e.gpu_metrics is None]
+    if not settings.gpu_metrics and without and len(without) < len(sweep.entries):
+        raise InputError(f"{sweep.source}: {', '.join(without)} would have no GPU metrics, and an energy comparison "
+                         "needs every run's: give each configuration gpu_metrics, or --gpu-metrics URL for those "
+                         "without their own")
     key = settings.api_key()
     out = Path(args.out) if args.out else Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     check_fresh_dir(out, "--out", args.overwrite)

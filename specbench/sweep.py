@@ -17,6 +17,7 @@ from pathlib import Path
 
 from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from specbench.compare import run_ladder, write_report
+from specbench.exporters import with_own_exporters
 from specbench.launch import LaunchError, ServerCommand, free_port
 from specbench.preflight import check_server
 from specbench.refine import added_level_options, refine_by_mode
@@ -105,9 +106,14 @@ def _one(entry: Entry, job: SweepJob, api: str, *, run_dir: Path | None = None,
             print(f"{entry.name}: ready after {took:.1f} s", flush=True)
         pre = check_server(url, entry.name, api=api, api_key=job.api_key)
         print(pre.describe(entry.name), flush=True)
+        options = job.extra if extra is None else extra
+        if entry.gpu_metrics is not None:
+            exporters = entry.fill(entry.gpu_metrics, port)
+            options = with_own_exporters(options, exporters)
+            print(f"{entry.name}: GPU metrics from {exporters.replace(',', ', ')}", flush=True)
         outcome = run_ladder(entry.name, url, run_dir or job.out / entry.name, api=pre.api,
-                             suite_config=job.suite_config, processes=job.processes,
-                             extra=job.extra if extra is None else extra, flush=job.flush_cache,
+                             suite_config=job.suite_config, processes=job.processes, extra=options,
+                             flush=job.flush_cache,
                              api_key=job.api_key, verbose=job.verbose)
         return pre.api, outcome.returncode
     finally:

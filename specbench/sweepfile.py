@@ -16,10 +16,13 @@ from typing import Any
 
 import yaml
 
+from contract.gpu_metrics import parse_exporter_urls
+from contract.urls import UrlError
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 RESERVED = {"pairs", "servers"}  # directories of the report itself
 TOP_KEYS = {"params", "ready_timeout_s", "stop_timeout_s", "configurations"}
-ENTRY_KEYS = {"name", "baseline", "url", "command", "params", "ready", "stop_timeout_s", "env"}
+ENTRY_KEYS = {"name", "baseline", "url", "command", "params", "ready", "stop_timeout_s", "env", "gpu_metrics"}
 READY_KEYS = {"url", "timeout_s", "interval_s"}
 BUILTIN_PARAMS = ("name", "port")
 
@@ -50,6 +53,7 @@ class Entry:
     ready: Ready
     stop_timeout_s: float
     env: Mapping[str, str] = field(default_factory=dict)
+    gpu_metrics: str | None = None  # this server's DCGM exporters, URL[,URL...] (template), as --gpu-metrics (#40)
 
     @property
     def managed(self) -> bool:
@@ -191,8 +195,27 @@ def _entry(item: Any, i: int, source: str, shared: dict[str, str], ready_default
         raise SweepFileError(source, where + "url", f"expected an http:// or https:// URL, got {url!r}")
     ready = _ready(item.get("ready") or {}, url, source, where, known, ready_default)
     env = _scalar_map(item.get("env"), source, where + "env")
+    gpu_metrics = _exporters(item.get("gpu_metrics"), source, where + "gpu_metrics", known,
+                             {"name": name, "port": "1", **params})
     return Entry(name, baseline, url, command, params, ready,
-                 _number(item, "stop_timeout_s", stop_default, source, where), env)
+                 _number(item, "stop_timeout_s", stop_default, source, where), env, gpu_metrics)
+
+
+def _exporters(value: Any, source: str, key: str, known: set[str], probe: dict[str, str]) -> str | None:
+    """The entry's exporter URLs (a template, or a list of them joined by commas), checked as --gpu-metrics
+    checks its value once the placeholders are filled (``probe``: stand-in values)."""
+    if value is None:
+        return None
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        value = ",".join(value)
+    template = _template(value, source, key, known)
+    try:
+        urls = parse_exporter_urls(template.format_map(probe), key)
+    except UrlError as exc:
+        raise SweepFileError(source, key, str(exc).removeprefix(key + ": ")) from None
+    if not urls:
+        raise SweepFileError(source, key, f"expected URL[,URL...] of DCGM exporters, got {value!r}")
+    return template
 
 
 def _name(name: Any, source: str, where: str) -> str:

@@ -275,6 +275,10 @@ def test_example_sweep_file_is_valid() -> None:
     ("configurations:\n  - {name: 'a b', baseline: true, url: 'http://x:1'}\n  - {name: b, url: 'http://x:2'}\n",
      "configurations[0].name"),
     ("configurations: [\n", ""),
+    ("configurations:\n  - {name: a, baseline: true, url: 'http://x:1', gpu_metrics: 'ftp://x:9400'}\n"
+     "  - {name: b, url: 'http://x:2', gpu_metrics: 'http://x:9400'}\n", "configurations[0].gpu_metrics"),
+    ("configurations:\n  - {name: a, baseline: true, url: 'http://x:1', gpu_metrics: 'http://x:{nope}'}\n"
+     "  - {name: b, url: 'http://x:2', gpu_metrics: 'http://x:9400'}\n", "configurations[0].gpu_metrics"),
     ("configurations:\n  - {name: off, baseline: true, url: 'http://x:1'}\n  - {name: b, url: 'http://x:2'}\n",
      "configurations[0].name"),
 ])
@@ -287,6 +291,45 @@ def test_bad_sweep_file_is_one_line_naming_the_key(tmp_path: Path, capsys: pytes
     assert len(err.splitlines()) == 1 and str(path) in err, err
     assert f"key '{key}'" in err if key else "invalid YAML" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_with_exporters_for_some_configurations_only_stops_before_any_server(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text("configurations:\n  - {name: a, baseline: true, url: 'http://127.0.0.1:9', "
+                    "gpu_metrics: 'http://127.0.0.1:9400'}\n  - {name: b, url: 'http://127.0.0.1:9'}\n")
+    assert specbench_main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "b would have no GPU metrics" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_each_configuration_reads_its_own_exporter(tmp_path: Path) -> None:
+    """A sweep whose two emulators export DCGM telemetry for 1 and 2 GPUs: each run samples only its own server's
+    exporter (its ``{port}`` filled as the command's), and the report gives the configuration's energy ratio."""
+    py = sys.executable
+    lines = ["configurations:"]
+    for name, profile, gpus in (("off", "baseline", 1), ("eagle3", "eagle3", 2)):
+        lines += [f"  - name: '{name}'", *(["    baseline: true"] if name == "off" else []),
+                  f"    command: [{py}, -m, emulator, --profile, {profile}, --port, '{{port}}', --speed, '10', "
+                  f"--gpu-telemetry, '{gpus}']",
+                  "    ready: {url: 'http://127.0.0.1:{port}/ready', interval_s: 0.1}",
+                  "    gpu_metrics: 'http://127.0.0.1:{port}/_emulator/dcgm/metrics'"]
+    path = tmp_path / "sweep.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "report"
+    proc = subprocess.run([py, "-m", "specbench.cli", "sweep", str(path), "--out", str(out), "--ladder", "4",
+                           "--max-tokens", "32", "--min-requests", "12", "--min-step-time", "2", "--step-ci", "0",
+                           "--no-refine", "--server-metrics-interval", "0.25"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    for name, gpus in (("off", 1), ("eagle3", 2)):
+        assert f"{name}: GPU metrics from http://127.0.0.1:" in proc.stdout
+        samples = [json.loads(line) for line in (out / name / "gpu_metrics.jsonl").read_text().splitlines()]
+        assert len(samples) > 3 and all(len(s["gpus"]) == gpus for s in samples if "gpus" in s), name
+    report = json.loads((out / "comparison.json").read_text())  # one configuration: the two-run report
+    energy = report["energy"]
+    assert energy is not None and energy["levels"][0]["sentence"].startswith("C=4: speculation uses")
 
 
 def test_sweep_names_a_server_that_never_gets_ready(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
