@@ -22,13 +22,13 @@ older versions.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from contract.nvml import NVML, parse_nvml
 from contract.runformat import RunFormatError, read_versioned_lines
 from contract.urls import UrlError, check_url
 
@@ -44,6 +44,8 @@ DCGM_FIELDS: dict[str, str] = {
     "DCGM_FI_DEV_FB_USED": "mem_used_mib",
     "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
 }
+NVML = "nvml"  # --gpu-metrics nvml[:I,...]: this machine's GPUs through NVML (contract.nvml)
+_NVML_SPEC = re.compile(r"nvml(?::(\d+(?:,\d+)*))?")
 GPU_LABEL = "gpu"
 MIG_LABEL = "GPU_I_ID"
 
@@ -84,6 +86,22 @@ def exporter_url(url: str, flag: str = "--gpu-metrics") -> str:
     path = parts.path.rstrip("/")
     base = check_url(parts._replace(path="").geturl(), flag)
     return base + (path or DEFAULT_PATH)
+
+
+def parse_nvml(text: str, flag: str) -> str:
+    """``nvml`` (every local GPU) or ``nvml:I[,I...]`` (those indices) in its canonical form; raises ValueError."""
+    spec = re.sub(r"\s+", "", text).lower()
+    found = _NVML_SPEC.fullmatch(spec)
+    if found is None:
+        raise ValueError(f"{flag}: expected nvml or nvml:INDEX[,INDEX...] (local GPUs through NVML), got {text!r}")
+    indices = [int(i) for i in (found.group(1) or "").split(",") if i]
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"{flag}: a GPU index is given twice in {text!r}")
+    return f"{NVML}:{','.join(map(str, indices))}" if indices else NVML
+
+
+def is_nvml(entry: str) -> bool:
+    return entry == NVML or entry.startswith(NVML + ":")
 
 
 def parse_exporter_urls(text: str, flag: str = "--gpu-metrics") -> list[str]:

@@ -13,35 +13,15 @@ driver costs one line naming which is missing.
 from __future__ import annotations
 
 import contextlib
-import re
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-if TYPE_CHECKING:  # contract.gpu_metrics reads the option's form from here
-    from contract.gpu_metrics import GpuReading
+from contract.gpu_metrics import GpuReading
 
-NVML = "nvml"
-_SPEC = re.compile(r"nvml(?::(\d+(?:,\d+)*))?")
 _MIB = 1024 * 1024
 
 
 class NvmlError(Exception):
     """NVML cannot be used (package, driver or GPU index), or a read failed; the message is one line."""
-
-
-def parse_nvml(text: str, flag: str) -> str:
-    """``nvml`` (every local GPU) or ``nvml:I[,I...]`` (those indices) in its canonical form; raises ValueError."""
-    spec = re.sub(r"\s+", "", text).lower()
-    found = _SPEC.fullmatch(spec)
-    if found is None:
-        raise ValueError(f"{flag}: expected nvml or nvml:INDEX[,INDEX...] (local GPUs through NVML), got {text!r}")
-    indices = [int(i) for i in (found.group(1) or "").split(",") if i]
-    if len(set(indices)) != len(indices):
-        raise ValueError(f"{flag}: a GPU index is given twice in {text!r}")
-    return f"{NVML}:{','.join(map(str, indices))}" if indices else NVML
-
-
-def is_nvml(entry: str) -> bool:
-    return entry == NVML or entry.startswith(NVML + ":")
 
 
 def _pynvml() -> Any:
@@ -102,7 +82,7 @@ class NvmlGpus:
             except nv.NVMLError as exc:
                 if exc.value not in (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_NO_PERMISSION):
                     raise NvmlError(f"NVML {key}: {exc}") from None
-        return cast("GpuReading", reading)  # the getters' keys are GpuReading's
+        return cast(GpuReading, reading)  # the getters' keys are GpuReading's
 
 
 def check_nvml(entry: str) -> None:

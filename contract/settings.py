@@ -46,10 +46,10 @@ from typing import Any
 import yaml
 
 from contract.apis import APIS
-from contract.gpu_metrics import parse_exporter_urls
+from contract.gpu_metrics import is_nvml, parse_exporter_urls
 from contract.lengths import LengthError, parse_length, parse_shared_prefix
 from contract.limits import LIMITS, LimitError, check_limit, check_processes, check_scale, load_processes
-from contract.nvml import NvmlError, check_nvml, is_nvml
+from contract.nvml import NvmlError, check_nvml
 from contract.policy import DEFAULT_LADDER, DRAIN_RESERVE, MIN_STEP_SHARE_S
 from contract.redact import key_problem, looks_like_env_name, register_key_env
 from contract.slo import SloError, parse_rates, parse_slo

@@ -18,8 +18,15 @@ import gevent
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
-from contract.gpu_metrics import GPU_METRICS_FILE, GpuMetricsParseError, GpuMetricsSample, new_sample, parse_dcgm
-from contract.nvml import NvmlError, NvmlGpus, is_nvml
+from contract.gpu_metrics import (
+    GPU_METRICS_FILE,
+    GpuMetricsParseError,
+    GpuMetricsSample,
+    is_nvml,
+    new_sample,
+    parse_dcgm,
+)
+from contract.nvml import NvmlError, NvmlGpus
 from contract.redact import redact
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 from locustfiles.httpsession import new_session

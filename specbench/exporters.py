@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contract.gpu_metrics import parse_exporter_urls
-from contract.nvml import NvmlError, check_nvml, is_nvml
+from contract.gpu_metrics import is_nvml, parse_exporter_urls
+from contract.nvml import NvmlError, check_nvml
 from contract.urls import UrlError, shown_url
 from specbench.inputs import InputError
 
