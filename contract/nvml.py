@@ -24,11 +24,11 @@ class NvmlError(Exception):
     """NVML cannot be used (package, driver or GPU index), or a read failed; the message is one line."""
 
 
-def _pynvml() -> Any:
+def _pynvml(flag: str) -> Any:
     try:
         import pynvml  # the optional extra; typed Any (no stubs)
     except ImportError:
-        raise NvmlError("--gpu-metrics nvml: the package nvidia-ml-py is not installed; "
+        raise NvmlError(f"{flag} nvml: the package nvidia-ml-py is not installed; "
                         "pip install 'specbench[nvml]' (or nvidia-ml-py)") from None
     return pynvml
 
@@ -36,23 +36,22 @@ def _pynvml() -> Any:
 class NvmlGpus:
     """The GPUs an ``nvml`` entry names, NVML initialised while open; ``read`` gives their readings."""
 
-    def __init__(self, entry: str) -> None:
-        self.nvml = _pynvml()
+    def __init__(self, entry: str, flag: str = "--gpu-metrics") -> None:
+        self.nvml = _pynvml(flag)
         try:
             self.nvml.nvmlInit()
         except self.nvml.NVMLError as exc:
             if exc.value in (self.nvml.NVML_ERROR_LIBRARY_NOT_FOUND, self.nvml.NVML_ERROR_DRIVER_NOT_LOADED):
-                raise NvmlError(f"--gpu-metrics nvml: no NVIDIA driver found ({exc}); use it on the machine "
+                raise NvmlError(f"{flag} nvml: no NVIDIA driver found ({exc}); use it on the machine "
                                 "whose GPUs run the server, or give dcgm-exporter URLs") from None
-            raise NvmlError(f"--gpu-metrics nvml: NVML did not start ({exc})") from None
+            raise NvmlError(f"{flag} nvml: NVML did not start ({exc})") from None
         try:
             count = self.nvml.nvmlDeviceGetCount()
             wanted = [int(i) for i in entry.partition(":")[2].split(",") if i] or list(range(count))
             bad = [i for i in wanted if i >= count]
             if bad or not wanted:
-                raise NvmlError(f"--gpu-metrics {entry}: NVML sees {count} GPU(s) (indices 0-{count - 1}); "
-                                f"no GPU {', '.join(map(str, bad))}" if bad else
-                                f"--gpu-metrics {entry}: NVML sees no GPU")
+                raise NvmlError(f"{flag} {entry}: NVML sees {count} GPU(s) (indices 0-{count - 1}); "
+                                f"no GPU {', '.join(map(str, bad))}" if bad else f"{flag} {entry}: NVML sees no GPU")
             self.handles = {str(i): self.nvml.nvmlDeviceGetHandleByIndex(i) for i in wanted}
         except BaseException:
             self.close()
@@ -85,6 +84,6 @@ class NvmlGpus:
         return cast(GpuReading, reading)  # the getters' keys are GpuReading's
 
 
-def check_nvml(entry: str) -> None:
+def check_nvml(entry: str, flag: str = "--gpu-metrics") -> None:
     """Open and close the GPUs ``entry`` names: NVML works here and sees them; raises NvmlError (one line)."""
-    NvmlGpus(entry).close()
+    NvmlGpus(entry, flag).close()

@@ -335,12 +335,12 @@ def _gpu_urls(text: Any, where: str) -> list[str]:
         raise SettingsError(str(exc)) from None
 
 
-def _check_gpu_metrics(entries: list[str], _flag: str) -> None:
+def _check_gpu_metrics(entries: list[str], flag: str) -> None:
     """``nvml``: the package, the driver and the GPUs asked for are there (NVML opened and closed once, here)."""
     for entry in entries:
         if is_nvml(entry):
             try:
-                check_nvml(entry)
+                check_nvml(entry, flag)
             except NvmlError as exc:
                 raise SettingsError(str(exc)) from None
 

@@ -34,7 +34,7 @@ def _urls(text: str, flag: str) -> str:
     try:
         urls = parse_exporter_urls(text, flag)
         for entry in filter(is_nvml, urls):
-            check_nvml(entry)
+            check_nvml(entry, flag)
     except (UrlError, NvmlError) as exc:
         raise InputError(str(exc)) from None
     if not urls:

@@ -84,15 +84,21 @@ def test_no_nvidia_ml_py_names_what_to_install(tmp_path: Path) -> None:
 
 
 def test_an_index_nvml_does_not_see_is_refused(fake_nvml: Path, tmp_path: Path) -> None:
+    """In the suite's options and in compare's own per-run options (checked there too, before any run)."""
     code = ("from specbench.inputs import InputError, check_load_options\n"
+            "from specbench.exporters import run_exporters\n"
             "print(check_load_options(['--gpu-metrics', 'nvml:1']).gpu_metrics)\n"
-            "try:\n    check_load_options(['--gpu-metrics', 'nvml:0,2'])\n"
-            "except InputError as exc:\n    print(exc)\n")
+            "print(run_exporters('nvml:0', ['nvml:1'], 'baseline', ['spec'], []))\n"
+            "for bad in (lambda: check_load_options(['--gpu-metrics', 'nvml:0,2']),\n"
+            "            lambda: run_exporters('nvml:3', None, 'baseline', ['spec'], ['nvml'])):\n"
+            "    try:\n        bad()\n    except InputError as exc:\n        print(exc)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO,
                           env={**os.environ, **nvml_env(fake_nvml)})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["['nvml:1']", "--gpu-metrics nvml:0,2: NVML sees 2 GPU(s) (indices 0-1); "
-                                        "no GPU 2"]
+    assert proc.stdout.splitlines() == [
+        "['nvml:1']", "{'baseline': 'nvml:0', 'spec': 'nvml:1'}",
+        "--gpu-metrics nvml:0,2: NVML sees 2 GPU(s) (indices 0-1); no GPU 2",
+        "--baseline-gpu-metrics nvml:3: NVML sees 2 GPU(s) (indices 0-1); no GPU 3"]
 
 
 def test_the_sampler_writes_an_exporters_lines_without_unsupported_fields(fake_nvml: Path, tmp_path: Path) -> None:
