@@ -1,4 +1,5 @@
-"""gpu_metrics.jsonl: GPU telemetry read from DCGM exporters during a run (``--gpu-metrics URL[,URL...]``).
+"""gpu_metrics.jsonl: GPU telemetry read during a run, from DCGM exporters (``--gpu-metrics URL[,URL...]``) or
+through NVML on the load machine (``--gpu-metrics nvml``, ``contract.nvml``; same lines, ``source`` 0).
 
 NVIDIA's dcgm-exporter serves each GPU's DCGM fields as Prometheus text at ``/metrics`` (port 9400 by default),
 one series per GPU labelled ``gpu="0"``, ``gpu="1"``... ``parse_dcgm`` keeps the three fields the energy figures
@@ -6,17 +7,22 @@ need, per GPU:
 
 * ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``: counter, mJ since the driver loaded -> ``energy_mj``;
 * ``DCGM_FI_DEV_POWER_USAGE``: gauge, W -> ``power_w``;
-* ``DCGM_FI_DEV_GPU_UTIL``: gauge, % of the last sample period a kernel ran -> ``util_pct``.
+* ``DCGM_FI_DEV_GPU_UTIL``: gauge, % of the last sample period a kernel ran -> ``util_pct``;
 
-A GPU's key is its ``gpu`` label (with the ``GPU_I_ID`` of a MIG instance after a slash); an exporter that
-exports none of the three fields gives a sample with no GPUs. One line of the file (``GpuMetricsSample``) is one
-successful read of one exporter; a read that fails writes nothing, so an exporter that goes away leaves a gap.
+and two that say what the GPUs were doing, for the reader (the figures do not use them): ``DCGM_FI_DEV_FB_USED``
+(MiB) -> ``mem_used_mib``, ``DCGM_FI_DEV_SM_CLOCK`` (MHz) -> ``sm_clock_mhz``. Any field may be absent.
+
+A GPU's key is its ``gpu`` label (with the ``GPU_I_ID`` of a MIG instance after a slash; under NVML its index);
+an exporter that exports none of the fields gives a sample with no GPUs. One line of the file
+(``GpuMetricsSample``) is one successful read of one exporter; a read that fails writes nothing, so an exporter
+that goes away leaves a gap.
 Same versioning rule as the records: bump ``GPU_METRICS_SCHEMA`` on an incompatible change and keep reading the
 older versions.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 from urllib.parse import urlsplit
@@ -35,17 +41,23 @@ DCGM_FIELDS: dict[str, str] = {
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "energy_mj",
     "DCGM_FI_DEV_POWER_USAGE": "power_w",
     "DCGM_FI_DEV_GPU_UTIL": "util_pct",
+    "DCGM_FI_DEV_FB_USED": "mem_used_mib",
+    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
 }
+NVML = "nvml"  # --gpu-metrics nvml[:I,...]: this machine's GPUs through NVML (contract.nvml)
+_NVML_SPEC = re.compile(r"nvml(?::(\d+(?:,\d+)*))?")
 GPU_LABEL = "gpu"
 MIG_LABEL = "GPU_I_ID"
 
 
 class GpuReading(TypedDict, total=False):
-    """One GPU's fields in one read; a field the exporter does not export is absent."""
+    """One GPU's fields in one read; a field the exporter does not export (NVML: does not support) is absent."""
 
     energy_mj: float
     power_w: float
     util_pct: float
+    mem_used_mib: float
+    sm_clock_mhz: float
 
 
 class GpuMetricsSample(TypedDict):
@@ -54,7 +66,7 @@ class GpuMetricsSample(TypedDict):
     schema: int
     t_s: float  # wall clock (epoch seconds), midway between sending the GET and reading the whole answer
     read_s: NotRequired[float]  # sending the GET to reading the whole answer
-    source: int  # the exporter's place in --gpu-metrics, 0 first
+    source: int  # the exporter's place in --gpu-metrics, 0 first (0 for nvml)
     gpus: dict[str, GpuReading]  # GPU key -> its readings
 
 
@@ -76,12 +88,37 @@ def exporter_url(url: str, flag: str = "--gpu-metrics") -> str:
     return base + (path or DEFAULT_PATH)
 
 
+def parse_nvml(text: str, flag: str) -> str:
+    """``nvml`` (every local GPU) or ``nvml:I[,I...]`` (those indices) in its canonical form; raises ValueError."""
+    spec = re.sub(r"\s+", "", text).lower()
+    found = _NVML_SPEC.fullmatch(spec)
+    if found is None:
+        raise ValueError(f"{flag}: expected nvml or nvml:INDEX[,INDEX...] (local GPUs through NVML), got {text!r}")
+    indices = [int(i) for i in (found.group(1) or "").split(",") if i]
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"{flag}: a GPU index is given twice in {text!r}")
+    return f"{NVML}:{','.join(map(str, indices))}" if indices else NVML
+
+
+def is_nvml(entry: str) -> bool:
+    return entry == NVML or entry.startswith(NVML + ":")
+
+
 def parse_exporter_urls(text: str, flag: str = "--gpu-metrics") -> list[str]:
-    """``URL[,URL...]`` -> checked exporter URLs, each once ('' -> none); raises UrlError."""
+    """``URL[,URL...]`` -> checked exporter URLs, each once ('' -> none); ``nvml[:I,...]`` -> that one entry
+    (``contract.nvml``; not mixed with URLs: its indices are comma-separated too); raises UrlError."""
+    if str(text or "").strip().lower().startswith(NVML):
+        try:
+            return [parse_nvml(str(text), flag)]
+        except ValueError as exc:
+            raise UrlError(str(exc)) from None
     urls: list[str] = []
     for part in (p.strip() for p in str(text or "").split(",")):
         if not part:
             continue
+        if part.lower().startswith(NVML):
+            raise UrlError(f"{flag}: nvml reads this machine's GPUs and is given alone (nvml or "
+                           f"nvml:INDEX[,INDEX...]), not among exporter URLs; got {text!r}")
         url = exporter_url(part, flag)
         if url in urls:
             raise UrlError(f"{flag}: {url} is given twice")
@@ -98,7 +135,7 @@ def gpu_key(labels: dict[str, str]) -> str | None:
 
 
 def parse_dcgm(text: str, t_s: float, source: int) -> GpuMetricsSample:
-    """One sample from a dcgm-exporter answer: the three fields per GPU; everything else is left out."""
+    """One sample from a dcgm-exporter answer: ``DCGM_FIELDS`` per GPU; everything else is left out."""
     gpus: dict[str, dict[str, float]] = {}
     try:
         for family in text_string_to_metric_families(text):
@@ -114,7 +151,12 @@ def parse_dcgm(text: str, t_s: float, source: int) -> GpuMetricsSample:
         raise GpuMetricsParseError(f"not Prometheus text format ({exc})") from None
     # A reading's keys are DCGM_FIELDS' values only, which are GpuReading's keys; mypy sees a dict[str, float].
     readings = {k: GpuReading(**v) for k, v in sorted(gpus.items())}  # type: ignore[typeddict-item]  # see above
-    return GpuMetricsSample(schema=GPU_METRICS_SCHEMA, t_s=t_s, source=source, gpus=readings)
+    return new_sample(readings, t_s, source)
+
+
+def new_sample(gpus: dict[str, GpuReading], t_s: float, source: int) -> GpuMetricsSample:
+    """One line of the file, whichever way the readings came (an exporter's text, NVML)."""
+    return GpuMetricsSample(schema=GPU_METRICS_SCHEMA, t_s=t_s, source=source, gpus=gpus)
 
 
 def read_gpu_metrics(path: Path) -> tuple[list[GpuMetricsSample], int]:

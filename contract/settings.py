@@ -46,9 +46,10 @@ from typing import Any
 import yaml
 
 from contract.apis import APIS
-from contract.gpu_metrics import parse_exporter_urls
+from contract.gpu_metrics import is_nvml, parse_exporter_urls
 from contract.lengths import LengthError, parse_length, parse_shared_prefix
 from contract.limits import LIMITS, LimitError, check_limit, check_processes, check_scale, load_processes
+from contract.nvml import NvmlError, check_nvml
 from contract.policy import DEFAULT_LADDER, DRAIN_RESERVE, MIN_STEP_SHARE_S
 from contract.redact import key_problem, looks_like_env_name, register_key_env
 from contract.slo import SloError, parse_rates, parse_slo
@@ -334,6 +335,16 @@ def _gpu_urls(text: Any, where: str) -> list[str]:
         raise SettingsError(str(exc)) from None
 
 
+def _check_gpu_metrics(entries: list[str], flag: str) -> None:
+    """``nvml``: the package, the driver and the GPUs asked for are there (NVML opened and closed once, here)."""
+    for entry in entries:
+        if is_nvml(entry):
+            try:
+                check_nvml(entry, flag)
+            except NvmlError as exc:
+                raise SettingsError(str(exc)) from None
+
+
 def _check_ca_bundle(text: str, flag: str) -> None:
     """Load the CA bundle (the flag's, else SSL_CERT_FILE, REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE) once, and make it
     this process's choice for every TLS client (contract.tls)."""
@@ -475,9 +486,11 @@ class SuiteSettings:
                                         "saturation every server shows; levels stay paired); -1: off")
     # -- energy and cost per token (#40) --
     gpu_metrics: list[str] = option("", "DCGM exporter URLs, comma-separated (dcgm-exporter: http://GPU-HOST:9400; "
-                                    "an URL without a path gets /metrics), read every --server-metrics-interval into "
-                                    "gpu_metrics.jsonl: energy, power and GPU use per step (docs/guides/energy.md)",
-                                    parse=_gpu_urls, refers_to="a running DCGM exporter")
+                                    "an URL without a path gets /metrics), or nvml (this machine's GPUs through "
+                                    "NVML; nvml:0,1 for some; pip install 'specbench[nvml]'), read every "
+                                    "--server-metrics-interval into gpu_metrics.jsonl: energy, power and GPU use per "
+                                    "step (docs/guides/energy.md)",
+                                    parse=_gpu_urls, check=_check_gpu_metrics, refers_to="a running DCGM exporter")
     gpu_hour_price: float = option(0.0, "USD per GPU-hour: the reports add the cost per million output tokens, for "
                                    "the GPUs the exporters show (0: no cost figures)")
     kwh_price: float = option(0.0, "USD per kWh: the reports add the energy cost per million output tokens, the GPUs' "

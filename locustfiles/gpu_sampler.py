@@ -1,4 +1,4 @@
-"""GPU telemetry during the run: each ``--gpu-metrics`` exporter read every interval into gpu_metrics.jsonl.
+"""GPU telemetry during the run: each ``--gpu-metrics`` exporter (or NVML) read every interval into gpu_metrics.jsonl.
 
 One greenlet per exporter, in the process that coordinates the run (as the ``/metrics`` sampler,
 ``locustfiles.server_metrics``), so a slow exporter delays only its own reads. Unlike that sampler it never gives
@@ -18,7 +18,15 @@ import gevent
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
-from contract.gpu_metrics import GPU_METRICS_FILE, GpuMetricsParseError, parse_dcgm
+from contract.gpu_metrics import (
+    GPU_METRICS_FILE,
+    GpuMetricsParseError,
+    GpuMetricsSample,
+    is_nvml,
+    new_sample,
+    parse_dcgm,
+)
+from contract.nvml import NvmlError, NvmlGpus
 from contract.redact import redact
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 from locustfiles.httpsession import new_session
@@ -27,15 +35,88 @@ from locustfiles.recorder import JsonlAppender
 log = logging.getLogger("specbench")
 
 
-class _Exporter:
-    """One exporter's reads; ``failing`` holds why the last read failed (None while it answers)."""
+class ReadFailed(Exception):
+    """A read gave no telemetry; the message says why, in a few words."""
 
-    def __init__(self, url: str, source: int) -> None:
-        self.url, self.source = url, source
-        self.session = new_session()
+
+class _Source:
+    """One source's reads; ``failing`` holds why the last read failed (None while it answers)."""
+
+    def __init__(self, name: str, source: int) -> None:
+        self.name, self.source = name, source
         self.samples = 0
         self.failures = 0
         self.failing: str | None = None
+
+    def read(self, timeout_s: float) -> GpuMetricsSample:
+        """One sample; raises ReadFailed."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Give back what the reads hold (a connection, NVML)."""
+
+
+class _Exporter(_Source):
+    """A dcgm-exporter's ``/metrics``, read with a plain GET."""
+
+    def __init__(self, url: str, source: int) -> None:
+        super().__init__(f"GET {redact(url)}", source)
+        self.url = url
+        self.session = new_session()
+
+    def read(self, timeout_s: float) -> GpuMetricsSample:
+        """One sample, timed midway between sending the GET and reading the whole answer; raises ReadFailed."""
+        sent = time.time()
+        try:  # the whole read within the timeout: a page that trickles or never ends cannot hold the sampler
+            resp = fetch(self.session, "GET", self.url, deadline=Deadline(timeout_s), per_read_s=timeout_s)
+        except (requests.Timeout, ReadTimeoutError, DeadlineExceeded):
+            raise ReadFailed(f"no answer within {timeout_s:g} s") from None
+        except requests.RequestException as exc:
+            raise ReadFailed(type(exc).__name__) from None
+        if resp.status != 200:
+            raise ReadFailed(f"HTTP {resp.status}")
+        received = time.time()
+        try:
+            sample = parse_dcgm(resp.text, (sent + received) / 2, self.source)
+        except GpuMetricsParseError as exc:
+            raise ReadFailed(str(exc)) from None
+        if not sample["gpus"]:
+            raise ReadFailed("no DCGM power, energy or utilisation series with a gpu label")
+        sample["read_s"] = round(received - sent, 6)
+        return sample
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class _Nvml(_Source):
+    """This machine's GPUs through NVML (``contract.nvml``), opened at the first read and again after a failure."""
+
+    def __init__(self, entry: str, source: int) -> None:
+        super().__init__(f"NVML ({entry})", source)
+        self.entry = entry
+        self.gpus: NvmlGpus | None = None
+
+    def read(self, timeout_s: float) -> GpuMetricsSample:
+        sent = time.time()
+        try:
+            if self.gpus is None:
+                self.gpus = NvmlGpus(self.entry)
+            readings = self.gpus.read()
+        except NvmlError as exc:
+            self.close()
+            raise ReadFailed(str(exc)) from None
+        received = time.time()
+        if not any(readings.values()):
+            raise ReadFailed("NVML gives none of power, energy, utilisation, memory or clock")
+        sample = new_sample(readings, (sent + received) / 2, self.source)
+        sample["read_s"] = round(received - sent, 6)
+        return sample
+
+    def close(self) -> None:
+        if self.gpus is not None:
+            self.gpus.close()
+            self.gpus = None
 
 
 class GpuMetricsSampler:
@@ -45,7 +126,8 @@ class GpuMetricsSampler:
         self.path = run_dir / GPU_METRICS_FILE
         self.interval_s = interval_s
         self.timeout_s = min(timeout_s, max(interval_s, 1.0) * 3)
-        self.exporters = [_Exporter(url, i) for i, url in enumerate(urls)]
+        self.exporters: list[_Source] = [_Nvml(url, i) if is_nvml(url) else _Exporter(url, i)
+                                         for i, url in enumerate(urls)]
         self._appender: JsonlAppender | None = None
         self._greenlets: list[gevent.Greenlet] = []
 
@@ -66,12 +148,12 @@ class GpuMetricsSampler:
         for exporter in self.exporters:
             if exporter.failing is None:
                 self.sample_once(exporter)
-            exporter.session.close()
+            exporter.close()
         if self._appender is not None:
             self._appender.close()
             self._appender = None
 
-    def _loop(self, exporter: _Exporter) -> None:
+    def _loop(self, exporter: _Source) -> None:
         next_at = time.monotonic()
         while True:
             self.sample_once(exporter)
@@ -81,39 +163,25 @@ class GpuMetricsSampler:
                 next_at, delay = time.monotonic(), 0.0
             gevent.sleep(delay)
 
-    def sample_once(self, exporter: _Exporter) -> bool:
-        """One read of one exporter; False (and the outage noted once) when it gives no telemetry."""
-        sent = time.time()
-        try:  # the whole read within the timeout: a page that trickles or never ends cannot hold the sampler
-            resp = fetch(exporter.session, "GET", exporter.url, deadline=Deadline(self.timeout_s),
-                         per_read_s=self.timeout_s)
-        except (requests.Timeout, ReadTimeoutError, DeadlineExceeded):
-            return self._failed(exporter, f"no answer within {self.timeout_s:g} s")
-        except requests.RequestException as exc:
-            return self._failed(exporter, type(exc).__name__)
-        if resp.status != 200:
-            return self._failed(exporter, f"HTTP {resp.status}")
-        received = time.time()
+    def sample_once(self, exporter: _Source) -> bool:
+        """One read of one exporter (or NVML); False (and the outage noted once) when it gives no telemetry."""
         try:
-            sample = parse_dcgm(resp.text, (sent + received) / 2, exporter.source)
-        except GpuMetricsParseError as exc:
+            sample = exporter.read(self.timeout_s)
+        except ReadFailed as exc:
             return self._failed(exporter, str(exc))
-        if not sample["gpus"]:
-            return self._failed(exporter, "no DCGM power, energy or utilisation series with a gpu label")
-        sample["read_s"] = round(received - sent, 6)
         if self._appender is None:
             self._appender = JsonlAppender(self.path)
         self._appender.write(dict(sample))
         exporter.samples += 1
         if exporter.failing is not None:
-            log.info("GPU metrics: %s answers again (%d reads failed)", redact(exporter.url), exporter.failures)
+            log.info("GPU metrics: %s answers again (%d reads failed)", exporter.name, exporter.failures)
             exporter.failing = None
         return True
 
-    def _failed(self, exporter: _Exporter, reason: str) -> bool:
+    def _failed(self, exporter: _Source, reason: str) -> bool:
         exporter.failures += 1
         if exporter.failing is None:
             exporter.failing = reason
-            log.warning("GPU metrics: GET %s: %s; steps it misses get no energy figures; still trying every %g s",
-                        redact(exporter.url), reason, self.interval_s)
+            log.warning("GPU metrics: %s: %s; steps it misses get no energy figures; still trying every %g s",
+                        exporter.name, reason, self.interval_s)
         return False

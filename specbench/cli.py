@@ -112,10 +112,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="report directory (default reports/compare-YYYYmmdd-HHMMSS)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
     p.add_argument("--baseline-gpu-metrics", metavar="URL[,URL...]",
-                   help="the baseline's own DCGM exporters: its run reads these instead of --gpu-metrics "
-                   "(docs/guides/energy.md)")
+                   help="the baseline's own DCGM exporters (or nvml: this machine's GPUs): its run reads these "
+                   "instead of --gpu-metrics (docs/guides/energy.md)")
     p.add_argument("--spec-gpu-metrics", action="append", metavar="[NAME=]URL[,URL...]",
-                   help="a speculative server's own DCGM exporters, instead of --gpu-metrics; repeat as "
+                   help="a speculative server's own DCGM exporters (or nvml), instead of --gpu-metrics; repeat as "
                    "--spec-gpu-metrics NAME=URL for each --spec NAME=URL")
     add_option(p, "api")
     common_load(p)

@@ -8,6 +8,8 @@ own instead, which its Locust child gets as its ``--gpu-metrics``:
     --spec-gpu-metrics [NAME=]URL[,URL...]       a speculative server's; NAME= (its --spec name) when there are
                                                  several, the option repeated once per server
 
+Either also takes ``nvml`` or ``nvml:I[,I...]`` (GPUs of the load machine, ``contract.nvml``).
+
 Once either is given, every run needs exporters, its own or ``--gpu-metrics``: an energy ratio needs both sides.
 Each mistake is one line naming the option and what was expected (``InputError``: exit 2, before any load).
 """
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contract.gpu_metrics import parse_exporter_urls
+from contract.gpu_metrics import is_nvml, parse_exporter_urls
+from contract.nvml import NvmlError, check_nvml
 from contract.urls import UrlError, shown_url
 from specbench.inputs import InputError
 
@@ -26,10 +29,13 @@ SHARED_FLAG = "--gpu-metrics"
 
 
 def _urls(text: str, flag: str) -> str:
-    """Checked exporter URLs (dcgm-exporter's /metrics added where no path is given), comma-joined."""
+    """Checked exporter URLs (dcgm-exporter's /metrics added where no path is given), comma-joined; ``nvml``
+    checked here too (NVML opens on this machine), before any run."""
     try:
         urls = parse_exporter_urls(text, flag)
-    except UrlError as exc:
+        for entry in filter(is_nvml, urls):
+            check_nvml(entry, flag)
+    except (UrlError, NvmlError) as exc:
         raise InputError(str(exc)) from None
     if not urls:
         raise InputError(f"{flag}: expected URL[,URL...] of DCGM exporters (e.g. http://GPU-HOST:9400), got "

@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 import requests
 
-from contract.gpu_metrics import GPU_METRICS_FILE, GPU_METRICS_SCHEMA, parse_dcgm, read_gpu_metrics
+from contract.gpu_metrics import (
+    GPU_METRICS_FILE,
+    GPU_METRICS_SCHEMA,
+    parse_dcgm,
+    parse_exporter_urls,
+    read_gpu_metrics,
+)
+from contract.urls import UrlError
 from locustfiles.gpu_sampler import GpuMetricsSampler
 from specbench.inputs import InputError, check_load_options
 
@@ -29,7 +36,17 @@ def test_urls_get_dcgm_exporters_path_and_are_checked() -> None:
         check_load_options(["--gpu-hour-price", "-1"])
 
 
-def test_parse_keeps_the_three_fields_per_gpu() -> None:
+def test_nvml_is_one_entry_given_alone() -> None:
+    """``nvml`` / ``nvml:I[,I...]`` parse to one canonical entry (the NVML check itself: tests/test_nvml.py)."""
+    assert parse_exporter_urls("nvml") == ["nvml"]
+    assert parse_exporter_urls(" NVML:0, 2 ") == ["nvml:0,2"]
+    for bad, said in (("nvml:0,0", "given twice"), ("nvml:a", "expected nvml or nvml:INDEX"),
+                      ("http://gpu-a:9400,nvml", "given alone"), ("nvml,http://gpu-a:9400", "expected nvml")):
+        with pytest.raises(UrlError, match=said):
+            parse_exporter_urls(bad)
+
+
+def test_parse_keeps_the_dcgm_fields_per_gpu() -> None:
     text = ('# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n'
             'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-a"} 312.5\n'
             'DCGM_FI_DEV_POWER_USAGE{gpu="1",UUID="GPU-b"} 100\n'
@@ -40,8 +57,8 @@ def test_parse_keeps_the_three_fields_per_gpu() -> None:
             'DCGM_FI_DEV_GPU_UTIL{gpu="0",GPU_I_ID="3"} 40\n')
     sample = parse_dcgm(text, 5.0, 1)
     assert sample["schema"] == GPU_METRICS_SCHEMA and sample["source"] == 1
-    assert sample["gpus"] == {"0": {"power_w": 312.5, "energy_mj": 123456789.0}, "1": {"power_w": 100.0},
-                              "0/3": {"util_pct": 40.0}}
+    assert sample["gpus"] == {"0": {"power_w": 312.5, "energy_mj": 123456789.0, "sm_clock_mhz": 1980.0},
+                              "1": {"power_w": 100.0}, "0/3": {"util_pct": 40.0}}
 
 
 @pytest.mark.slow
