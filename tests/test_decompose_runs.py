@@ -49,9 +49,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[RunData, d
     return made
 
 
-def _truth(run: RunData, entries: dict[str, dict[str, Any]], c: int, spec: bool) -> tuple[float, float]:
-    """The ledger's tokens per pass (request-weighted as the analysis defines it) and mean pass time, over the
-    records the level's decomposition used."""
+def _truth(run: RunData, entries: dict[str, dict[str, Any]], c: int, spec: bool) -> tuple[float, float, float]:
+    """The ledger's tokens per pass (request-weighted as the analysis defines it), mean pass time, and the slack
+    the client's own lateness allows the pass time, over the records the level's decomposition used.
+
+    A record's decode time runs from the first chunk's arrival to the last's as the client read them, so an
+    event loop that served the last chunk late lengthens it; the client measures that lateness itself (the step's
+    ``read_lag_p90_ms``, the laggiest load process), and spread over a request's passes it is the slack: zero on
+    a quiet machine, a few percent beside a busy neighbour (one CI-style run: 4.3% at C=4)."""
     window = next(w for w in step_windows(run) if w.target_c == c)
     per_token, pass_s = [], []
     for rec in measured_ok(run.records, window):
@@ -64,7 +69,15 @@ def _truth(run: RunData, entries: dict[str, dict[str, Any]], c: int, spec: bool)
             assert passes == rec["spec"]["verify_ct"], "the record's verify_ct is the ledger's verify passes"
         per_token.append(passes / sum(steps))
         pass_s.append((entry["chunk_ms"][-1] - entry["chunk_ms"][0]) / 1000.0 / passes)
-    return 1.0 / float(np.mean(per_token)), float(np.mean(pass_s))
+    step = next(st for st in run.steps if st["target_c"] == c)
+    lag_s = max(step.get("read_lag_p90_ms", {}).values(), default=0.0) / 1000.0
+    passes = float(np.mean([len(entries[r["server_request_id"]]["tokens_per_step"][1:])
+                            for r in measured_ok(run.records, window)]))
+    return 1.0 / float(np.mean(per_token)), float(np.mean(pass_s)), lag_s / max(passes, 1.0)
+
+
+def _near(measured: float, truth: float, slack: float) -> bool:
+    return abs(measured - truth) <= TOLERANCE * truth + slack
 
 
 def _compare(runs: dict, name: str) -> Comparison:
@@ -82,13 +95,15 @@ def test_factors_match_the_ledger(runs: dict, name: str) -> None:
     base_run, base_ledger = runs["base"]
     spec_run, spec_ledger = runs[name]
     for d in _levels(_compare(runs, name)):
-        tpp, pass_s = _truth(spec_run, spec_ledger, d.target_c, spec=True)
-        _, step_s = _truth(base_run, base_ledger, d.target_c, spec=False)
+        tpp, pass_s, spec_slack = _truth(spec_run, spec_ledger, d.target_c, spec=True)
+        _, step_s, base_slack = _truth(base_run, base_ledger, d.target_c, spec=False)
         assert d.spec.source.startswith("records: verify_ct")
         assert d.spec.tokens_per_pass.value == pytest.approx(tpp, rel=TOLERANCE)
-        assert d.spec.pass_s.value == pytest.approx(pass_s, rel=TOLERANCE), f"C={d.target_c} verify pass"
-        assert d.baseline.pass_s.value == pytest.approx(step_s, rel=TOLERANCE), f"C={d.target_c} baseline step"
-        assert d.pass_cost.value == pytest.approx(pass_s / step_s, rel=TOLERANCE)
+        assert _near(d.spec.pass_s.value, pass_s, spec_slack), (d.target_c, d.spec.pass_s.value, pass_s, spec_slack)
+        assert _near(d.baseline.pass_s.value, step_s, base_slack), (d.target_c, d.baseline.pass_s.value, step_s,
+                                                                    base_slack)
+        cost_slack = (spec_slack / pass_s + base_slack / step_s) * pass_s / step_s
+        assert _near(d.pass_cost.value, pass_s / step_s, cost_slack), (d.target_c, d.pass_cost.value)
         # the identity: the product of the two factors is the measured per-request (decode) speed ratio
         assert d.product.value == pytest.approx(d.measured.value, rel=TOLERANCE), f"C={d.target_c}"
         for est in (d.spec.tokens_per_pass, d.pass_cost, d.product, d.measured):
