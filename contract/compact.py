@@ -1,37 +1,181 @@
-"""A record held in memory for analysis in about a third of the space its parsed JSON takes.
+"""A record held in memory for analysis in a fraction of the space its parsed JSON takes.
 
 Why: a run of a million requests is read whole by ``summarize``; as parsed JSON each record costs 5-7 KB (a
-Python float object per chunk time, a string object per repeated label), so a long run did not fit in memory.
-Chunk lists become ``array`` buffers (8 bytes a time, 4 a count, read by index, ``len`` and numpy alike)
-and the strings that repeat across records (field names; label, api, category, status ...) are shared.
-Nothing changes value: a list holding anything but plain numbers is left as it is, for the type check to name.
+Python float object per chunk time, a string object per repeated label, a dict of some 30 keys), so a long run
+did not fit in memory. A record is kept as a read-only mapping (``CompactRecord``: readers still take
+``record["key"]`` and ``record.get``) of two parts:
+
+* a *shape* shared by every record with the same field names and the same values of the fields that repeat
+  across a run (``SHAPE_FIELDS``: label, status, step ...), so those cost nothing per record;
+* a tuple of the record's other values, repeated strings (prompt id, user ...) shared.
+
+The chunk lists are packed into one ``bytes`` per record where that loses nothing: arrival times as whole
+microseconds (int32; the load side writes milliseconds to 3 decimals) and the cumulative counts as per-chunk
+increments (uint8), 5 bytes a chunk instead of 12. Each read unpacks them into the ``array`` (``"d"`` times,
+``"i"`` counts) that an unpacked record holds, bit for bit the values parsed. Lists that cannot be packed so
+stay ``array`` buffers, or lists when they hold anything but plain numbers (for the type check to name).
 """
 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator, Mapping
+from itertools import accumulate, pairwise
 from typing import Any
+
+import numpy as np
 
 #: record fields whose string values repeat across a run's records (shared: one object per distinct value)
 SHARED_STRING_FIELDS = ("label", "api", "prompt_id", "category", "phase", "user", "chunk_tokens_source",
                         "output_tokens_source", "status", "finish_reason", "model")
+#: fields with few distinct values in a run: held once per distinct combination (the record's shape)
+SHAPE_FIELDS = frozenset(("schema", "label", "api", "category", "phase", "step", "target_c", "worker",
+                          "chunk_tokens_source", "output_tokens_source", "status", "http_status", "finish_reason",
+                          "max_tokens", "target_rate", "model"))
 _INT32 = 2**31 - 1
+_TIMES, _COUNTS = "chunk_ms", "chunk_tokens"
+# where a field's value is found: the shape's values, the record's own values, or its packed chunks
+_IN_SHAPE, _OWN, _PACKED_TIMES, _PACKED_COUNTS = range(4)
+
+
+class _Shape:
+    """Field names in the record's order, where each value is found, and the shared values."""
+
+    __slots__ = ("keys", "values", "where")
+
+    def __init__(self, keys: tuple[str, ...], where: dict[str, tuple[int, int]], values: tuple[Any, ...]):
+        self.keys = keys
+        self.where = where
+        self.values = values
+
+
+class CompactRecord(Mapping[str, Any]):
+    """One record, read-only, read like the dict it was parsed from (see the module docstring)."""
+
+    __slots__ = ("_own", "_shape")
+
+    def __init__(self, shape: _Shape, own: tuple[Any, ...]):
+        self._shape = shape
+        self._own = own
+
+    def __getitem__(self, key: str) -> Any:
+        kind, i = self._shape.where[key]
+        if kind == _OWN:
+            return self._own[i]
+        if kind == _IN_SHAPE:
+            return self._shape.values[i]
+        return _unpack_times(self._own[i]) if kind == _PACKED_TIMES else _unpack_counts(self._own[i])
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._shape.where else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shape.where
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._shape.keys)
+
+    def __len__(self) -> int:
+        return len(self._shape.keys)
+
+    def __repr__(self) -> str:
+        return f"CompactRecord({dict(self)!r})"
 
 
 def _plain_numbers(values: list[Any]) -> bool:
     return all(type(v) is float or type(v) is int for v in values)
 
 
-def compact_record(parsed: dict[str, Any], shared: dict[str, str]) -> dict[str, Any]:
-    """``parsed`` in less memory; ``shared`` maps each string seen to the one object kept for it."""
-    record = {shared.setdefault(k, k): v for k, v in parsed.items()}  # the JSON parser makes new keys per line
-    times, counts = record.get("chunk_ms"), record.get("chunk_tokens")
+def _pack(times: list[Any], counts: list[Any]) -> bytes | None:
+    """Times as int32 microseconds then counts as uint8 increments, or None where either would change a value."""
+    if not (_plain_numbers(times) and len(times) == len(counts) and all(type(v) is int for v in counts)):
+        return None
+    try:
+        exact = np.array(times, dtype=float)
+        micros = np.rint(exact * 1000.0)
+    except OverflowError:  # an int beyond a float's range
+        return None
+    if len(micros) and not np.abs(micros).max() <= _INT32:  # also false for NaN
+        return None
+    packed_times = micros.astype("<i4")
+    if (packed_times / 1000.0).tobytes() != exact.tobytes():  # bit for bit: -0.0, NaN and 3+ decimals stay unpacked
+        return None
+    try:
+        steps = bytes(b - a for a, b in pairwise([0, *counts]))
+    except ValueError:  # a count that falls, or rises by more than 255 in one chunk
+        return None
+    return packed_times.tobytes() + steps
+
+
+def _unpack_times(packed: bytes) -> array[float]:
+    out = array("d")
+    out.frombytes((np.frombuffer(packed, "<i4", len(packed) // 5) / 1000.0).tobytes())
+    return out
+
+
+def _unpack_counts(packed: bytes) -> array[int]:
+    return array("i", accumulate(packed[4 * (len(packed) // 5):]))
+
+
+def _unpacked(record: dict[str, Any]) -> None:
+    """The chunk lists as ``array`` buffers in place (when they hold plain numbers that fit)."""
+    times, counts = record.get(_TIMES), record.get(_COUNTS)
     if isinstance(times, list) and _plain_numbers(times):
-        record["chunk_ms"] = array("d", times)
+        record[_TIMES] = array("d", times)
     if isinstance(counts, list) and all(type(v) is int and -_INT32 <= v <= _INT32 for v in counts):
-        record["chunk_tokens"] = array("i", counts)
+        record[_COUNTS] = array("i", counts)
+
+
+def _shape_value(value: Any) -> tuple[Any, ...] | None:
+    """A key that tells ``value`` apart from every other (1, 1.0, True and -0.0, 0.0 differ); None: not shareable."""
+    if value is None or type(value) is str or type(value) is int:
+        return (type(value), value)
+    if type(value) is float:
+        return (float, value.hex())
+    return None
+
+
+def compact_record(parsed: dict[str, Any], shared: dict[Any, Any]) -> CompactRecord:
+    """``parsed`` in less memory; ``shared`` holds what records share (strings, shapes), one per run read."""
     for key in SHARED_STRING_FIELDS:
-        value = record.get(key)
+        value = parsed.get(key)
         if type(value) is str:
-            record[key] = shared.setdefault(value, value)
-    return record
+            parsed[key] = shared.setdefault(value, value)
+    if parsed.get("server_request_id") == parsed.get("request_id"):
+        parsed["server_request_id"] = parsed.get("request_id")  # one string object when the ids agree
+    times, counts = parsed.get(_TIMES), parsed.get(_COUNTS)
+    packed = _pack(times, counts) if isinstance(times, list) and isinstance(counts, list) else None
+    if packed is None:
+        _unpacked(parsed)
+    key_parts: list[Any] = [packed is not None]
+    own: list[Any] = []
+    for key, value in parsed.items():
+        part = _shape_value(value) if key in SHAPE_FIELDS else None
+        key_parts.append((key, part))
+        if part is None and not (packed is not None and key == _COUNTS):
+            own.append(packed if packed is not None and key == _TIMES else value)
+    shape_key = tuple(key_parts)
+    shape = shared.get(shape_key)
+    if shape is None:
+        shape = shared[shape_key] = _new_shape(parsed, packed is not None, shared)
+    return CompactRecord(shape, tuple(own))
+
+
+def _new_shape(parsed: dict[str, Any], packed: bool, shared: dict[Any, Any]) -> _Shape:
+    where: dict[str, tuple[int, int]] = {}
+    values: list[Any] = []
+    n_own = 0
+    for key, value in parsed.items():
+        key = shared.setdefault(key, key)  # the JSON parser makes new key strings per line
+        if key in SHAPE_FIELDS and _shape_value(value) is not None:
+            where[key] = (_IN_SHAPE, len(values))
+            values.append(value)
+        elif packed and key == _COUNTS:
+            continue  # placed once both are known: it reads the times' packed bytes
+        else:
+            where[key] = (_PACKED_TIMES if packed and key == _TIMES else _OWN, n_own)
+            n_own += 1
+    if packed:
+        where[_COUNTS] = (_PACKED_COUNTS, where[_TIMES][1])
+    keys = tuple(shared.setdefault(k, k) for k in parsed)
+    return _Shape(keys, where, tuple(values))
