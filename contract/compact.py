@@ -6,21 +6,22 @@ did not fit in memory. A record is kept as a read-only mapping (``CompactRecord`
 ``record["key"]`` and ``record.get``) of two parts:
 
 * a *shape* shared by every record with the same field names and the same values of the fields that repeat
-  across a run (``SHAPE_FIELDS``: label, status, step ...), so those cost nothing per record;
+  across a run (``SHAPE_FIELDS``: label, status, step ...) and of the null ones, so those cost nothing per record;
 * a tuple of the record's other values, repeated strings (prompt id, user ...) shared.
 
 The chunk lists are packed into one ``bytes`` per record where that loses nothing: arrival times as whole
-microseconds (int32; the load side writes milliseconds to 3 decimals) and the cumulative counts as per-chunk
-increments (uint8), 5 bytes a chunk instead of 12. Each read unpacks them into the ``array`` (``"d"`` times,
-``"i"`` counts) that an unpacked record holds, bit for bit the values parsed. Lists that cannot be packed so
-stay ``array`` buffers, or lists when they hold anything but plain numbers (for the type check to name).
+microseconds (the load side writes milliseconds to 3 decimals), as gaps of at most 65.5 ms (uint16) where they
+all are, and the cumulative counts as per-chunk increments (uint8): 3 bytes a chunk (5 with a longer gap)
+instead of 12. Each read unpacks them into the ``array`` (``"d"`` times, ``"i"`` counts) that an unpacked record
+holds, bit for bit the values parsed. Lists that cannot be packed so stay ``array`` buffers, or lists when they
+hold anything but plain numbers (for the type check to name).
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Mapping
-from itertools import accumulate, pairwise
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,11 @@ SHAPE_FIELDS = frozenset(("schema", "label", "api", "category", "phase", "step",
                           "chunk_tokens_source", "output_tokens_source", "status", "http_status", "finish_reason",
                           "max_tokens", "target_rate", "model"))
 _INT32 = 2**31 - 1
+_NUMBER_TYPES, _INT_TYPE = frozenset((float, int)), frozenset((int,))
+# Packed chunk lists: a kind byte, the times as whole microseconds, then each chunk's count increment (uint8).
+# _NARROW: the first time (int32) and the gaps after it (uint16: none over 65.5 ms), 3 bytes a chunk;
+# _WIDE: every time (int32), 5 bytes a chunk. An empty pair packs to no bytes.
+_WIDE, _NARROW = 0, 1
 _TIMES, _COUNTS = "chunk_ms", "chunk_tokens"
 # where a field's value is found: the shape's values, the record's own values, or its packed chunks
 _IN_SHAPE, _OWN, _PACKED_TIMES, _PACKED_COUNTS = range(4)
@@ -83,38 +89,63 @@ class CompactRecord(Mapping[str, Any]):
 
 
 def _plain_numbers(values: list[Any]) -> bool:
-    return all(type(v) is float or type(v) is int for v in values)
+    return set(map(type, values)) <= _NUMBER_TYPES
 
 
 def _pack(times: list[Any], counts: list[Any]) -> bytes | None:
-    """Times as int32 microseconds then counts as uint8 increments, or None where either would change a value."""
-    if not (_plain_numbers(times) and len(times) == len(counts) and all(type(v) is int for v in counts)):
+    """``times`` and ``counts`` in ``_WIDE`` or ``_NARROW`` form, or None where either would change a value."""
+    if not (len(times) == len(counts) and _plain_numbers(times) and set(map(type, counts)) <= _INT_TYPE):
         return None
+    if not times:
+        return b""
     try:
         exact = np.array(times, dtype=float)
-        micros = np.rint(exact * 1000.0)
-    except OverflowError:  # an int beyond a float's range
+        steps = np.diff(np.array(counts, dtype=np.int64), prepend=0)
+    except OverflowError:  # a number beyond a float's or an int64's range
         return None
-    if len(micros) and not np.abs(micros).max() <= _INT32:  # also false for NaN
+    micros = np.rint(exact * 1000.0)
+    if not np.abs(micros).max() <= _INT32 or steps.min() < 0 or steps.max() > 255:  # the first is true for NaN
         return None
-    packed_times = micros.astype("<i4")
-    if (packed_times / 1000.0).tobytes() != exact.tobytes():  # bit for bit: -0.0, NaN and 3+ decimals stay unpacked
+    whole = micros.astype(np.int64)
+    if (whole / 1000.0).tobytes() != exact.tobytes():  # bit for bit: -0.0, NaN and 4+ decimals stay unpacked
         return None
-    try:
-        steps = bytes(b - a for a, b in pairwise([0, *counts]))
-    except ValueError:  # a count that falls, or rises by more than 255 in one chunk
-        return None
-    return packed_times.tobytes() + steps
+    gaps = np.diff(whole)
+    if len(gaps) == 0 or (gaps.min() >= 0 and gaps.max() <= 0xFFFF):
+        head = bytes((_NARROW,)) + int(whole[0]).to_bytes(4, "little", signed=True) + gaps.astype("<u2").tobytes()
+    else:
+        head = bytes((_WIDE,)) + whole.astype("<i4").tobytes()
+    return head + steps.astype(np.uint8).tobytes()
+
+
+def _chunks_in(packed: bytes) -> tuple[int, int]:
+    """(chunks, where the count increments start) of packed bytes."""
+    if not packed:
+        return 0, 0
+    if packed[0] == _WIDE:
+        n = (len(packed) - 1) // 5
+        return n, 1 + 4 * n
+    n = (len(packed) - 3) // 3
+    return n, 3 + 2 * n
 
 
 def _unpack_times(packed: bytes) -> array[float]:
     out = array("d")
-    out.frombytes((np.frombuffer(packed, "<i4", len(packed) // 5) / 1000.0).tobytes())
+    n, _ = _chunks_in(packed)
+    if n == 0:
+        return out
+    if packed[0] == _WIDE:
+        micros = np.frombuffer(packed, "<i4", n, 1).astype(np.int64)
+    else:
+        micros = np.empty(n, np.int64)
+        micros[0] = int.from_bytes(packed[1:5], "little", signed=True)
+        micros[1:] = np.frombuffer(packed, "<u2", n - 1, 5)
+        np.cumsum(micros, out=micros)
+    out.frombytes((micros / 1000.0).tobytes())
     return out
 
 
 def _unpack_counts(packed: bytes) -> array[int]:
-    return array("i", accumulate(packed[4 * (len(packed) // 5):]))
+    return array("i", accumulate(packed[_chunks_in(packed)[1]:]))
 
 
 def _unpacked(record: dict[str, Any]) -> None:
@@ -126,9 +157,15 @@ def _unpacked(record: dict[str, Any]) -> None:
         record[_COUNTS] = array("i", counts)
 
 
-def _shape_value(value: Any) -> tuple[Any, ...] | None:
-    """A key that tells ``value`` apart from every other (1, 1.0, True and -0.0, 0.0 differ); None: not shareable."""
-    if value is None or type(value) is str or type(value) is int:
+def _shape_value(key: str, value: Any) -> tuple[Any, ...] | None:
+    """A key that tells ``value`` apart from every other (1, 1.0, True and -0.0, 0.0 differ); None: the record's own.
+
+    The shape holds the ``SHAPE_FIELDS`` and any field that is null (few records differ in which are)."""
+    if value is None:
+        return (None,)
+    if key not in SHAPE_FIELDS:
+        return None
+    if type(value) is str or type(value) is int:
         return (type(value), value)
     if type(value) is float:
         return (float, value.hex())
@@ -150,7 +187,7 @@ def compact_record(parsed: dict[str, Any], shared: dict[Any, Any]) -> CompactRec
     key_parts: list[Any] = [packed is not None]
     own: list[Any] = []
     for key, value in parsed.items():
-        part = _shape_value(value) if key in SHAPE_FIELDS else None
+        part = _shape_value(key, value)
         key_parts.append((key, part))
         if part is None and not (packed is not None and key == _COUNTS):
             own.append(packed if packed is not None and key == _TIMES else value)
@@ -167,7 +204,7 @@ def _new_shape(parsed: dict[str, Any], packed: bool, shared: dict[Any, Any]) -> 
     n_own = 0
     for key, value in parsed.items():
         key = shared.setdefault(key, key)  # the JSON parser makes new key strings per line
-        if key in SHAPE_FIELDS and _shape_value(value) is not None:
+        if _shape_value(key, value) is not None:
             where[key] = (_IN_SHAPE, len(values))
             values.append(value)
         elif packed and key == _COUNTS:

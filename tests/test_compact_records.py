@@ -55,7 +55,8 @@ def test_packed_chunks_read_back_bit_for_bit_and_what_would_not_survive_packing_
             _record(2, chunk_ms=[-0.0, 1.0], chunk_tokens=[1, 2]),  # the sign of zero is kept
             _record(3, chunk_ms=[1.0, 2.0], chunk_tokens=[1, 400]),  # a chunk of more than 255 tokens
             _record(4, chunk_ms=[1.0, 2.0], chunk_tokens=[3, 2]),  # a count that falls
-            _record(5, chunk_ms=[], chunk_tokens=[], output_tokens=0, status="http_error", error="HTTP 503")]
+            _record(5, chunk_ms=[], chunk_tokens=[], output_tokens=0, status="http_error", error="HTTP 503"),
+            _record(6, chunk_ms=[70.001, 1.5, 2000.25], chunk_tokens=[1, 2, 3])]  # gaps past uint16 and back
     _write(tmp_path / "records.jsonl", rows)
     records, _ = read_records(tmp_path / "records.jsonl")
     for got, sent in zip(records, rows, strict=True):
@@ -66,7 +67,7 @@ def test_packed_chunks_read_back_bit_for_bit_and_what_would_not_survive_packing_
         assert list(got) == list(sent) and len(got) == len(sent)
     assert records[5].get("error") == "HTTP 503" and records[5].get("nope", 7) == 7 and "nope" not in records[5]
     packed = [any(type(v) is bytes for v in r._own) for r in records]
-    assert packed == [True, False, False, False, False, True]
+    assert packed == [True, False, False, False, False, True, True]
 
 
 def test_a_repeated_field_keeps_its_own_type(tmp_path):
