@@ -14,11 +14,14 @@ microseconds (the load side writes milliseconds to 3 decimals), as gaps of at mo
 all are, and the cumulative counts as per-chunk increments (uint8): 3 bytes a chunk (5 with a longer gap)
 instead of 12. Each read unpacks them into the ``array`` (``"d"`` times, ``"i"`` counts) that an unpacked record
 holds, bit for bit the values parsed. Lists that cannot be packed so stay ``array`` buffers, or lists when they
-hold anything but plain numbers (for the type check to name).
+hold anything but plain numbers (for the type check to name). The float fields every record has
+(``PACKED_FLOAT_FIELDS``: start_s, e2e_s ...) follow in the same bytes as doubles, 8 bytes each instead of a
+24-byte float object and its 8-byte reference.
 """
 
 from __future__ import annotations
 
+import struct
 from array import array
 from collections.abc import Iterator, Mapping
 from itertools import accumulate
@@ -40,19 +43,28 @@ _NUMBER_TYPES, _INT_TYPE = frozenset((float, int)), frozenset((int,))
 # _WIDE: every time (int32), 5 bytes a chunk. An empty pair packs to no bytes.
 _WIDE, _NARROW = 0, 1
 _TIMES, _COUNTS = "chunk_ms", "chunk_tokens"
-# where a field's value is found: the shape's values, the record's own values, or its packed chunks
-_IN_SHAPE, _OWN, _PACKED_TIMES, _PACKED_COUNTS = range(4)
+#: float fields packed (as doubles, after the chunk lists) beside the record's packed chunk lists
+PACKED_FLOAT_FIELDS = frozenset(("start_s", "ttft_s", "e2e_s", "send_lag_ms", "scheduled_s"))
+_DOUBLE = struct.Struct("<d")
+# where a field's value is found: the shape's values, the record's own values, or its packed bytes
+_IN_SHAPE, _OWN, _PACKED_TIMES, _PACKED_COUNTS, _PACKED_FLOAT = range(5)
+# a field's part of a shape's key when its value is in the packed bytes (other parts: ``_shape_value``)
+_IN_PACKED, _FLOAT_PACKED = ("packed",), ("packed float",)
 
 
 class _Shape:
-    """Field names in the record's order, where each value is found, and the shared values."""
+    """Field names in the record's order, where each value is found, the shared values, and where in the record's
+    own values its packed bytes are (with how many floats they end in)."""
 
-    __slots__ = ("keys", "values", "where")
+    __slots__ = ("floats", "keys", "packed_at", "values", "where")
 
-    def __init__(self, keys: tuple[str, ...], where: dict[str, tuple[int, int]], values: tuple[Any, ...]):
+    def __init__(self, keys: tuple[str, ...], where: dict[str, tuple[int, int]], values: tuple[Any, ...],
+                 packed_at: int, floats: int):
         self.keys = keys
         self.where = where
         self.values = values
+        self.packed_at = packed_at
+        self.floats = floats
 
 
 class CompactRecord(Mapping[str, Any]):
@@ -68,9 +80,14 @@ class CompactRecord(Mapping[str, Any]):
         kind, i = self._shape.where[key]
         if kind == _OWN:
             return self._own[i]
+        shape = self._shape
         if kind == _IN_SHAPE:
-            return self._shape.values[i]
-        return _unpack_times(self._own[i]) if kind == _PACKED_TIMES else _unpack_counts(self._own[i])
+            return shape.values[i]
+        packed = self._own[shape.packed_at]
+        end = len(packed) - 8 * shape.floats  # where the chunk lists end and the floats begin
+        if kind == _PACKED_FLOAT:
+            return _DOUBLE.unpack_from(packed, end + 8 * i)[0]
+        return _unpack_times(packed, end) if kind == _PACKED_TIMES else _unpack_counts(packed, end)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self[key] if key in self._shape.where else default
@@ -117,20 +134,20 @@ def _pack(times: list[Any], counts: list[Any]) -> bytes | None:
     return head + steps.astype(np.uint8).tobytes()
 
 
-def _chunks_in(packed: bytes) -> tuple[int, int]:
-    """(chunks, where the count increments start) of packed bytes."""
-    if not packed:
+def _chunks_in(packed: bytes, end: int) -> tuple[int, int]:
+    """(chunks, where the count increments start) of chunk lists packed in ``packed[:end]``."""
+    if not end:
         return 0, 0
     if packed[0] == _WIDE:
-        n = (len(packed) - 1) // 5
+        n = (end - 1) // 5
         return n, 1 + 4 * n
-    n = (len(packed) - 3) // 3
+    n = (end - 3) // 3
     return n, 3 + 2 * n
 
 
-def _unpack_times(packed: bytes) -> array[float]:
+def _unpack_times(packed: bytes, end: int) -> array[float]:
     out = array("d")
-    n, _ = _chunks_in(packed)
+    n, _ = _chunks_in(packed, end)
     if n == 0:
         return out
     if packed[0] == _WIDE:
@@ -144,8 +161,8 @@ def _unpack_times(packed: bytes) -> array[float]:
     return out
 
 
-def _unpack_counts(packed: bytes) -> array[int]:
-    return array("i", accumulate(packed[_chunks_in(packed)[1]:]))
+def _unpack_counts(packed: bytes, end: int) -> array[int]:
+    return array("i", accumulate(packed[_chunks_in(packed, end)[1]:end]))
 
 
 def _unpacked(record: dict[str, Any]) -> None:
@@ -172,6 +189,15 @@ def _shape_value(key: str, value: Any) -> tuple[Any, ...] | None:
     return None
 
 
+def _part(key: str, value: Any, packed: bool) -> tuple[Any, ...] | None:
+    """A field's part of its record's shape key: where its value goes (``_shape_value``; packed); None: own."""
+    if packed and key in (_TIMES, _COUNTS):
+        return _IN_PACKED
+    if packed and type(value) is float and key in PACKED_FLOAT_FIELDS:
+        return _FLOAT_PACKED
+    return _shape_value(key, value)
+
+
 def compact_record(parsed: dict[str, Any], shared: dict[Any, Any]) -> CompactRecord:
     """``parsed`` in less memory; ``shared`` holds what records share (strings, shapes), one per run read."""
     for key in SHARED_STRING_FIELDS:
@@ -184,35 +210,34 @@ def compact_record(parsed: dict[str, Any], shared: dict[Any, Any]) -> CompactRec
     packed = _pack(times, counts) if isinstance(times, list) and isinstance(counts, list) else None
     if packed is None:
         _unpacked(parsed)
-    key_parts: list[Any] = [packed is not None]
-    own: list[Any] = []
-    for key, value in parsed.items():
-        part = _shape_value(key, value)
-        key_parts.append((key, part))
-        if part is None and not (packed is not None and key == _COUNTS):
-            own.append(packed if packed is not None and key == _TIMES else value)
-    shape_key = tuple(key_parts)
+    parts = [_part(key, value, packed is not None) for key, value in parsed.items()]
+    own = [value for value, part in zip(parsed.values(), parts, strict=True) if part is None]
+    floats = [value for value, part in zip(parsed.values(), parts, strict=True) if part is _FLOAT_PACKED]
+    if packed is not None:
+        own.append(packed + struct.pack(f"<{len(floats)}d", *floats))
+    shape_key = (*parsed, *parts)
     shape = shared.get(shape_key)
     if shape is None:
-        shape = shared[shape_key] = _new_shape(parsed, packed is not None, shared)
+        shape = shared[shape_key] = _new_shape(parsed, parts, shared)
     return CompactRecord(shape, tuple(own))
 
 
-def _new_shape(parsed: dict[str, Any], packed: bool, shared: dict[Any, Any]) -> _Shape:
+def _new_shape(parsed: dict[str, Any], parts: list[tuple[Any, ...] | None], shared: dict[Any, Any]) -> _Shape:
     where: dict[str, tuple[int, int]] = {}
     values: list[Any] = []
-    n_own = 0
-    for key, value in parsed.items():
+    n_own = n_floats = 0
+    for (key, value), part in zip(parsed.items(), parts, strict=True):
         key = shared.setdefault(key, key)  # the JSON parser makes new key strings per line
-        if _shape_value(key, value) is not None:
+        if part is None:
+            where[key] = (_OWN, n_own)
+            n_own += 1
+        elif part is _FLOAT_PACKED:
+            where[key] = (_PACKED_FLOAT, n_floats)
+            n_floats += 1
+        elif part is _IN_PACKED:
+            where[key] = (_PACKED_TIMES if key == _TIMES else _PACKED_COUNTS, 0)
+        else:
             where[key] = (_IN_SHAPE, len(values))
             values.append(value)
-        elif packed and key == _COUNTS:
-            continue  # placed once both are known: it reads the times' packed bytes
-        else:
-            where[key] = (_PACKED_TIMES if packed and key == _TIMES else _OWN, n_own)
-            n_own += 1
-    if packed:
-        where[_COUNTS] = (_PACKED_COUNTS, where[_TIMES][1])
     keys = tuple(shared.setdefault(k, k) for k in parsed)
-    return _Shape(keys, where, tuple(values))
+    return _Shape(keys, where, tuple(values), n_own, n_floats)

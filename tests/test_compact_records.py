@@ -71,8 +71,12 @@ def test_packed_chunks_read_back_bit_for_bit_and_what_would_not_survive_packing_
 
 
 def test_a_repeated_field_keeps_its_own_type(tmp_path):
-    rows = [_record(0, target_rate=1.0), _record(1, target_rate=1), _record(2, target_rate=True),
-            _record(3, target_rate=-0.0), _record(4, target_rate=0.0)]
+    rows = [_record(0, target_rate=1.0, start_s=-0.0), _record(1, target_rate=1, start_s=5),
+            _record(2, target_rate=True, send_lag_ms=None), _record(3, target_rate=-0.0, e2e_s=0.1 + 0.2),
+            _record(4, target_rate=0.0, ttft_s=None)]  # start_s ... e2e_s packed beside the chunk lists
     _write(tmp_path / "records.jsonl", rows)
     records, _ = read_records(tmp_path / "records.jsonl")
     assert [repr(r["target_rate"]) for r in records] == ["1.0", "1", "True", "-0.0", "0.0"]
+    for got, sent in zip(records, rows, strict=True):
+        assert {k: repr(got[k]) for k in sent if not k.startswith("chunk_")} == \
+            {k: repr(v) for k, v in sent.items() if not k.startswith("chunk_")}
