@@ -25,6 +25,7 @@ import struct
 from array import array
 from collections.abc import Iterator, Mapping
 from itertools import accumulate
+from operator import sub
 from typing import Any
 
 import numpy as np
@@ -48,8 +49,9 @@ PACKED_FLOAT_FIELDS = frozenset(("start_s", "ttft_s", "e2e_s", "send_lag_ms", "s
 _DOUBLE = struct.Struct("<d")
 # where a field's value is found: the shape's values, the record's own values, or its packed bytes
 _IN_SHAPE, _OWN, _PACKED_TIMES, _PACKED_COUNTS, _PACKED_FLOAT = range(5)
-# a field's part of a shape's key when its value is in the packed bytes (other parts: ``_shape_value``)
-_IN_PACKED, _FLOAT_PACKED = ("packed",), ("packed float",)
+# parts of a shape's key (``_part``): in the packed bytes, as a float in them, null
+_IN_PACKED, _FLOAT_PACKED, _NULL = ("packed",), ("packed float",), (None,)
+_PLACED = SHAPE_FIELDS | PACKED_FLOAT_FIELDS | {_TIMES, _COUNTS}  # fields held elsewhere than the own values
 
 
 class _Shape:
@@ -116,22 +118,22 @@ def _pack(times: list[Any], counts: list[Any]) -> bytes | None:
     if not times:
         return b""
     try:
+        steps = bytes(map(sub, counts, [0, *counts[:-1]]))
         exact = np.array(times, dtype=float)
-        steps = np.diff(np.array(counts, dtype=np.int64), prepend=0)
-    except OverflowError:  # a number beyond a float's or an int64's range
+    except (ValueError, OverflowError):  # a count that falls or rises by over 255; a number beyond a float's range
         return None
     micros = np.rint(exact * 1000.0)
-    if not np.abs(micros).max() <= _INT32 or steps.min() < 0 or steps.max() > 255:  # the first is true for NaN
+    if not np.abs(micros).max() <= _INT32:  # also true for NaN
         return None
     whole = micros.astype(np.int64)
     if (whole / 1000.0).tobytes() != exact.tobytes():  # bit for bit: -0.0, NaN and 4+ decimals stay unpacked
         return None
-    gaps = np.diff(whole)
+    gaps = whole[1:] - whole[:-1]
     if len(gaps) == 0 or (gaps.min() >= 0 and gaps.max() <= 0xFFFF):
         head = bytes((_NARROW,)) + int(whole[0]).to_bytes(4, "little", signed=True) + gaps.astype("<u2").tobytes()
     else:
         head = bytes((_WIDE,)) + whole.astype("<i4").tobytes()
-    return head + steps.astype(np.uint8).tobytes()
+    return head + steps
 
 
 def _chunks_in(packed: bytes, end: int) -> tuple[int, int]:
@@ -146,19 +148,28 @@ def _chunks_in(packed: bytes, end: int) -> tuple[int, int]:
 
 
 def _unpack_times(packed: bytes, end: int) -> array[float]:
+    """The times packed in ``packed[:end]``; a copy of the last ones unpacked when read again at once.
+
+    Why remember them: readers often test a record's times (``not rec["chunk_ms"]``) and then read them."""
+    last = _LAST_TIMES[0]
+    if last is not None and last[0] is packed:
+        return last[1][:]  # a copy: the caller may change it
     out = array("d")
     n, _ = _chunks_in(packed, end)
-    if n == 0:
-        return out
-    if packed[0] == _WIDE:
-        micros = np.frombuffer(packed, "<i4", n, 1).astype(np.int64)
-    else:
-        micros = np.empty(n, np.int64)
-        micros[0] = int.from_bytes(packed[1:5], "little", signed=True)
-        micros[1:] = np.frombuffer(packed, "<u2", n - 1, 5)
-        np.cumsum(micros, out=micros)
-    out.frombytes((micros / 1000.0).tobytes())
+    if n:
+        if packed[0] == _WIDE:
+            micros = np.frombuffer(packed, "<i4", n, 1).astype(np.int64)
+        else:
+            micros = np.empty(n, np.int64)
+            micros[0] = int.from_bytes(packed[1:5], "little", signed=True)
+            micros[1:] = np.frombuffer(packed, "<u2", n - 1, 5)
+            np.cumsum(micros, out=micros)
+        out.frombytes((micros / 1000.0).tobytes())
+    _LAST_TIMES[0] = (packed, out[:])
     return out
+
+
+_LAST_TIMES: list[tuple[bytes, array[float]] | None] = [None]  # (packed bytes, their times) last unpacked
 
 
 def _unpack_counts(packed: bytes, end: int) -> array[int]:
@@ -174,12 +185,18 @@ def _unpacked(record: dict[str, Any]) -> None:
         record[_COUNTS] = array("i", counts)
 
 
-def _shape_value(key: str, value: Any) -> tuple[Any, ...] | None:
-    """A key that tells ``value`` apart from every other (1, 1.0, True and -0.0, 0.0 differ); None: the record's own.
+def _part(key: str, value: Any, packed: bool) -> tuple[Any, ...] | None:
+    """A field's part of its record's shape key, which tells where its value is held; None: the record's own.
 
-    The shape holds the ``SHAPE_FIELDS`` and any field that is null (few records differ in which are)."""
+    In the shape: the ``SHAPE_FIELDS`` and any null field (few records differ in which are), keyed so that
+    1, 1.0, True and -0.0, 0.0 differ; in the packed bytes (when the chunk lists packed) the chunk lists and the
+    ``PACKED_FLOAT_FIELDS``."""
     if value is None:
-        return (None,)
+        return _NULL
+    if key not in _PLACED:
+        return None
+    if packed and (key in (_TIMES, _COUNTS) or (type(value) is float and key in PACKED_FLOAT_FIELDS)):
+        return _FLOAT_PACKED if key in PACKED_FLOAT_FIELDS else _IN_PACKED
     if key not in SHAPE_FIELDS:
         return None
     if type(value) is str or type(value) is int:
@@ -187,15 +204,6 @@ def _shape_value(key: str, value: Any) -> tuple[Any, ...] | None:
     if type(value) is float:
         return (float, value.hex())
     return None
-
-
-def _part(key: str, value: Any, packed: bool) -> tuple[Any, ...] | None:
-    """A field's part of its record's shape key: where its value goes (``_shape_value``; packed); None: own."""
-    if packed and key in (_TIMES, _COUNTS):
-        return _IN_PACKED
-    if packed and type(value) is float and key in PACKED_FLOAT_FIELDS:
-        return _FLOAT_PACKED
-    return _shape_value(key, value)
 
 
 def compact_record(parsed: dict[str, Any], shared: dict[Any, Any]) -> CompactRecord:
