@@ -264,9 +264,10 @@ _REQUIRED_RECORD_KEYS = ("request_id", "start_s", "e2e_s", "status", "output_tok
 def read_records(path: Path) -> tuple[list[RequestRecord], int]:
     """Read records.jsonl; a torn last line (killed run) is skipped and counted; a bad line before other
     records, or a malformed record, is corruption and an error. Records come back compacted
-    (``contract.compact``): ``chunk_ms`` and ``chunk_tokens`` are sequences (``array``), not lists."""
+    (``contract.compact``): read-only mappings, not dicts; ``chunk_ms`` and ``chunk_tokens`` are sequences
+    (``array``), not lists."""
     records: list[RequestRecord] = []
-    shared: dict[str, str] = {}  # one string object per repeated value (compact_record)
+    shared: dict[Any, Any] = {}  # strings and record shapes the records share (compact_record)
     torn = 0
     pending_bad: int | None = None  # a line that did not parse: torn only if nothing follows it
     for lineno, obj in iter_jsonl(path):

@@ -1,6 +1,6 @@
-"""Records read for analysis are compacted (contract.compact) without changing a value, and a malformed chunk list
-is still named by the analysis' type check. Memory per record is a benchmark's figure
-(benchmarks/bench_summarize.py), not asserted here."""
+"""Records read for analysis are compacted (contract.compact: shared shapes, packed chunk lists) without changing a
+value or its type, and a malformed chunk list is still named by the analysis' type check. Memory per record is a
+benchmark's figure (benchmarks/bench_summarize.py), not asserted here."""
 
 from __future__ import annotations
 
@@ -47,3 +47,36 @@ def test_a_malformed_chunk_list_is_still_named(tmp_path, field, bad):
     _write(tmp_path / "run" / "records.jsonl", [_record(0), _record(1, **{field: bad})])
     with pytest.raises(RunFormatError, match=rf"record 2 \('r1'\): '{field}' should be a list of numbers"):
         load_run(tmp_path / "run")
+
+
+def test_packed_chunks_read_back_bit_for_bit_and_what_would_not_survive_packing_stays_unpacked(tmp_path):
+    rows = [_record(0, chunk_ms=[4.417, 5.618, 7.0], chunk_tokens=[2, 2, 200], output_tokens=200),  # packed
+            _record(1, chunk_ms=[4.4175, 5.0], chunk_tokens=[1, 2]),  # 4 decimals: not whole microseconds
+            _record(2, chunk_ms=[-0.0, 1.0], chunk_tokens=[1, 2]),  # the sign of zero is kept
+            _record(3, chunk_ms=[1.0, 2.0], chunk_tokens=[1, 400]),  # a chunk of more than 255 tokens
+            _record(4, chunk_ms=[1.0, 2.0], chunk_tokens=[3, 2]),  # a count that falls
+            _record(5, chunk_ms=[], chunk_tokens=[], output_tokens=0, status="http_error", error="HTTP 503"),
+            _record(6, chunk_ms=[70.001, 1.5, 2000.25], chunk_tokens=[1, 2, 3])]  # gaps past uint16 and back
+    _write(tmp_path / "records.jsonl", rows)
+    records, _ = read_records(tmp_path / "records.jsonl")
+    for got, sent in zip(records, rows, strict=True):
+        assert [x.hex() for x in got["chunk_ms"]] == [float(x).hex() for x in sent["chunk_ms"]]
+        assert list(got["chunk_tokens"]) == sent["chunk_tokens"]
+        assert isinstance(got["chunk_ms"], array) and isinstance(got["chunk_tokens"], array)
+        assert dict(got) == {**sent, "chunk_ms": got["chunk_ms"], "chunk_tokens": got["chunk_tokens"]}
+        assert list(got) == list(sent) and len(got) == len(sent)
+    assert records[5].get("error") == "HTTP 503" and records[5].get("nope", 7) == 7 and "nope" not in records[5]
+    packed = [any(type(v) is bytes for v in r._own) for r in records]
+    assert packed == [True, False, False, False, False, True, True]
+
+
+def test_a_repeated_field_keeps_its_own_type(tmp_path):
+    rows = [_record(0, target_rate=1.0, start_s=-0.0), _record(1, target_rate=1, start_s=5),
+            _record(2, target_rate=True, send_lag_ms=None), _record(3, target_rate=-0.0, e2e_s=0.1 + 0.2),
+            _record(4, target_rate=0.0, ttft_s=None)]  # start_s ... e2e_s packed beside the chunk lists
+    _write(tmp_path / "records.jsonl", rows)
+    records, _ = read_records(tmp_path / "records.jsonl")
+    assert [repr(r["target_rate"]) for r in records] == ["1.0", "1", "True", "-0.0", "0.0"]
+    for got, sent in zip(records, rows, strict=True):
+        assert {k: repr(got[k]) for k in sent if not k.startswith("chunk_")} == \
+            {k: repr(v) for k, v in sent.items() if not k.startswith("chunk_")}

@@ -6,6 +6,7 @@ per-category spread, the reports and the plots all compute these figures the sam
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -35,6 +36,21 @@ def itl_samples_s(record: RequestRecord) -> np.ndarray:
     new = np.diff(cum).astype(int)
     keep = new > 0
     return np.repeat(gaps_s[keep] / new[keep], new[keep])
+
+
+def itl_percentiles_s(records: Iterable[RequestRecord], qs: Sequence[float]) -> list[float | None]:
+    """Percentiles ``qs`` of the ITL samples of every record together (``itl_samples_s``), None for no samples.
+
+    Why not ``np.concatenate`` of each record's samples: at a step of a million-record run that list of small
+    arrays, the joined copy and ``np.percentile``'s own copy were held at once; here the samples grow one
+    buffer, which ``np.percentile`` then partitions in place. Same figures: the same samples, the same method.
+    """
+    pooled = array("d")
+    for rec in records:
+        pooled.frombytes(itl_samples_s(rec).tobytes())
+    if not pooled:
+        return [None for _ in qs]
+    return [float(p) for p in np.percentile(np.frombuffer(pooled), qs, overwrite_input=True)]
 
 
 def tpot_s(record: RequestRecord) -> float | None:

@@ -12,14 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
 from analysis.records.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
 from analysis.records.energy import Prices, gpu_series, with_energy
 from analysis.records.goodput import sent_in, slo_figures
 from analysis.records.request_metrics import (
     acceptance_length,
-    itl_samples_s,
+    itl_percentiles_s,
     mean_or_none,
     per_request_tok_s,
     percentile_or_none,
@@ -154,7 +152,7 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
     speeds = [s for s in (per_request_tok_s(r) for r in ok) if s is not None]
     ttfts = [t for t in (ttft_s(r) for r in ok) if t is not None]
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
-    itls = np.concatenate([itl_samples_s(r) for r in ok]) if ok else np.zeros(0)
+    itl_p50, itl_p99 = itl_percentiles_s(ok, (50, 99))
     e2es = [r["e2e_s"] for r in ok]
     median_e2e = percentile_or_none(e2es, 50)
     estimate = estimate_throughput(nearby, t0, t1, median_e2e)
@@ -177,8 +175,8 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
         per_request_tok_s=mean_or_none(speeds),
         ttft_p50_s=percentile_or_none(ttfts, 50),
         ttft_p99_s=percentile_or_none(ttfts, 99),
-        itl_p50_s=percentile_or_none(itls, 50),
-        itl_p99_s=percentile_or_none(itls, 99),
+        itl_p50_s=itl_p50,
+        itl_p99_s=itl_p99,
         tpot_p50_s=percentile_or_none(tpots, 50),
         tpot_p99_s=percentile_or_none(tpots, 99),
         e2e_avg_s=mean_or_none(e2es),
