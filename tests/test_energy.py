@@ -34,7 +34,7 @@ from analysis.reporting.serialize import comparison_json
 from contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
 from locustfiles.target import start_emulator_process
 from specbench.launch import free_port
-from tests.conftest import ledger, ledger_window_tok_s, read_jsonl, run_locust, wait_until
+from tests.conftest import energy_slack, ledger, ledger_window_tok_s, read_jsonl, run_locust, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +103,8 @@ def test_energy_per_token_matches_the_power_model(runs: dict[str, dict[str, Any]
     for row in rows:
         truth = run["truth"][row.target_c]
         assert row.gpus == 2 and row.energy_source == source, (name, row.target_c, row.energy_note)
-        assert row.energy_per_token_j == pytest.approx(truth, rel=0.02), (name, row.target_c)
+        slack = energy_slack(samples, row)
+        assert row.energy_per_token_j == pytest.approx(truth, rel=0.02 + slack), (name, row.target_c, slack)
         assert row.gpu_power_w is not None and row.gpu_power_w > 0
         assert (row.gpu_util_pct is not None and 50 < row.gpu_util_pct <= 100), row.gpu_util_pct
         # $2 per GPU-hour: two GPUs' hours over the window per million of its tokens.
@@ -128,10 +129,12 @@ def test_the_comparison_says_how_much_energy_speculation_costs(runs: dict[str, d
                                                                tmp_path: Path) -> None:
     for base, spec in (("base", "spec"), ("base_power", "spec_power")):
         comparison = compare_runs(load_run(runs[base]["dir"]), load_run(runs[spec]["dir"]))
+        samples = {name: read_gpu_metrics(runs[name]["dir"] / GPU_METRICS_FILE)[0] for name in (base, spec)}
         for lv in comparison.levels:
             truth = runs[spec]["truth"][lv.target_c] / runs[base]["truth"][lv.target_c]
             energy = lv.energy
-            assert energy is not None and energy.ratio == pytest.approx(truth, rel=0.03), (base, lv.target_c)
+            slack = energy_slack(samples[base], lv.baseline) + energy_slack(samples[spec], lv.spec)
+            assert energy is not None and energy.ratio == pytest.approx(truth, rel=0.03 + slack), (base, lv.target_c)
             assert energy.ratio_low is not None and energy.ratio_high is not None, energy.note
             assert energy.ratio_low < energy.ratio < energy.ratio_high
             assert energy.sentence.startswith(f"C={lv.target_c}: speculation uses {energy.ratio:.2f}x the energy "
@@ -197,7 +200,8 @@ def test_an_exporter_that_goes_away_leaves_later_steps_not_measured_and_loses_no
     run = _run(tmp_path, "away", "eagle3", during=_stop_after_first_step)
     data = load_run(run["dir"])
     first, second = summarize_run(data).rows
-    assert first.energy_per_token_j == pytest.approx(run["truth"][first.target_c], rel=0.02)
+    assert first.energy_per_token_j == pytest.approx(run["truth"][first.target_c],
+                                                     rel=0.02 + energy_slack(data.gpu_samples, first))
     assert second.energy_j is None and second.energy_per_token_j is None and second.gpu_power_w is None
     assert second.energy_source is None and second.gpus == 2
     assert "not measured" in (second.energy_note or "")
@@ -231,19 +235,24 @@ def test_compare_reads_each_servers_own_exporter(tmp_path: Path) -> None:
         truth = {name: _truth(url, read_jsonl(out / name / "steps.jsonl"))
                  for name, url in (("baseline", base.url), ("spec", spec.url))}
     assert f"baseline: GPU metrics from {base.url}{DCGM_PATH}" in proc.stdout
+    slack: dict[str, dict[int, float]] = {}
     for name, url, gpus in (("baseline", base.url, {"0", "1"}), ("spec", spec.url, {"0", "1", "2"})):
         meta = json.loads((out / name / "meta.json").read_text())
         assert meta["settings"]["gpu_metrics"] == [url + DCGM_PATH], name  # its own, not the shared one
         samples, torn = read_gpu_metrics(out / name / GPU_METRICS_FILE)
         assert torn == 0 and len(samples) > 20 and all(set(s["gpus"]) == gpus for s in samples), name
+        slack[name] = {}
         for row in summarize_run(load_run(out / name)).rows:
             assert row.gpus == len(gpus) and row.energy_source == "counter", (name, row.energy_note)
-            assert row.energy_per_token_j == pytest.approx(truth[name][row.target_c], rel=0.02), name
+            slack[name][row.target_c] = energy_slack(samples, row)
+            assert row.energy_per_token_j == pytest.approx(truth[name][row.target_c],
+                                                           rel=0.02 + slack[name][row.target_c]), name
     report = json.loads((out / "comparison.json").read_text())
     assert [lv["target_c"] for lv in report["levels"]] == list(LEVELS)
     for level in report["levels"]:
         c = level["target_c"]
-        assert level["energy_ratio"] == pytest.approx(truth["spec"][c] / truth["baseline"][c], rel=0.03), c
+        assert level["energy_ratio"] == pytest.approx(truth["spec"][c] / truth["baseline"][c],
+                                                      rel=0.03 + slack["spec"][c] + slack["baseline"][c]), c
         assert level["energy_ratio_low"] < level["energy_ratio"] < level["energy_ratio_high"]
     assert "ConnectionError" not in proc.stdout + proc.stderr  # the shared exporter was never asked
     assert (out / "energy_vs_c.png").exists() and "](energy_vs_c.png)" in (out / "report.md").read_text()

@@ -24,7 +24,7 @@ from analysis import load_run, summarize_run
 from contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
 from locustfiles.target import start_emulator_process
 from specbench.launch import free_port
-from tests.conftest import REPO, ledger, ledger_window_tok_s, read_jsonl, run_locust
+from tests.conftest import REPO, energy_slack, ledger, ledger_window_tok_s, read_jsonl, run_locust
 
 SOURCE = REPO / "tests" / "nvml_emulator" / "fake_nvml.c"
 WATTS = (300.0, 150.0)
@@ -169,7 +169,8 @@ def test_energy_per_token_through_nvml_matches_the_known_power(fake_nvml: Path, 
     assert [r.target_c for r in rows] == list(LEVELS)
     for row in rows:
         assert row.gpus == 2 and row.energy_source == source, (row.target_c, row.energy_note)
-        assert row.energy_per_token_j == pytest.approx(run["truth"][row.target_c], rel=0.02), row.target_c
+        assert row.energy_per_token_j == pytest.approx(run["truth"][row.target_c],
+                                                       rel=0.02 + energy_slack(samples, row)), row.target_c
         assert row.gpu_power_w == pytest.approx(sum(WATTS), rel=0.01) and row.gpu_util_pct == 87.0
     cli = subprocess.run([sys.executable, "-m", "analysis", "summarize", str(run["dir"]), "--json"],
                          capture_output=True, text=True, timeout=120)
