@@ -65,7 +65,10 @@ class NeighbourCpu:
         means = [sum(self.cores[i:i + span]) / span for i in range(len(self.cores) - span + 1)]
         return max(means) - min(means)
 
+    def mean(self) -> float:
+        """The neighbours' mean use over the whole run, in cores."""
+        return sum(self.cores) / len(self.cores) if self.cores else 0.0
+
     def text(self) -> str:
-        mean = sum(self.cores) / len(self.cores) if self.cores else 0.0
-        return (f"other processes used {mean:.2f} cores on average, swinging by {self.swing():.2f} cores "
+        return (f"other processes used {self.mean():.2f} cores on average, swinging by {self.swing():.2f} cores "
                 f"(5-s means, {len(self.cores)} s sampled)")
