@@ -168,6 +168,7 @@ class LLMUser(HttpUser):
         verify = tls.verify() if self.client.verify is True else self.client.verify
         self._http = StreamClient(endpoint(self.client.base_url, verify))
         self._ready: float | None = None  # perf_counter when this user became ready to send (send_lag_ms)
+        self._ended: str | None = None  # this user's last sent request, ended but perhaps not yet booked
         self._only_task = len(set(self.tasks)) == 1  # no other task of a subclass to share the user's turns
 
     def on_stop(self) -> None:
@@ -273,6 +274,7 @@ class LLMUser(HttpUser):
         """End of a request: what the next send needs now (when this user became ready, the conversation's next
         turn); the rest (``_book``) after the sends of the users ready with it (``locustfiles.deferred``)."""
         self._ready = req.ready or req.end  # the end of this stream: all that follows until the next send is lag
+        self._ended = req.request_id if req.sent else None
         self._conversation = self._continued(ctx, req)
         AFTER_SENDS.add(functools.partial(self._book, ctx, req, name))
 
@@ -337,7 +339,11 @@ class LLMUser(HttpUser):
             req.send_lag_ms = round(max(0.0, req.start_s - req.scheduled_s) * 1000.0, 3)
         elif self._ready is not None:
             req.send_lag_ms = round(max(0.0, req.t0 - self._ready) * 1000.0, 3)
-        self._send(START_MESSAGE, {"request_id": req.request_id, "start_s": req.start_s, "step": req.step})
+        # "after": the request this user ended before this one, whose record may still be queued (deferred):
+        # the live in-flight count leaves it out from now, the books keep it until its record arrives.
+        self._send(START_MESSAGE, {"request_id": req.request_id, "start_s": req.start_s, "step": req.step,
+                                   "after": getattr(self, "_ended", None)})
+        self._ended = None
 
     def _back_off(self, status: str) -> bool:
         """After a connection error wait 0.1 s, doubling to 2 s while they last: a down server is not hammered.

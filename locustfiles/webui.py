@@ -100,7 +100,7 @@ class TokensTab:
         step = OpenStep(book.index, book.target_c, book.min_requests, book.start_s, book.steady_start_s)
         return live_row(self._name(), step, collector.records([book.index - 1, book.index]), now=now,
                         oldest_in_flight_start=collector.oldest_in_flight_start(),
-                        in_flight=len(collector.in_flight))
+                        in_flight=collector.sending())
 
     def _name(self) -> str:
         return self.run_dir.name if self.run_dir is not None else "run"

@@ -15,7 +15,10 @@ class RequestCollector:
     """Fed by the start/record messages; queried by the ladder shape at each tick."""
 
     def __init__(self) -> None:
-        self.in_flight: dict[str, float] = {}  # request_id -> start_s
+        self.in_flight: dict[str, float] = {}  # request_id -> start_s, until its record arrives
+        # of those, the ones whose user has since sent its next request: ended, their record still on its way
+        # (records are booked after the users' next sends, locustfiles.deferred)
+        self.ended: set[str] = set()
         self.node_of: dict[str, tuple[str, int | None]] = {}  # request_id -> (sending node, step)
         self.by_step: dict[int | None, list[RequestRecord]] = defaultdict(list)
         self.finished = 0
@@ -23,6 +26,7 @@ class RequestCollector:
 
     def clear(self) -> None:
         self.in_flight.clear()
+        self.ended.clear()
         self.node_of.clear()
         self.by_step.clear()
         self.finished = 0
@@ -35,9 +39,13 @@ class RequestCollector:
         rid = str(data["request_id"])
         self.in_flight[rid] = float(data["start_s"])
         self.node_of[rid] = (node, data.get("step"))
+        after = data.get("after")
+        if after in self.in_flight:
+            self.ended.add(str(after))
 
     def on_record(self, record: RequestRecord) -> None:
         self.in_flight.pop(record["request_id"], None)
+        self.ended.discard(record["request_id"])
         self.node_of.pop(record["request_id"], None)
         self.by_step[record.get("step")].append(record)
         self.finished += 1
@@ -48,7 +56,12 @@ class RequestCollector:
         steps = [self.node_of.pop(rid)[1] for rid in lost]
         for rid in lost:
             self.in_flight.pop(rid, None)
+            self.ended.discard(rid)
         return steps
+
+    def sending(self) -> int:
+        """Requests on the wire now: in flight, less those ended whose records are still on their way."""
+        return len(self.in_flight) - len(self.ended)
 
     def none_in_flight_before(self, t: float) -> bool:
         """True when every request that started before ``t`` has finished and been recorded."""

@@ -61,7 +61,9 @@ def test_attainment_and_goodput_equal_the_ledgers(tmp_path, emulator, mode):
     good = [e for e in window if _ledger_verdict(e)]
     assert abs(len(window) - row.slo_requests) <= 1  # a send within a millisecond of an edge may differ
     assert abs(row.slo_attainment - len(good) / len(window)) <= 1.5 / len(window)
-    assert abs(row.goodput_req_s - len(good) / (t1 - t0)) <= 1.0 / (t1 - t0)
+    # one request at an edge, as above; 1.5 not 1.0: a difference of exactly one request is 1/(t1-t0) up to
+    # rounding, which once came out 1e-16 over (a fresh-clone CI run beside two others)
+    assert abs(row.goodput_req_s - len(good) / (t1 - t0)) <= 1.5 / (t1 - t0)
     # tokens: at least every token of the good requests sent in the window that the server finished 50 ms before
     # its end (so they reached the client in it), at most every token of good requests overlapping it (its
     # edges widened by 50 ms: the client receives a chunk a little after the server sends it)
