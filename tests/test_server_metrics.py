@@ -88,9 +88,17 @@ def test_server_running_matches_the_ledger_and_tokens_match_the_client(runs: dic
             inside = [s for s in run.server_samples if row.window_start_s <= s["t_s"] <= row.window_end_s]
             a, b = inside[0], inside[-1]
             counted = b["values"]["generation_tokens_total"] - a["values"]["generation_tokens_total"]
-            finished = sum(r["output_tokens"] for r in run.records
-                           if r["status"] == "ok" and a["t_s"] <= r["start_s"] + r["e2e_s"] < b["t_s"])
-            assert abs(counted - finished) <= max(0.01 * finished, MAX_TOKENS), (name, row.target_c)
+            ends = [r for r in run.records
+                    if r["status"] == "ok" and a["t_s"] <= r["start_s"] + r["e2e_s"] < b["t_s"]]
+            finished = sum(r["output_tokens"] for r in ends)
+            # Each edge is uncertain by half its /metrics read (the server's values are of some instant in it)
+            # and by how late the client read a stream's end (its read-lag p90): the requests ending in those
+            # spans, at the window's finish rate, may fall on either side. Beside two other suite runs (C=60,
+            # 256-token answers) five did: 1,280 tokens, where one request's 256 had been allowed.
+            edge_s = (a.get("read_s", 0.0) + b.get("read_s", 0.0)) / 2 + 2 * (row.client_read_lag_p90_ms or 0) / 1000
+            edge_requests = 1 + len(ends) / (b["t_s"] - a["t_s"]) * edge_s
+            assert abs(counted - finished) <= max(0.01 * finished, edge_requests * MAX_TOKENS), (
+                name, row.target_c, counted, finished, edge_requests)
             assert 0 < row.server_kv_usage < 1
             assert "server_token_gap" not in row.flags
         steps = read_jsonl(runs[name] / "steps.jsonl")
