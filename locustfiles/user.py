@@ -342,7 +342,7 @@ class LLMUser(HttpUser):
         # "after": the request this user ended before this one, whose record may still be queued (deferred):
         # the live in-flight count leaves it out from now, the books keep it until its record arrives.
         self._send(START_MESSAGE, {"request_id": req.request_id, "start_s": req.start_s, "step": req.step,
-                                   "after": getattr(self, "_ended", None)})
+                                   "after": self._ended})
         self._ended = None
 
     def _back_off(self, status: str) -> bool:

@@ -409,6 +409,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
+    from specbench.exporters import left_without
     from specbench.sweep import SweepJob, run_sweep
     from specbench.sweepfile import load_sweep
 
@@ -417,9 +418,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     settings = _validated(args, passed_on(args) + extra)
     without = [e.name for e in sweep.entries if e.gpu_metrics is None]
     if not settings.gpu_metrics and without and len(without) < len(sweep.entries):
-        raise InputError(f"{sweep.source}: {', '.join(without)} would have no GPU metrics, and an energy comparison "
-                         "needs every run's: give each configuration gpu_metrics, or --gpu-metrics URL for those "
-                         "without their own")
+        raise left_without(sweep.source, without, "each configuration gpu_metrics")
     key = settings.api_key()
     out = Path(args.out) if args.out else Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     check_fresh_dir(out, "--out", args.overwrite)

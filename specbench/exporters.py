@@ -81,9 +81,15 @@ def run_exporters(baseline: str | None, specs: Sequence[str] | None, baseline_na
     if missing:
         given = BASELINE_FLAG if baseline is not None else SPEC_FLAG
         needed = f"{BASELINE_FLAG} URL" if baseline_name in missing else f"{SPEC_FLAG} [NAME=]URL"
-        raise InputError(f"{given}: {', '.join(missing)} would have no GPU metrics, and an energy comparison needs "
-                         f"every run's: give {needed}, or {SHARED_FLAG} URL for the runs without their own")
+        raise left_without(given, missing, needed)
     return own
+
+
+def left_without(where: str, missing: Sequence[str], needed: str) -> InputError:
+    """The one line for runs left without exporters while others have their own (compare's options, a sweep
+    file's entries): an energy ratio needs both sides."""
+    return InputError(f"{where}: {', '.join(missing)} would have no GPU metrics, and an energy comparison needs "
+                      f"every run's: give {needed}, or {SHARED_FLAG} URL for the runs without their own")
 
 
 def with_own_exporters(extra: Sequence[str], urls: str | None) -> list[str]:
