@@ -38,25 +38,39 @@ def test_capacity_is_the_highest_rate_held_here_and_below_interpolated_to_90_per
     assert "misses the SLO at the lowest tested level, 1 req/s" in capacity([_row(1, 0.5)]).text("req/s")
 
 
+# Speed 4 with 128 tokens: the seed-scale rates 1 and 4 req/s; the SLO is TTFT<=2s, TPOT<=80ms at seed scale.
+# Measured on the two emulators (quiet machine, 14 runs): EAGLE-3's slowest request at 4 req/s has a TPOT of
+# 12-17 ms, 82-85% of its requests meet 20 ms at 8 req/s and 1-5% at 16; the baseline's slowest is 9.3 ms at 16.
+# One late request at 4 req/s (17 of 18 met) already pins EAGLE-3's capacity within +-15% from the ladder alone,
+# so no rate would be added: a 12.5 ms target left 2% between the quiet run's slowest request in the window and
+# that, and a fresh-clone CI run beside two others went over it (14.7 ms); 20 ms leaves 64% on a quiet machine.
+SLO = "ttft=500ms,tpot=20ms"
+
+
+def _verdict_lines(stdout: str) -> str:
+    """The run's verdict and refinement lines: what a failed assertion shows of why."""
+    return "\n".join(line for line in stdout.splitlines() if line.startswith(("Verdict", "capacity refinement")))
+
+
 def test_rate_mode_compare_names_each_servers_capacity_under_the_slo_and_pins_it_with_an_added_rate(
         tmp_path, emulator):
-    # Speed 4 with 128 tokens: the seed-scale rates 1 and 4 req/s, and the seed-scale SLO TTFT<=2s, TPOT<=50ms.
     base = emulator("baseline", speed=4)
     spec = emulator("eagle3", speed=4)
     out = tmp_path / "report"
     cmd = [sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec", spec.url,
-           "--out", str(out), "--rate-ladder", "4,16", "--slo", "ttft=500ms,tpot=12.5ms", "--max-tokens", "128",
+           "--out", str(out), "--rate-ladder", "4,16", "--slo", SLO, "--max-tokens", "128",
            "--min-requests", "16", "--min-step-time", "2", "--max-step-time", "6", "--warmup-time", "1",
            "--refine-levels", "1"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     data = json.loads((out / "comparison.json").read_text())
     slo = data["slo"]
-    assert slo["slo"] == "TTFT<=500ms, TPOT<=12.5ms" and slo["open_loop"] and slo["unit"] == "req/s"
+    assert slo["slo"] == "TTFT<=500ms, TPOT<=20ms" and slo["open_loop"] and slo["unit"] == "req/s"
     # EAGLE-3 (capped at 48 running, slower per step under load) misses the SLO at 16 req/s; the baseline holds.
     # Its capacity lies between 4 and 16, so the refinement measures their geometric midpoint, 8 req/s, on both
     # servers (one rate: --refine-levels 1), marked as added.
-    assert "refining the capacity under the SLO: round 1 adds 8 req/s on every server" in proc.stdout
+    assert "refining the capacity under the SLO: round 1 adds 8 req/s on every server" in proc.stdout, \
+        _verdict_lines(proc.stdout)
     assert "capacity refinement: added 8 req/s; stopped: " in proc.stdout
     assert [(lv["level"], lv["refined"]) for lv in slo["levels"]] == [(4.0, False), (8.0, True), (16.0, False)]
     cap = slo["spec_capacity"]
@@ -74,7 +88,7 @@ def test_rate_mode_compare_names_each_servers_capacity_under_the_slo_and_pins_it
     # both runs carry the workload settings they ran with; the added rate's own run, its one rate
     for side in ("baseline", "spec"):
         meta = json.loads((out / side / "meta.json").read_text())
-        assert meta["settings"]["rate_ladder"] == [4.0, 16.0] and meta["settings"]["slo"] == "ttft=500ms,tpot=12.5ms"
+        assert meta["settings"]["rate_ladder"] == [4.0, 16.0] and meta["settings"]["slo"] == SLO
         added = json.loads((out / side / "refined" / "round-1" / "meta.json").read_text())
         assert added["settings"]["rate_ladder"] == [8.0]
 
@@ -90,11 +104,12 @@ def test_rate_mode_sweep_pins_the_capacity_with_an_added_rate_too(tmp_path, emul
                           f"  - {{name: eagle3, url: '{spec.url}'}}\n")
     out = tmp_path / "report"
     cmd = [sys.executable, "-m", "specbench.cli", "sweep", str(sweep_file), "--out", str(out), "--rate-ladder",
-           "4,16", "--slo", "ttft=500ms,tpot=12.5ms", "--max-tokens", "128", "--min-requests", "16",
+           "4,16", "--slo", SLO, "--max-tokens", "128", "--min-requests", "16",
            "--min-step-time", "2", "--max-step-time", "6", "--warmup-time", "1", "--refine-levels", "1"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    assert "refining the capacity under the SLO: round 1 adds 8 req/s on every server" in proc.stdout
+    assert "refining the capacity under the SLO: round 1 adds 8 req/s on every server" in proc.stdout, \
+        _verdict_lines(proc.stdout)
     assert "capacity refinement: added 8 req/s; stopped: " in proc.stdout
     slo = json.loads((out / "comparison.json").read_text())["slo"]
     assert [(lv["level"], lv["refined"]) for lv in slo["levels"]] == [(4.0, False), (8.0, True), (16.0, False)]
