@@ -29,7 +29,7 @@ from analysis.records.steprow import StepRow
 from analysis.records.steps import StepWindow, overlapping, step_windows
 from analysis.stats.batch_means import estimate_throughput
 from contract.policy import default_min_requests, default_min_requests_at_rate
-from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta
+from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta, StepRecord
 from contract.server_metrics import ServerMetricsSample
 from contract.slo import Slo, SloError, parse_slo
 from contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
@@ -84,26 +84,32 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     slo = slo if slo is not None else run_slo(run)
     rows: list[StepRow] = []
     warnings: list[ValidityWarning] = []
-    cpu = {s["index"]: max(s["load_cpu"].values()) / 100.0 if s.get("load_cpu") else None for s in run.steps}
-    refined = {s["index"] for s in run.steps if s.get("refined")}
-    paused = {s["index"]: float(s.get("paused_s") or 0.0) for s in run.steps}
-    read_lag = {s["index"]: max(s["read_lag_p90_ms"].values()) if s.get("read_lag_p90_ms") else None
-                for s in run.steps}
+    step_lines = {s["index"]: s for s in run.steps}
     gpus = gpu_series(run.gpu_samples)
     hour_price, kwh_price = (prices or Prices()).for_run(run.meta.settings)
     for window in step_windows(run):
         row = with_energy(with_server_side(summarize_step(run, window, slo), run, window), gpus, hour_price,
                           kwh_price)
-        row, found = flag_step(run_name, replace(row, client_cpu_max=cpu.get(window.index),
-                                                 client_paused_s=paused.get(window.index, 0.0),
-                                                 client_read_lag_p90_ms=read_lag.get(window.index),
-                                                 refined=window.index in refined))
+        row, found = flag_step(run_name, with_step_line(row, step_lines.get(window.index)))
         warnings.extend(found)
         rows.append(row)
     has_meta = (run.path / META_FILE).exists()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
                       cached_share(run.records), run.server_samples, slo)
+
+
+def with_step_line(row: StepRow, step: StepRecord | None) -> StepRow:
+    """The row with what its steps.jsonl line adds to the records: the load processes' CPU, standstill and read lag
+    over the step, and whether it was added by refinement. One place, so the web UI's final rows flag a step as
+    ``summarize`` does."""
+    if step is None:
+        return replace(row, client_cpu_max=None, client_paused_s=0.0, client_read_lag_p90_ms=None, refined=False)
+    load_cpu, read_lag = step.get("load_cpu"), step.get("read_lag_p90_ms")
+    return replace(row, client_cpu_max=max(load_cpu.values()) / 100.0 if load_cpu else None,
+                   client_paused_s=float(step.get("paused_s") or 0.0),
+                   client_read_lag_p90_ms=max(read_lag.values()) if read_lag else None,
+                   refined=bool(step.get("refined")))
 
 
 def flag_step(run_name: str, row: StepRow) -> tuple[StepRow, list[ValidityWarning]]:

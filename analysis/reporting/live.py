@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from analysis.records.steps import StepWindow, window_from_step
-from analysis.records.summary import StepRow, flag_step, step_figures
+from analysis.records.summary import StepRow, flag_step, step_figures, with_step_line
 from analysis.reporting.columns import STEP_COLUMNS
 from analysis.reporting.csvtext import csv_text
 from analysis.reporting.serialize import STEP_FIELDS, clean
@@ -59,8 +59,9 @@ def exact_until(now: float, oldest_in_flight_start: float | None) -> float:
 
 def final_row(run_name: str, step: StepRecord, records: Sequence[RequestRecord]) -> TabRow:
     """A closed step's row: the same figures and record-based flags ``summarize`` prints for its steps.jsonl line
-    (the checks against the server's ``/metrics`` samples, ``server_token_gap``, are the report's)."""
-    row, _ = flag_step(run_name, step_figures(records, window_from_step(step)))
+    and its client figures (the checks against the server's ``/metrics`` samples, ``server_token_gap``, are the
+    report's)."""
+    row, _ = flag_step(run_name, with_step_line(step_figures(records, window_from_step(step)), step))
     return TabRow(row, "final")
 
 

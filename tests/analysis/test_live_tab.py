@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from synthetic_runs import Level, RunSpec, write_run
 
+from analysis.records.checks import CLIENT_BOUND, CLIENT_PAUSED, CLIENT_READ_LAG
 from analysis.records.load import load_run
 from analysis.records.summary import summarize_run
 from analysis.reporting.columns import STEP_COLUMNS
 from analysis.reporting.live import OpenStep, exact_until, final_row, live_row, tab_cells, tab_csv, tab_structure
+from contract.policy import CLIENT_BOUND_CPU, READ_LAG_FLOOR_MS, read_lag_limit_ms
+from contract.schema import STEPS_FILE
 
 SPEC = RunSpec("tab", [Level(1, 100.0, tokens=16), Level(3, 240.0, tokens=16, error_every=7),
                        Level(5, 300.0, tokens=16, users=4)])
@@ -76,3 +80,26 @@ def test_a_straggler_from_the_previous_step_leaves_nothing_exact_yet(run_dir: Pa
     assert live.recent_tok_s is None and live.recent_start_s is None and live.recent_end_s is None
     cells = tab_cells([live])[0]
     assert cells["last10s"] == "-" and cells["toks"] == "-" and cells["inflight"] == "4"
+
+
+def test_final_rows_flag_the_load_processes_as_summarize_does(tmp_path: Path) -> None:
+    """The step line's client figures (CPU, standstill, read lag) reach the tab's final rows: a fresh-clone CI run
+    beside two others showed ``client_read_lag`` in summarize's row and not in the tab's."""
+    run_dir = write_run(tmp_path / "run", SPEC)
+    steps_path = run_dir / STEPS_FILE
+    steps = [json.loads(line) for line in steps_path.read_text().splitlines()]
+    ttft_ms = 1000.0 * summarize_run(load_run(run_dir)).rows[0].ttft_p50_s
+    limit_ms = read_lag_limit_ms(ttft_ms / 1000.0)
+    # each figure just over its limit on one step, and just under it on the next
+    steps[0].update(read_lag_p90_ms={"0": limit_ms + 0.5}, load_cpu={"0": 100.0 * CLIENT_BOUND_CPU - 1.0})
+    steps[1].update(load_cpu={"0": 100.0 * CLIENT_BOUND_CPU + 1.0, "1": 20.0}, paused_s=0.0)
+    steps[2].update(paused_s=1.5, read_lag_p90_ms={"0": READ_LAG_FLOOR_MS - 0.5})
+    steps_path.write_text("".join(json.dumps(s) + "\n" for s in steps))
+    run = load_run(run_dir)
+    summary = summarize_run(run)
+    tab = [final_row(summary.name, step, run.records) for step in run.steps]
+    assert [t.row.flags for t in tab] == [r.flags for r in summary.rows]
+    flags = [set(t.row.flags) for t in tab]
+    assert CLIENT_READ_LAG in flags[0] and CLIENT_BOUND not in flags[0]
+    assert CLIENT_BOUND in flags[1] and CLIENT_READ_LAG not in flags[1] and CLIENT_PAUSED not in flags[1]
+    assert CLIENT_PAUSED in flags[2] and CLIENT_READ_LAG not in flags[2]
