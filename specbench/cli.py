@@ -19,11 +19,9 @@ was lost or records never arrived) or a step failed more than --max-error-rate a
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from contract.limits import auto_processes
 from contract.redact import redact
@@ -42,6 +40,7 @@ from contract.settings import (
 )
 from contract.version import SUITE_VERSION
 from locustfiles.target import start_emulator_process
+from specbench import interrupts
 from specbench.inputs import InputError, check_fresh_dir, check_host, check_key_and_url, check_load_options, check_speed
 from specbench.launch import LaunchError
 from specbench.preflight import PreflightError, check_server
@@ -183,10 +182,6 @@ def refine_levels(args: argparse.Namespace) -> int:
     return 0 if args.no_refine else args.refine_levels
 
 
-def _interrupt(signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def subcommands(parser: argparse.ArgumentParser | None = None) -> dict[str, argparse.ArgumentParser]:
     """Each command's own parser (for its --help: the docs' reference page, the tests of what it lists)."""
     action = next(a for a in (parser or _parser())._actions if isinstance(a, argparse._SubParsersAction))
@@ -203,10 +198,7 @@ def split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args, extra = split_args(sys.argv[1:] if argv is None else argv)
     # SIGTERM and SIGHUP end a command as Ctrl-C does: children are stopped in order, what was recorded is kept.
-    # SIGINT is set too: a process started with SIGINT ignored (a background job of a non-interactive shell, as
-    # CI scripts run) keeps it ignored, and Ctrl-C or `kill -INT` was then lost while the ladder ran on.
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _interrupt)
+    interrupts.install()
     try:
         if args.command == "compare":
             return cmd_compare(args, extra)

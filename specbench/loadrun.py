@@ -18,6 +18,7 @@ from pathlib import Path
 import locustfiles
 from contract.lifecycle import die_with_parent
 from contract.schema import LOG_FILE, META_FILE
+from specbench import interrupts
 from specbench.launch import free_port
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
@@ -75,6 +76,7 @@ def execute(run: LoadRun) -> RunResult:
     # The child gets SIGTERM (stop in order, meta.json partial) when this process ends, even by SIGKILL.
     child = subprocess.Popen(run.command(), preexec_fn=die_with_parent)
     try:
+        interrupts.raise_if_pending()  # a signal during the fork: its KeyboardInterrupt was dropped there
         code = child.wait()
         return RunResult(code, interrupted=code == 130 or (code == 0 and _partial(run.run_dir)))
     except KeyboardInterrupt:

@@ -114,3 +114,37 @@ def _complete(meta: Path) -> bool:
         return json.loads(meta.read_text())["partial"] is False
     except (OSError, ValueError, KeyError):
         return False
+
+
+LOST_SIGNAL_SCRIPT = """
+import os, signal, sys, time
+from pathlib import Path
+from specbench import interrupts
+from specbench.loadrun import LoadRun, execute
+
+interrupts.install()
+sent = []
+def term_once():  # SIGTERM arrives while Popen forks: its handler runs in an at-fork callback, which drops errors
+    if not sent:
+        sent.append(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+os.register_at_fork(after_in_parent=term_once)
+run = LoadRun(sys.argv[1], "lost", Path(sys.argv[2]), extra=["--ladder", "1", "--min-step-time", "30",
+                                                           "--max-step-time", "30", "--step-ci", "0"])
+began = time.monotonic()
+result = execute(run)
+print(f"interrupted={result.interrupted} took={time.monotonic() - began:.1f}")
+"""
+
+
+def test_a_signal_dropped_during_a_fork_still_stops_the_run(tmp_path, emulator):
+    """A SIGTERM whose KeyboardInterrupt Python drops ("Exception ignored", here in an at-fork callback, as it
+    happened in a CI run of ``specbench demo``) still interrupts the run at once: the child gets SIGTERM and the
+    run is marked interrupted, instead of running its 30 s step to the end."""
+    emu = emulator("baseline", speed=50)
+    proc = subprocess.run([sys.executable, "-c", LOST_SIGNAL_SCRIPT, emu.url, str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120, env=ENV, cwd=tmp_path)
+    assert "Exception ignored" in proc.stderr, proc.stderr[-2000:]  # the handler's exception was dropped
+    line = proc.stdout.strip().splitlines()[-1]
+    assert line.startswith("interrupted=True"), (proc.stdout, proc.stderr[-2000:])
+    assert float(line.split("took=")[1]) < 25.0, line  # the 30 s step did not run to its end

@@ -1,0 +1,36 @@
+"""SIGINT, SIGTERM and SIGHUP end a command as Ctrl-C does, and are never lost.
+
+The handler raises KeyboardInterrupt, but Python drops an exception raised where it cannot propagate: a
+signal that lands while ``subprocess.Popen`` forks runs the handler inside an at-fork callback (logging's lock
+release), the exception is printed as "Exception ignored" and the command ran on to exit 0 (seen in a CI run:
+SIGTERM half a second into the spec run of ``specbench demo``). So the handler also records the signal, and
+``raise_if_pending`` raises it again at the next point that can act on it (after a child has started).
+"""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+_pending: str | None = None
+
+
+def on_signal(signum: int, _frame: FrameType | None) -> None:
+    """Signal handler: remember the signal, then interrupt whatever runs now."""
+    global _pending
+    _pending = signal.Signals(signum).name
+    raise KeyboardInterrupt(_pending)
+
+
+def raise_if_pending() -> None:
+    """Raise KeyboardInterrupt for a signal whose first KeyboardInterrupt was swallowed."""
+    if _pending is not None:
+        raise KeyboardInterrupt(_pending)
+
+
+def install() -> None:
+    """Route SIGINT, SIGTERM and SIGHUP to ``on_signal``. SIGINT too: a process started with SIGINT ignored (a
+    background job of a non-interactive shell, as CI scripts run) keeps it ignored, and Ctrl-C or `kill -INT`
+    was then lost while the ladder ran on."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_signal)
