@@ -67,8 +67,9 @@ def test_ttft_and_latency_agree_with_the_emulators_timestamps(tmp_path, emulator
                       str(max(10, concurrency)), *FAST_LADDER)
     assert proc.returncode == 0, proc.stderr[-2000:]
     truth = by_rid(ledger(emu.url))
+    run = read_run(out)
     ttft_diffs, e2e_diffs = [], []
-    for rec in read_run(out).records:
+    for rec in run.records:
         server = truth[rec["server_request_id"]]
         # client send -> server body read, and server last write -> client end, are loopback hops only
         ttft_diffs.append(rec["ttft_s"] - (server["first_token_s"] - rec["start_s"]))
@@ -76,14 +77,17 @@ def test_ttft_and_latency_agree_with_the_emulators_timestamps(tmp_path, emulator
     ttft_diffs.sort()
     e2e_diffs.sort()
     median = len(ttft_diffs) // 2
-    # Loopback hops plus the client's own scheduling: a few ms, more on a busy machine at C=50. A figure taken at the
-    # wrong point (a chunk late, from before the connection) is off by a token interval or more: the bound is half
-    # of one (the server's median at this level), and at least 5 ms.
+    # Loopback hops plus the client's own scheduling: a few ms. A figure taken at the wrong point (a chunk late,
+    # from before the connection) is off by a token interval or more: the bound is half of one (the server's median
+    # at this level), and at least 5 ms. On a busy machine at C=50 the client's event loop serves ready streams
+    # late (a median 8.8 ms off in two CI-style runs beside two others, against 6.8 ms); it measures that lateness
+    # itself (each step's read_lag_p90_ms, the laggiest load process), and the bound allows it.
     itls = sorted((e["finished_s"] - e["first_token_s"]) / (e["completion_tokens"] - 1) for e in truth.values()
                   if e["completion_tokens"] > 1)
-    bound = max(0.005, 0.5 * itls[len(itls) // 2])
-    assert abs(ttft_diffs[median]) < bound, (bound, ttft_diffs)
-    assert abs(e2e_diffs[median]) < bound, (bound, e2e_diffs)
+    read_lag_s = max((ms for st in run.steps for ms in st.get("read_lag_p90_ms", {}).values()), default=0.0) / 1000
+    bound = max(0.005, 0.5 * itls[len(itls) // 2]) + read_lag_s
+    assert abs(ttft_diffs[median]) < bound, (bound, read_lag_s, ttft_diffs)
+    assert abs(e2e_diffs[median]) < bound, (bound, read_lag_s, e2e_diffs)
     assert all(d > -0.002 for d in ttft_diffs), "the client cannot see a token before the server sent it"
 
 
