@@ -115,8 +115,6 @@ def test_why_line_tells_draft_quality_from_verify_cost(runs: dict) -> None:
     fair_top, decay_top = fair.levels[-1], decay.levels[-1]
     assert fair_top.why is not None and "the loss under load is verify cost, not draft quality" in fair_top.why
     assert decay_top.why is not None and "the loss under load is draft quality, not verify cost" in decay_top.why
-    # The decaying draft's pass price is flat by design; whether the line says it "stayed" (within 5%) or "went
-    # from 1.40x to 1.49x" (a CI-style run with a busy neighbour) is the measurement's noise, held below at 10%.
     assert "acceptance fell" in decay_top.why
     assert "a verify pass went from" in fair_top.why
     # and the figures behind them: acceptance holds on one, the pass price holds on the other
@@ -124,7 +122,24 @@ def test_why_line_tells_draft_quality_from_verify_cost(runs: dict) -> None:
     assert f[-1].pass_cost.value > 1.3 * f[0].pass_cost.value
     assert abs(f[-1].spec.tokens_per_pass.value / f[0].spec.tokens_per_pass.value - 1) < 0.15
     assert d[-1].spec.tokens_per_pass.value < 0.75 * d[0].spec.tokens_per_pass.value
-    assert abs(d[-1].pass_cost.value / d[0].pass_cost.value - 1) < 0.1
+    # The decaying draft's pass price is flat by design, but the baseline and the draft ran one after the other, and
+    # a busy neighbour that starves one emulator more than the other moves the price the server really charged
+    # (one CI-style run beside two others: 1.40x at C=1, 1.61x at C=16; beside two load benchmarks the ledger
+    # went 1.40x to 1.48x and the records 1.41x to 1.48x). So the measured change must follow the ledger's own,
+    # within 10% plus the client's measured lateness at both levels.
+    truth_low, slack_low = _truth_cost(runs, "decay", 1)
+    truth_top, slack_top = _truth_cost(runs, "decay", 16)
+    measured_change, truth_change = d[-1].pass_cost.value / d[0].pass_cost.value, truth_top / truth_low
+    assert abs(measured_change / truth_change - 1) < 0.1 + slack_low + slack_top, (
+        measured_change, truth_change, slack_low, slack_top)
+
+
+def _truth_cost(runs: dict, name: str, c: int) -> tuple[float, float]:
+    """The ledger's pass price (the spec pass over the baseline step) at level ``c``, and the relative slack the
+    client's measured read lag allows it."""
+    _, pass_s, spec_slack = _truth(runs[name][0], runs[name][1], c, spec=True)
+    _, step_s, base_slack = _truth(runs["base"][0], runs["base"][1], c, spec=False)
+    return pass_s / step_s, spec_slack / pass_s + base_slack / step_s
 
 
 def test_outputs_carry_the_decomposition(runs: dict, tmp_path: Path) -> None:
