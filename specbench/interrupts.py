@@ -31,6 +31,8 @@ def raise_if_pending() -> None:
 def install() -> None:
     """Route SIGINT, SIGTERM and SIGHUP to ``on_signal``. SIGINT too: a process started with SIGINT ignored (a
     background job of a non-interactive shell, as CI scripts run) keeps it ignored, and Ctrl-C or `kill -INT`
-    was then lost while the ladder ran on."""
+    was then lost while the ladder ran on. A signal recorded before this call is forgotten: it belonged to no run."""
+    global _pending
+    _pending = None
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, on_signal)
