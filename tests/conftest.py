@@ -104,8 +104,10 @@ def ledger(url: str) -> list[dict[str, Any]]:
 
 
 # Flags that say this machine starved the client (a busy neighbour, other tests), not that the run under test went
-# wrong: tests that expect a clean step ignore these and check the rest.
-MACHINE_FLAGS = frozenset({"client_bound", "client_lag", "client_read_lag"})
+# wrong: tests that expect a clean step ignore these and check the rest. client_paused too: a load process that the
+# machine stopped for a while (one worker of a --processes 3 run stood still 1.23 s beside two other suite runs,
+# and its step's tokens/s was still within 2% of the single-process run's).
+MACHINE_FLAGS = frozenset({"client_bound", "client_lag", "client_read_lag", "client_paused"})
 
 
 def run_flags(step: dict[str, Any]) -> set[str]:
