@@ -81,9 +81,14 @@ def _model(name: str, c: float) -> float:
     return expected_throughput_for_prompts(load_profile(PROFILES[name], speed=SPEED), c, prompts, MAX_TOKENS)
 
 
+def _model_log_ratio(a: str, b: str, c: float) -> float:
+    """log(a's analytic throughput over b's) at C=c: positive where the model has a ahead."""
+    return math.log(_model(a, c) / _model(b, c))
+
+
 def _true_crossing(a: str, b: str, lo: float, hi: float) -> float:
     """C in [lo, hi] where the analytic curves of a and b meet (bisection on log C)."""
-    f = lambda c: math.log(_model(a, c) / _model(b, c))  # noqa: E731
+    f = lambda c: _model_log_ratio(a, b, c)  # noqa: E731
     x0, x1 = math.log(lo), math.log(hi)
     assert (f(lo) > 0) != (f(hi) > 0), (a, b, lo, hi)
     for _ in range(50):
@@ -175,6 +180,14 @@ def test_sweep_picks_the_best_and_switch_points(sweep_report: tuple[Path, str]) 
     for s in switches:  # where the emulators ran their model, the 95% band holds the true analytic crossing
         if not all(model_held(name, c) for name in (s["from_name"], s["to_name"]) if name != "off"
                    for c in (s["below_c"], s["above_c"])):
+            continue
+        below, above = (_model_log_ratio(s["from_name"], s["to_name"], c) for c in (s["below_c"], s["above_c"]))
+        if (below > 0) == (above > 0):
+            # The model's curves do not cross here: the switch comes from a near tie at the end where the model
+            # disagrees with the measured order, which two configurations each held within MODEL_HELD can show
+            # (one CI run beside two others: eagle3-steps3 picked at C=16 where the model has steps1 4.8% ahead).
+            disagreeing = above if below > 0 else below
+            assert abs(disagreeing) < 2 * math.log(MODEL_HELD), (s, below, above)
             continue
         truth_c = _true_crossing(s["from_name"], s["to_name"], s["below_c"], s["above_c"])
         low = s["c_low"] if s["c_low"] is not None else 0.0
