@@ -132,7 +132,9 @@ def test_slots_report_speculation(server: LlamaServer) -> None:
     status, slots = get_json(server.url, "/slots")
     assert status == 200 and len(slots) == N_PARALLEL
     assert all(slot["speculative"] is server.speculative for slot in slots)
-    used = [slot["params"]["speculative.types"] for slot in slots if slot["id_task"] >= 0]
+    # A slot that never ran a task has no id_task or params (this build's slot JSON); which slots the module's
+    # earlier requests landed on depends on timing (one CI run beside two others left one never used).
+    used = [slot["params"]["speculative.types"] for slot in slots if slot.get("id_task", -1) >= 0]
     assert used, slots
     for types in used:
         assert ("draft-simple" in types.split(",")) is server.speculative
