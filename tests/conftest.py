@@ -110,6 +110,11 @@ def ledger(url: str) -> list[dict[str, Any]]:
 MACHINE_FLAGS = frozenset({"client_bound", "client_lag", "client_read_lag", "client_paused"})
 
 
+def read_lag_p90_s(step: dict[str, Any]) -> float:
+    """A steps.jsonl line's read lag: the laggiest load process's p90, in seconds (0 where none was measured)."""
+    return max(step.get("read_lag_p90_ms", {}).values(), default=0.0) / 1000.0
+
+
 def run_flags(step: dict[str, Any]) -> set[str]:
     """A step's flags less the ones about this machine's load."""
     return set(step["flags"]) - MACHINE_FLAGS

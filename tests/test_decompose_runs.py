@@ -26,7 +26,7 @@ from analysis.verdicts.compare import Comparison
 from analysis.verdicts.decompose import Decomposition
 from analysis.verdicts.multi import compare_many
 from contract.schema import RunData
-from tests.conftest import ledger, run_locust
+from tests.conftest import ledger, read_lag_p90_s, run_locust
 
 LADDER = ("--ladder", "1,4,16", "--max-tokens", "48", "--min-requests", "16", "--min-step-time", "1",
           "--max-step-time", "60", "--step-ci", "0")
@@ -70,7 +70,7 @@ def _truth(run: RunData, entries: dict[str, dict[str, Any]], c: int, spec: bool)
         per_token.append(passes / sum(steps))
         pass_s.append((entry["chunk_ms"][-1] - entry["chunk_ms"][0]) / 1000.0 / passes)
     step = next(st for st in run.steps if st["target_c"] == c)
-    lag_s = max(step.get("read_lag_p90_ms", {}).values(), default=0.0) / 1000.0
+    lag_s = read_lag_p90_s(step)
     passes = float(np.mean([len(entries[r["server_request_id"]]["tokens_per_step"][1:])
                             for r in measured_ok(run.records, window)]))
     return 1.0 / float(np.mean(per_token)), float(np.mean(pass_s)), lag_s / max(passes, 1.0)
