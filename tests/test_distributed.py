@@ -144,7 +144,11 @@ def test_killed_worker_is_counted_and_a_stray_worker_is_refused(tmp_path, emulat
     served = {e["rid"] for e in take_ledger(emu.url)}
     recorded = {r["request_id"] for r in run.records}
     assert recorded <= served
-    assert len(served - recorded) == step["lost_requests"], "the lost requests are the ones with no record"
+    # The lost requests are the ones with no record; the server saw all of them but those a lost user had started
+    # and not yet sent when its worker died, at most one per user (one CI run beside another: 5 lost, 4 of them
+    # on the server's ledger).
+    unrecorded = len(served - recorded)
+    assert unrecorded <= step["lost_requests"] <= unrecorded + step["users_lost"], (unrecorded, step)
     t = step["end_s"] - 1.0  # the lost users were re-spawned on the remaining worker: C is back to 6
     assert sum(1 for r in run.records if r["start_s"] <= t <= r["start_s"] + r["e2e_s"]) >= 5
     assert list((tmp_path / "stray").iterdir()) == [], "the stray wrote nothing"
