@@ -4,9 +4,12 @@ A server's capacity under the SLO is the highest load (request rate in open loop
 at which its SLO attainment stays at or above ``contract.slo.CAPACITY_ATTAINMENT`` (90%) at that level and
 every lower tested one. Between the last level that holds and the first that does not, it is interpolated
 linearly in attainment; a server that holds at every tested level has a capacity of "at least" the highest.
-Its 95% interval repeats the interpolation with both levels' attainment at the low, then the high end of
-their Wilson intervals (each a share of the window's requests), kept within the two levels: the sampling
-error of the attainment, not the curve's shape between the levels, which only added levels narrow (#27).
+Its 95% interval repeats the whole rule with every level's attainment at the low, then the high end of its
+Wilson interval (a share of the window's requests): the sampling error of the attainment, not the curve's
+shape between levels, which only added levels narrow (#27). An end is not kept between the two bracketing
+levels: when the level that held has a lower bound under the threshold, the capacity may lie below it, and
+when the level that missed has an upper bound at or over it, above it. An end beyond every tested level is
+unknown (None): "below the tested levels", "above the tested levels".
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ class Capacity:
     at_least: bool  # held at every tested level: the capacity is this or more
     last_held: float | None  # highest tested level that held (and all below it)
     first_missed: float | None  # lowest tested level that did not
-    low: float | None = None  # 95% interval of an interpolated value (between last_held and first_missed)
+    low: float | None = None  # 95% interval of an interpolated value; None: beyond the tested levels
     high: float | None = None
 
     def text(self, unit: str) -> str:
@@ -54,7 +57,12 @@ class Capacity:
             return f"none (misses the SLO at the lowest tested level, {self.first_missed:g} {unit})"
         if self.at_least:
             return f"at least {self.value:.3g} {unit} (holds at every tested level)"
-        interval = f" (95% {self.low:.3g}-{self.high:.3g})" if self.low is not None and self.high is not None else ""
+        if self.low is not None and self.high is not None:
+            interval = f" (95% {self.low:.3g}-{self.high:.3g})"
+        else:
+            low = f"{self.low:.3g}" if self.low is not None else "below the tested levels"
+            high = f"{self.high:.3g}" if self.high is not None else "above the tested levels"
+            interval = f" (95% {low} to {high})"
         return (f"{self.value:.3g} {unit}{interval} (holds at {self.last_held:g}, misses at "
                 f"{self.first_missed:g})")
 
@@ -79,31 +87,33 @@ class SloComparison:
 
 def capacity(rows: Sequence[StepRow], threshold: float = CAPACITY_ATTAINMENT) -> Capacity:
     """The capacity under the SLO from one run's rows (levels with a window and an attainment figure)."""
-    held: StepRow | None = None
-    for row in sorted((r for r in rows if r.slo_attainment is not None), key=lambda r: r.level):
-        assert row.slo_attainment is not None
-        if row.slo_attainment < threshold:
-            if held is None:
-                return Capacity(None, False, None, row.level)
-            assert held.slo_attainment is not None
-            value = _crossing(held.level, held.slo_attainment, row.level, row.slo_attainment, threshold)
-            ends = [_crossing(held.level, a0, row.level, a1, threshold)
-                    for a0, a1 in zip(_attainment_bounds(held), _attainment_bounds(row), strict=True)]
-            return Capacity(value, False, held.level, row.level, min(ends), max(ends))
-        held = row
-    if held is None:
-        return Capacity(None, False, None, None)
-    return Capacity(held.level, True, held.level, None)
+    measured = sorted((r for r in rows if r.slo_attainment is not None), key=lambda r: r.level)
+    levels = [r.level for r in measured]
+    point = _first_crossing(levels, [r.slo_attainment or 0.0 for r in measured], threshold)
+    if point is None:
+        return Capacity(None, False, None, None) if not measured else Capacity(levels[-1], True, levels[-1], None)
+    value, missed = point
+    if missed == 0:
+        return Capacity(None, False, None, levels[0])
+    bounds = [_attainment_bounds(r) for r in measured]
+    low_end = _first_crossing(levels, [b[0] for b in bounds], threshold)  # found: each bound <= its point
+    high_end = _first_crossing(levels, [b[1] for b in bounds], threshold)
+    low = low_end[0] if low_end is not None and low_end[1] > 0 else None  # at index 0: below the tested levels
+    high = high_end[0] if high_end is not None else None  # no upper bound under it: above the tested levels
+    return Capacity(value, False, levels[missed - 1], levels[missed], low, high)
 
 
-def _crossing(l0: float, a0: float, l1: float, a1: float, threshold: float) -> float:
-    """Where attainment falls through ``threshold`` on the straight line from (l0, a0) to (l1, a1), kept in
-    [l0, l1]: an end whose bound is already on the other side of the threshold pins that end."""
-    if a0 < threshold:
-        return l0
-    if a1 >= threshold:
-        return l1
-    return l0 + (a0 - threshold) / (a0 - a1) * (l1 - l0)
+def _first_crossing(levels: Sequence[float], attainment: Sequence[float],
+                    threshold: float) -> tuple[float, int] | None:
+    """Where attainment first falls under ``threshold``, on the straight line from the level before (the level
+    itself when it is the first), and that level's index; None when it never does."""
+    for i, a1 in enumerate(attainment):
+        if a1 < threshold:
+            if i == 0:
+                return levels[0], 0
+            l0, a0, l1 = levels[i - 1], attainment[i - 1], levels[i]
+            return l0 + (a0 - threshold) / (a0 - a1) * (l1 - l0), i
+    return None
 
 
 def _attainment_bounds(row: StepRow) -> tuple[float, float]:

@@ -494,6 +494,16 @@ def test_attainment_at_the_threshold_holds_just_under_misses() -> None:
     assert not missed.at_least and missed.last_held == 2.0 and missed.first_missed == 4.0
 
 
+def test_below_the_tested_levels_only_when_the_lowest_levels_bound_is_under_the_threshold() -> None:
+    # every request met at the lowest level: 35 of 35 has a 95% Wilson lower bound of 90.1%, 34 of 34 of 89.9%
+    def cap(n: int) -> str:
+        return capacity([clean_row(1, slo_attainment=1.0, slo_requests=n),
+                         clean_row(2, slo_attainment=0.5, slo_requests=200)]).text("req/s")
+
+    assert "below the tested levels" not in cap(35) and "(95% 1-" in cap(35)
+    assert "(95% below the tested levels to " in cap(34)
+
+
 def test_keep_speculation_on_under_the_slo_only_when_its_capacity_is_larger() -> None:
     slo = parse_slo("ttft=1s")
     assert slo is not None
