@@ -8,7 +8,8 @@ a number written in advance; the report's direction is checked against the serve
   at a time with the stdlib client, in rounds that send one prompt to each server in turn, so that whatever
   else loads the machine weighs on all of them alike; the ratio of two servers is the median over the rounds
   of the ratio within a round (same prompt, seconds apart). draft-high must decode faster than the baseline
-  and draft-low slower; if not, the fixture changed, not the suite;
+  and draft-low slower; if not, the fixture changed, not the suite. Judged only where the baseline's own
+  rounds agree within 1.2x: beside a busy neighbour one request at a time shows the machine, not the servers;
 * the check: while ``specbench compare`` runs, both servers' ``/metrics`` are sampled, and the C=1 step's
   window of each run gets the server's own decode rate, Δ``tokens_predicted_total`` /
   Δ``tokens_predicted_seconds_total`` (the same ``predicted_n`` and ``predicted_ms``, summed over the requests
@@ -51,7 +52,10 @@ LOAD_ARGS = ("--ladder", ",".join(map(str, LADDER)), "--max-tokens", str(MAX_TOK
 # Rounds of one request per server. Each server's median over the rounds, divided, mixes rounds that a
 # neighbour slowed unevenly: one quiet-looking CI run (the other pytest worker busy) had the baseline at
 # 140, 167 and 324 tok/s in three rounds, and draft-low's 86, 146 and 160 then came out only 0.87x of it,
-# where each round had it at 0.61x, 0.87x and 0.49x. The median of the rounds' own ratios pairs them.
+# where each round had it at 0.61x, 0.87x and 0.49x. The median of the rounds' own ratios pairs them. Beside
+# two other suite runs no pairing helps: in one CI run the baseline decoded at 71-288 tok/s across five rounds
+# and draft-low's paired ratios were 0.29x-1.16x (median 1.03x), so the premise is judged only where the
+# baseline's own rounds agree within CLEAR_MARGIN.
 CAPTURE_ROUNDS = 5
 CAPTURE_TOKENS = 128
 # A decode-rate ratio must be at least this far from 1 for "the side of 1" to mean something.
@@ -161,10 +165,16 @@ def test_compare_report_points_the_way_the_servers_timings_do(
     base, spec = ladder_servers["baseline"], ladder_servers[f"spec-{draft}"]
     assert spec.draft_n_max == DRAFT_N_MAX
     server_ratio = paired_ratio(decode_rates, f"spec-{draft}", "baseline")
-    # The fixture's premise, from the servers' own timings: draft-high decodes faster, draft-low slower.
+    # The fixture's premise, from the servers' own timings: draft-high decodes faster, draft-low slower. It is
+    # judged only where the machine was measured calm enough: the same baseline, one request at a time, decoding
+    # within CLEAR_MARGIN across the rounds. Otherwise the one-at-a-time figures are no evidence either way.
     expected_side = 1 if draft == "high" else -1
-    assert math.copysign(1, math.log(server_ratio)) == expected_side, (server_ratio, decode_rates)
-    assert abs(math.log(server_ratio)) >= math.log(CLEAR_MARGIN), (server_ratio, decode_rates)
+    baseline_spread = max(decode_rates["baseline"]) / min(decode_rates["baseline"])
+    if baseline_spread <= CLEAR_MARGIN:
+        assert expected_side * math.log(server_ratio) >= math.log(CLEAR_MARGIN), (server_ratio, decode_rates)
+    else:
+        print(f"draft-{draft}: premise not judged: one at a time {server_ratio:.2f}x, but the baseline's own rates "
+              f"were {baseline_spread:.2f}x apart across the rounds (a busy machine)")
 
     # The direction can only be judged when the servers' own decode rates in the C=1 windows are clearly apart. A
     # busy neighbour can squeeze them together (1.07x in one CI run beside two others, where the rates one at a
@@ -212,6 +222,7 @@ def test_compare_report_points_the_way_the_servers_timings_do(
     server_side = math.copysign(1, math.log(window_ratio))
     assert math.copysign(1, math.log(ratio_c1)) == server_side, (ratio_c1, window_ratio, server_ratio)
     verdict = comparison["verdict"]
-    print(f"draft-{draft}: spec/baseline decode rate one at a time {server_ratio:.2f}x, in the C=1 windows "
+    print(f"draft-{draft}: spec/baseline decode rate one at a time {server_ratio:.2f}x (baseline rounds "
+          f"{baseline_spread:.2f}x apart), in the C=1 windows "
           f"{window_ratio:.2f}x; report: C=1 ratio {ratio_c1:.2f}x, verdict {verdict['kind']}")
     assert verdict["kind"] != ("baseline_wins_all" if server_side > 0 else "spec_wins_all"), verdict
