@@ -10,6 +10,12 @@ shape between levels, which only added levels narrow (#27). An end is not kept b
 levels: when the level that held has a lower bound under the threshold, the capacity may lie below it, and
 when the level that missed has an upper bound at or over it, above it. An end beyond every tested level is
 unknown (None): "below the tested levels", "above the tested levels".
+
+Which server carries more is claimed only where a tested level shows it beyond sampling error: one at which the
+larger capacity's server holds (there and below) and the other misses, and where a one-sided Fisher exact test
+finds the first's share of requests meeting the SLO larger than the second's at p < 0.025 (a two-sided 5%),
+Bonferroni-corrected over all such levels. Capacities ordered only by interpolation inside one shared bracket,
+or by a difference that few requests cannot tell from chance, get no recommendation but what would tell them.
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analysis.records.summary import RunSummary, StepRow
-from analysis.stats.proportion import wilson
+from analysis.stats.proportion import fisher_greater, wilson
 from contract.slo import CAPACITY_ATTAINMENT, Slo
+
+SEPARATION_P = 0.025  # one-sided: a claim in the wrong direction at most 2.5% of the time (two-sided 5%)
 
 
 @dataclass(frozen=True)
@@ -119,10 +127,15 @@ def _first_crossing(levels: Sequence[float], attainment: Sequence[float],
 def _attainment_bounds(row: StepRow) -> tuple[float, float]:
     """The 95% Wilson interval of a level's attainment, from its count of requests."""
     assert row.slo_attainment is not None
-    n = row.slo_requests or 0
-    if n == 0:
-        return row.slo_attainment, row.slo_attainment
-    return wilson(round(row.slo_attainment * n), n)
+    met = _met(row)
+    return wilson(*met) if met else (row.slo_attainment, row.slo_attainment)
+
+
+def _met(row: StepRow) -> tuple[int, int] | None:
+    """(requests that met the SLO, requests) in a level's window; None for a figure recorded without its count."""
+    if not row.slo_requests or row.slo_attainment is None:
+        return None
+    return round(row.slo_attainment * row.slo_requests), row.slo_requests
 
 
 def _paired(base: RunSummary, spec: RunSummary) -> list[SloLevel]:
@@ -134,7 +147,7 @@ def _paired(base: RunSummary, spec: RunSummary) -> list[SloLevel]:
 
 
 def _more(a: Capacity, b: Capacity) -> bool | None:
-    """Whether capacity ``a`` is larger than ``b``; None when the tested levels cannot tell."""
+    """Whether capacity ``a`` is larger than ``b`` by its value; None when the tested levels cannot tell."""
     if a.value is None or b.value is None:
         return None if a.value is None and b.value is None else a.value is not None
     if a.at_least and b.at_least:
@@ -144,6 +157,55 @@ def _more(a: Capacity, b: Capacity) -> bool | None:
     if b.at_least:
         return False if b.value >= a.value else None
     return a.value > b.value if a.value != b.value else None
+
+
+@dataclass(frozen=True)
+class Separation:
+    """The tested level that best shows one capacity larger than the other."""
+
+    level: float
+    winner: StepRow  # the larger capacity's server at that level: it holds there and below
+    loser: StepRow  # the other: it misses there
+    p_value: float  # one-sided Fisher, winner's attainment > loser's, times ``tried``
+    tried: int  # levels where the winner holds and the loser misses (Bonferroni)
+
+
+def _separation(levels: Sequence[SloLevel], spec_wins: bool, winner: Capacity, loser: Capacity,
+                threshold: float) -> Separation | None:
+    """The level with the smallest p-value among those where ``winner`` holds and ``loser`` misses; None when
+    there is none (both capacities lie between the same two tested levels)."""
+    found: list[tuple[float, SloLevel]] = []
+    for lv in levels:
+        win, lose = _sides(lv, spec_wins)
+        holds = winner.last_held is not None and lv.level <= winner.last_held
+        misses = (loser.first_missed is not None and lv.level >= loser.first_missed
+                  and (lose.slo_attainment or 0.0) < threshold)
+        if holds and misses:
+            found.append((_greater_p(win, lose), lv))
+    if not found:
+        return None
+    p_value, best = min(found, key=lambda pair: pair[0])
+    return Separation(best.level, *_sides(best, spec_wins), min(1.0, p_value * len(found)), len(found))
+
+
+def _sides(lv: SloLevel, spec_wins: bool) -> tuple[StepRow, StepRow]:
+    """(winner's row, loser's row) at one level."""
+    return (lv.spec, lv.baseline) if spec_wins else (lv.baseline, lv.spec)
+
+
+def _greater_p(higher: StepRow, lower: StepRow) -> float:
+    """One-sided p-value that ``higher`` meets the SLO more often than ``lower``; a figure without its count is
+    taken as exact (0 or 1)."""
+    h, low = _met(higher), _met(lower)
+    if h is None or low is None:
+        return 0.0 if (higher.slo_attainment or 0.0) > (lower.slo_attainment or 0.0) else 1.0
+    return fisher_greater(*h, *low)
+
+
+def _counts(row: StepRow) -> str:
+    """A level's requests meeting the SLO as a recommendation quotes them."""
+    met = _met(row)
+    return f"{met[0]} of {met[1]} requests" if met else f"{row.slo_attainment:.1%} of requests"
 
 
 def compare_slo(base: RunSummary, spec: RunSummary, slo: Slo,
@@ -157,22 +219,31 @@ def compare_slo(base: RunSummary, spec: RunSummary, slo: Slo,
     under = f"under {slo.text()} (at least {threshold:.0%} of requests)"
     caps = (f"speculation serves {cap_s.text(unit)}, the baseline {cap_b.text(unit)}")
     more = _more(cap_s, cap_b)
+    winner, loser = (cap_s, cap_b) if more else (cap_b, cap_s)
+    shown = None if more is None else _separation(levels, more, winner, loser, threshold)
+    verdict = f"{under}, {caps}"
     if not levels:
         verdict = "no level was measured in both runs with an SLO figure"
         advice = "no recommendation under the SLO"
     elif cap_s.value is None and cap_b.value is None:
         verdict = f"{under}, neither server meets the SLO at the lowest tested level"
         advice = "no recommendation: test lower loads or relax the SLO"
-    elif more is True:
-        verdict = f"{under}, {caps}"
-        advice = "keep speculation on: it carries more traffic within the SLO"
-    elif more is False:
-        verdict = f"{under}, {caps}"
-        if cap_s.last_held is None:
-            advice = "keep speculation off: it misses the SLO at every tested level"
-        else:
-            advice = f"keep speculation off above {cap_s.last_held:g} {unit}"
-    else:
-        verdict = f"{under}, {caps}"
+    elif more is None:
         advice = "the tested levels do not separate the two capacities; test higher loads to tell"
+    elif shown is None:
+        advice = (f"the tested levels do not separate the two capacities: both hold at {winner.last_held:g} and "
+                  f"miss at {winner.first_missed:g} {unit}; add levels between them (--refine-levels) to tell")
+    elif shown.p_value >= SEPARATION_P:
+        spec_row, base_row = (shown.winner, shown.loser) if more else (shown.loser, shown.winner)
+        advice = (f"the two capacities are not told apart at 95%: at {shown.level:g} {unit} speculation met the "
+                  f"SLO on {_counts(spec_row)}, the baseline on {_counts(base_row)} (one-sided Fisher "
+                  f"p={shown.p_value:.2g} over {shown.tried} level{'s' if shown.tried > 1 else ''}); measure more "
+                  f"requests per level "
+                  f"(--min-requests) to tell")
+    elif more:
+        advice = "keep speculation on: it carries more traffic within the SLO"
+    elif cap_s.last_held is None:
+        advice = "keep speculation off: it misses the SLO at every tested level"
+    else:
+        advice = f"keep speculation off above {cap_s.last_held:g} {unit}"
     return SloComparison(slo, threshold, open_loop, tuple(levels), cap_b, cap_s, verdict, advice)

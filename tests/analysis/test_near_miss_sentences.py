@@ -514,6 +514,46 @@ def test_keep_speculation_on_under_the_slo_only_when_its_capacity_is_larger() ->
     assert more.recommendation == "keep speculation on: it carries more traffic within the SLO"
 
 
+def _slo_advice(spec_met: list[int], base_met: list[int], n: int = 40) -> str:
+    """The SLO recommendation for runs at 1, 2 and 4 req/s with ``*_met`` of ``n`` requests meeting the SLO."""
+    slo = parse_slo("ttft=1s")
+    assert slo is not None
+
+    def run(name: str, met: list[int]) -> RunSummary:
+        rows = [clean_row(c, slo_attainment=k / n, slo_requests=n) for c, k in zip((1, 2, 4), met, strict=True)]
+        return _summary(name, rows)
+
+    return compare_slo(run("baseline", base_met), run("spec", spec_met), slo).recommendation
+
+
+def test_keep_speculation_off_under_the_slo_only_when_fisher_tells_the_miss_from_chance() -> None:
+    # only level 2 has the baseline holding and speculation missing: 40 of 40 against 34 of 40 gives a one-sided
+    # Fisher p of 0.013, against 35 of 40 (still a miss, 87.5%) 0.027, over the 0.025 a claim needs
+    assert _slo_advice([40, 34, 40], [40, 40, 0]) == "keep speculation off above 1 concurrent requests"
+    assert _slo_advice([40, 35, 40], [40, 40, 0]) == (
+        "the two capacities are not told apart at 95%: at 2 concurrent requests speculation met the SLO on 35 of "
+        "40 requests, the baseline on 40 of 40 requests (one-sided Fisher p=0.027 over 1 level); measure more requests "
+        "per level (--min-requests) to tell")
+
+
+def test_each_further_level_that_could_show_the_miss_raises_the_bar() -> None:
+    # 34 of 40 at level 2 (p 0.013) stands alone while speculation holds at 4 (36 of 40, 90%); one request fewer
+    # there makes 4 a second level tried, and 2 x 0.013 is over 0.025
+    assert _slo_advice([40, 34, 36], [40, 40, 40]) == "keep speculation off above 1 concurrent requests"
+    assert _slo_advice([40, 34, 35], [40, 40, 40]).startswith(
+        "the two capacities are not told apart at 95%: at 2 concurrent requests speculation met the SLO on 34 of "
+        "40 requests, the baseline on 40 of 40 requests (one-sided Fisher p=0.026 over 2 levels)")
+
+
+def test_capacities_ordered_only_inside_one_bracket_are_not_separated_one_level_more_is() -> None:
+    # both miss first at 4 (speculation 35 of 40 there, the baseline 0): interpolation alone orders them; with
+    # speculation holding at 4 too (36 of 40), 4 is a tested level that shows it, 36 of 40 against 0 of 40
+    assert _slo_advice([40, 40, 35], [40, 40, 0]) == (
+        "the tested levels do not separate the two capacities: both hold at 2 and miss at 4 concurrent requests; "
+        "add levels between them (--refine-levels) to tell")
+    assert _slo_advice([40, 40, 36], [40, 40, 0]) == "keep speculation on: it carries more traffic within the SLO"
+
+
 # --- the many-configuration policy (analysis.verdicts.policy) ---------------------------------------------------
 
 def test_a_configuration_that_only_ties_at_a_level_does_not_make_a_switch() -> None:
