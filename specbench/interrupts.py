@@ -14,7 +14,6 @@ from __future__ import annotations
 import signal
 import sys
 from types import FrameType
-from typing import Any
 
 _pending: str | None = None
 
@@ -32,7 +31,7 @@ def raise_if_pending() -> None:
         raise KeyboardInterrupt(_pending)
 
 
-def _quiet_dropped_interrupt(unraisable: Any) -> None:
+def _quiet_dropped_interrupt(unraisable: sys.UnraisableHookArgs) -> None:
     """``sys.unraisablehook``: silent for the KeyboardInterrupt of a recorded signal (``raise_if_pending`` raises
     it again), Python's own report for anything else."""
     if isinstance(unraisable.exc_value, KeyboardInterrupt) and _pending is not None:
