@@ -163,11 +163,9 @@ def _more(a: Capacity, b: Capacity) -> bool | None:
 class Separation:
     """The tested level that best shows one capacity larger than the other."""
 
-    level: float
-    winner: StepRow  # the larger capacity's server at that level: it holds there and below
-    loser: StepRow  # the other: it misses there
-    p_value: float  # one-sided Fisher, winner's attainment > loser's, times ``tried``
-    tried: int  # levels where the winner holds and the loser misses (Bonferroni)
+    level: SloLevel  # the larger capacity's server holds there (and below), the other misses there
+    p_value: float  # one-sided Fisher, the first's attainment > the second's, times ``tried``
+    tried: int  # levels where the one holds and the other misses (Bonferroni)
 
 
 def _separation(levels: Sequence[SloLevel], spec_wins: bool, winner: Capacity, loser: Capacity,
@@ -176,7 +174,7 @@ def _separation(levels: Sequence[SloLevel], spec_wins: bool, winner: Capacity, l
     there is none (both capacities lie between the same two tested levels)."""
     found: list[tuple[float, SloLevel]] = []
     for lv in levels:
-        win, lose = _sides(lv, spec_wins)
+        win, lose = (lv.spec, lv.baseline) if spec_wins else (lv.baseline, lv.spec)
         holds = winner.last_held is not None and lv.level <= winner.last_held
         misses = (loser.first_missed is not None and lv.level >= loser.first_missed
                   and (lose.slo_attainment or 0.0) < threshold)
@@ -185,12 +183,7 @@ def _separation(levels: Sequence[SloLevel], spec_wins: bool, winner: Capacity, l
     if not found:
         return None
     p_value, best = min(found, key=lambda pair: pair[0])
-    return Separation(best.level, *_sides(best, spec_wins), min(1.0, p_value * len(found)), len(found))
-
-
-def _sides(lv: SloLevel, spec_wins: bool) -> tuple[StepRow, StepRow]:
-    """(winner's row, loser's row) at one level."""
-    return (lv.spec, lv.baseline) if spec_wins else (lv.baseline, lv.spec)
+    return Separation(best, min(1.0, p_value * len(found)), len(found))
 
 
 def _greater_p(higher: StepRow, lower: StepRow) -> float:
@@ -205,7 +198,8 @@ def _greater_p(higher: StepRow, lower: StepRow) -> float:
 def _counts(row: StepRow) -> str:
     """A level's requests meeting the SLO as a recommendation quotes them."""
     met = _met(row)
-    return f"{met[0]} of {met[1]} requests" if met else f"{row.slo_attainment:.1%} of requests"
+    assert met is not None  # quoted only for a p-value over the bar: a hold against a miss without counts is p 0
+    return f"{met[0]} of {met[1]} requests"
 
 
 def compare_slo(base: RunSummary, spec: RunSummary, slo: Slo,
@@ -234,9 +228,9 @@ def compare_slo(base: RunSummary, spec: RunSummary, slo: Slo,
         advice = (f"the tested levels do not separate the two capacities: both hold at {winner.last_held:g} and "
                   f"miss at {winner.first_missed:g} {unit}; add levels between them (--refine-levels) to tell")
     elif shown.p_value >= SEPARATION_P:
-        spec_row, base_row = (shown.winner, shown.loser) if more else (shown.loser, shown.winner)
-        advice = (f"the two capacities are not told apart at 95%: at {shown.level:g} {unit} speculation met the "
-                  f"SLO on {_counts(spec_row)}, the baseline on {_counts(base_row)} (one-sided Fisher "
+        at = shown.level
+        advice = (f"the two capacities are not told apart at 95%: at {at.level:g} {unit} speculation met the "
+                  f"SLO on {_counts(at.spec)}, the baseline on {_counts(at.baseline)} (one-sided Fisher "
                   f"p={shown.p_value:.2g} over {shown.tried} level{'s' if shown.tried > 1 else ''}); measure more "
                   f"requests per level "
                   f"(--min-requests) to tell")

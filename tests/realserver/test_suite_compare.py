@@ -49,13 +49,8 @@ LADDER = (1, 4)
 MAX_TOKENS = 64
 LOAD_ARGS = ("--ladder", ",".join(map(str, LADDER)), "--max-tokens", str(MAX_TOKENS), "--min-requests", "8",
              "--min-step-time", "2", "--step-ci", "0", "--max-step-time", "60", "--prompts", str(PROMPTS_SHORT))
-# Rounds of one request per server. Each server's median over the rounds, divided, mixes rounds that a
-# neighbour slowed unevenly: one quiet-looking CI run (the other pytest worker busy) had the baseline at
-# 140, 167 and 324 tok/s in three rounds, and draft-low's 86, 146 and 160 then came out only 0.87x of it,
-# where each round had it at 0.61x, 0.87x and 0.49x. The median of the rounds' own ratios pairs them. Beside
-# two other suite runs no pairing helps: in one CI run the baseline decoded at 71-288 tok/s across five rounds
-# and draft-low's paired ratios were 0.29x-1.16x (median 1.03x), so the premise is judged only where the
-# baseline's own rounds agree within CLEAR_MARGIN.
+# Rounds of one request per server (the premise in the module docstring). A CI run whose per-server medians
+# came out 0.87x, where the rounds' own ratios were 0.61x, 0.87x and 0.49x, is why the ratio is paired by round.
 CAPTURE_ROUNDS = 5
 CAPTURE_TOKENS = 128
 # A decode-rate ratio must be at least this far from 1 for "the side of 1" to mean something.

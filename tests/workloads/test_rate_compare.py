@@ -40,6 +40,7 @@ def test_capacity_is_the_highest_rate_held_here_and_below_interpolated_to_90_per
     held = capacity([_row(1, 1.0), _row(2, 0.9)])
     assert held.at_least and held.value == 2  # 90% exactly holds
     assert capacity([_row(1, 0.5)]).value is None
+    assert "misses the SLO at the lowest tested level, 1 req/s" in capacity([_row(1, 0.5)]).text("req/s")
     unsure = capacity([replace(_row(2, 0.95), slo_requests=20), replace(_row(4, 0.85), slo_requests=20),
                        replace(_row(8, 0.2), slo_requests=20)])
     assert (unsure.last_held, unsure.first_missed, unsure.low) == (2, 4, None)  # 2 is the lowest tested rate
@@ -56,7 +57,6 @@ def test_a_capacity_whose_held_rate_is_uncertain_is_not_tight():
                     replace(_row(4, 0.05), slo_requests=200)])
     assert cap.value == pytest.approx(2 + 0.05 / 0.9 * 2)
     assert cap.low is not None and cap.low < 2 and not capacity_is_tight(cap)
-    assert "misses the SLO at the lowest tested level, 1 req/s" in capacity([_row(1, 0.5)]).text("req/s")
 
 
 # Speed 4 with 128 tokens: the seed-scale rates 1 and 4 req/s; the SLO is TTFT<=2s, TPOT<=80ms at seed scale.
