@@ -219,6 +219,8 @@ class RunData:
     server_samples: list[ServerMetricsSample] = field(default_factory=list)  # server_metrics.jsonl, time order
     answers: list[AnswerLine] = field(default_factory=list)  # answers.jsonl (--check-output), else empty
     gpu_samples: list[GpuMetricsSample] = field(default_factory=list)  # gpu_metrics.jsonl (--gpu-metrics), time order
+    # records kept out of every figure because they cannot be true, by kind (contract.evidence.screen_records)
+    left_out: dict[str, int] = field(default_factory=dict)
 
 
 def iter_jsonl(path: Path, *, missing_ok: bool = False) -> Iterator[tuple[int, Any]]:

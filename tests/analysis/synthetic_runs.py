@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,8 @@ class RunSpec:
     client_busy: float | None = None  # every step line's load_cpu, as a share of one core
     send_lag_ms: float | None = None  # every record's send_lag_ms (absent when None, as in older records)
     server_counter_factor: float | None = None  # write server_metrics.jsonl: the token counter = this x truth
+    # the record lines as written, edited (to write a line twice, or a value no request can have); None: as made
+    edit_records: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
 
 
 def default_window_requests(target_c: int) -> int:
@@ -91,8 +94,9 @@ def write_run(root: Path, spec: RunSpec) -> Path:
             steps.append(step)
         t = max(r["start_s"] + r["e2e_s"] for r in recs) + 1.0
     records.sort(key=lambda r: r["start_s"] + r["e2e_s"])
+    written = spec.edit_records([dict(r) for r in records]) if spec.edit_records else records
     with (root / RECORDS_FILE).open("w", encoding="utf-8") as fh:
-        for rec in records:
+        for rec in written:
             fh.write(json.dumps(rec) + "\n")
         if spec.torn_tail:
             fh.write('{"schema": 1, "request_id": "torn')
