@@ -99,6 +99,9 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "impossible_records": (_set(edit_records=lambda recs: [{**recs[0], "e2e_s": -1.0}, *recs[1:]]),
                            "1 record(s) left out of every figure because no request can have them: 1 with a "
                            "negative time"),
+    "gpu_readings_rejected": (_set(gpu_power_w=-300.0), "GPU reading(s) left out of the energy figures"),
+    "gpu_energy_mismatch": (_set(gpu_power_w=300.0, gpu_counter_factor=3.0),
+                            "energy counter (900 W mean) and power gauge (300 W mean) disagree by more than 2x"),
 }
 
 
