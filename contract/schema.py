@@ -43,6 +43,10 @@ STEPS_FILE = "steps.jsonl"
 META_FILE = "meta.json"
 ANSWERS_FILE = "answers.jsonl"
 LOG_FILE = "locust.log"  # Locust's log and tables, written by specbench commands (--logfile); not read back
+# Every file a run writes into its directory, the one list of them: --overwrite clears exactly these (Locust's log,
+# already open for the new run when the directory is claimed, is cleared by specbench before it starts Locust).
+RUN_FILES: tuple[str, ...] = (RECORDS_FILE, STEPS_FILE, META_FILE, META_FILE + ".tmp", ANSWERS_FILE,
+                              SERVER_METRICS_FILE, GPU_METRICS_FILE)
 
 Status = Literal["ok", "http_error", "stream_error", "timeout", "truncated", "connect_error", "not_streaming",
                  "bad_count", "cancelled"]
