@@ -31,8 +31,9 @@ LEFT_OUT_TEXT: dict[str, str] = {
     REVERSED_CHUNKS: "with chunk times running backwards",
     IMPOSSIBLE_TOKENS: "with an impossible output token count",
 }
-# A failed request already says its count was impossible: its tokens are never counted, its failure is.
-_COUNTED_FAILURE = "bad_count"
+# Only a successful request's tokens enter a figure; a failed one's count (bad_count: the load side found it
+# impossible) never does, while its failure is counted, so its record stays.
+_COUNTED = "ok"
 
 LeftOut = dict[str, int]  # kind -> records left out
 R = TypeVar("R", bound=Mapping[str, Any])
@@ -69,7 +70,7 @@ def record_problem(rec: Mapping[str, Any]) -> str | None:
         return NEGATIVE_TIME
     if chunks.size > 1 and (np.diff(chunks) < 0).any():
         return REVERSED_CHUNKS
-    if rec.get("status") != _COUNTED_FAILURE:
+    if rec.get("status") == _COUNTED:
         max_tokens = rec.get("max_tokens")
         limit = max_tokens if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) else None
         if token_count_problem(list(rec.get("chunk_tokens") or ()), rec.get("output_tokens"), limit) is not None:

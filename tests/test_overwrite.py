@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.records.load import load_run
 from contract.schema import GPU_METRICS_FILE, LOG_FILE, META_FILE, RUN_FILES, SERVER_METRICS_FILE
 from specbench.stale import clear_earlier_job
 from tests.conftest import FAST_LADDER
@@ -31,6 +32,7 @@ def test_a_run_overwritten_keeps_none_of_the_old_runs_telemetry(emulator, tmp_pa
     first = specbench("run", "--host", emu.url, "--label", "base", "--out", str(out), *SHORT, "--check-output",
                       "--gpu-metrics", emu.url + "/_emulator/dcgm/metrics", cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
+    assert load_run(out).left_out == {}  # a real run's records all pass the evidence screen
     written = {p.name for p in out.iterdir()}
     assert {GPU_METRICS_FILE, SERVER_METRICS_FILE} <= written
     assert written <= {*RUN_FILES, LOG_FILE}, written - {*RUN_FILES, LOG_FILE}  # the one list holds every file

@@ -106,6 +106,8 @@ def test_a_bad_count_failure_stays_a_failure() -> None:
     rec = {"request_id": "0-1", "start_s": 1.0, "e2e_s": 0.5, "ttft_s": 0.1, "chunk_ms": [100.0],
            "chunk_tokens": [5], "output_tokens": -5, "max_tokens": 8, "status": "bad_count"}
     assert screen_records([rec]) == ([rec], {})
+    failed = {**rec, "status": "stream_error", "output_tokens": 5, "chunk_ms": [100.0, 120.0], "chunk_tokens": [5, 3]}
+    assert screen_records([failed]) == ([failed], {})  # its tokens are in no figure; its failure is
     assert screen_records([{**rec, "status": "ok"}]) == ([], {"impossible_tokens": 1})
 
 
