@@ -13,7 +13,14 @@ and two that say what the GPUs were doing, for the reader (the figures do not us
 (MiB) -> ``mem_used_mib``, ``DCGM_FI_DEV_SM_CLOCK`` (MHz) -> ``sm_clock_mhz``. Any field may be absent.
 
 A GPU's key is its ``gpu`` label (with the ``GPU_I_ID`` of a MIG instance after a slash; under NVML its index);
-an exporter that exports none of the fields gives a sample with no GPUs. One line of the file
+where one answer carries series of more than one host (a ``Hostname`` label, else Prometheus' ``instance``: an
+aggregating proxy, a federation), each key also names its host after an ``@`` (``0@node-a``), so two hosts' GPU 0
+stay two GPUs. An exporter that exports none of the fields gives a sample with no GPUs.
+
+Telemetry is evidence, not truth (``reading_problem``): a value that is not a finite number, a negative one, a
+utilisation outside 0-100% or a power above ``MAX_GPU_POWER_W`` is not written as a reading; its field's name goes
+into the GPU's ``rejected`` list instead, so the report can say the exporter answered with nothing usable rather
+than that it missed the step. One line of the file
 (``GpuMetricsSample``) is one successful read of one exporter; a read that fails writes nothing, so an exporter
 that goes away leaves a gap.
 Same versioning rule as the records: bump ``GPU_METRICS_SCHEMA`` on an incompatible change and keep reading the
@@ -22,9 +29,10 @@ older versions.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
-from typing import NotRequired, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -48,6 +56,13 @@ NVML = "nvml"  # --gpu-metrics nvml[:I,...]: this machine's GPUs through NVML (c
 _NVML_SPEC = re.compile(r"nvml(?::(\d+(?:,\d+)*))?")
 GPU_LABEL = "gpu"
 MIG_LABEL = "GPU_I_ID"
+HOST_LABELS = ("Hostname", "instance")  # dcgm-exporter's own host label, else the one Prometheus adds
+# The most power one GPU can draw, in W: a whole rack of 72 of the largest GPUs sold (GB200 NVL72) draws about
+# 120 kW, so one GPU above 100 kW is a unit or parsing error (300 W read in mW is 300 kW), never a GPU; summed in, it
+# would make J/token and cost fiction. The bound is that loose, not the ~1.4 kW of the largest GPU itself, because the
+# built-in emulator's time runs --speed times faster and its GPUs draw that many times the watts (~8 kW at speed 20).
+MAX_GPU_POWER_W = 100_000.0
+REJECTED = "rejected"  # a reading's list of the fields its exporter sent with a value that cannot be true
 
 
 class GpuReading(TypedDict, total=False):
@@ -58,6 +73,7 @@ class GpuReading(TypedDict, total=False):
     util_pct: float
     mem_used_mib: float
     sm_clock_mhz: float
+    rejected: list[str]  # fields sent with a value that cannot be true (``reading_problem``), left out above
 
 
 class GpuMetricsSample(TypedDict):
@@ -126,30 +142,59 @@ def parse_exporter_urls(text: str, flag: str = "--gpu-metrics") -> list[str]:
     return urls
 
 
-def gpu_key(labels: dict[str, str]) -> str | None:
+def gpu_key(labels: dict[str, str], *, with_host: bool = False) -> str | None:
+    """The GPU's key in a sample (module docstring); None for a series without a ``gpu`` label."""
     gpu = labels.get(GPU_LABEL)
     if gpu is None:
         return None
     mig = labels.get(MIG_LABEL)
-    return f"{gpu}/{mig}" if mig else gpu
+    key = f"{gpu}/{mig}" if mig else gpu
+    host = host_of(labels)
+    return f"{key}@{host}" if with_host and host else key
+
+
+def host_of(labels: dict[str, str]) -> str | None:
+    return next((labels[k] for k in HOST_LABELS if labels.get(k)), None)
+
+
+def reading_problem(name: str, value: object) -> str | None:
+    """Why a GPU reading cannot be true, or None: not a finite number, negative, a utilisation above 100%, or a
+    power above ``MAX_GPU_POWER_W``. The one rule, for what an exporter sends and for a file read back."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return "not a finite number"
+    if value < 0:
+        return "negative"
+    if name == "power_w" and value > MAX_GPU_POWER_W:
+        return f"above {MAX_GPU_POWER_W:.0f} W"
+    if name == "util_pct" and value > 100:
+        return "above 100%"
+    return None
 
 
 def parse_dcgm(text: str, t_s: float, source: int) -> GpuMetricsSample:
-    """One sample from a dcgm-exporter answer: ``DCGM_FIELDS`` per GPU; everything else is left out."""
-    gpus: dict[str, dict[str, float]] = {}
+    """One sample from a dcgm-exporter answer: ``DCGM_FIELDS`` per GPU; everything else is left out, and a value
+    that cannot be true (``reading_problem``) is named in the GPU's ``rejected`` list instead of kept."""
+    found: list[tuple[dict[str, str], str, float]] = []
     try:
         for family in text_string_to_metric_families(text):
             key = DCGM_FIELDS.get(family.name) or DCGM_FIELDS.get(family.name.removesuffix("_total"))
             if key is None:
                 continue
-            for sample in family.samples:
-                gpu = gpu_key(dict(sample.labels))
-                value = float(sample.value)
-                if gpu is not None and value == value:  # NaN is not JSON
-                    gpus.setdefault(gpu, {})[key] = value
+            found.extend((dict(sample.labels), key, float(sample.value)) for sample in family.samples)
     except (ValueError, TypeError) as exc:
         raise GpuMetricsParseError(f"not Prometheus text format ({exc})") from None
-    # A reading's keys are DCGM_FIELDS' values only, which are GpuReading's keys; mypy sees a dict[str, float].
+    with_host = len({host_of(labels) for labels, _, _ in found}) > 1
+    gpus: dict[str, dict[str, Any]] = {}
+    for labels, key, value in found:
+        gpu = gpu_key(labels, with_host=with_host)
+        if gpu is None:
+            continue
+        reading = gpus.setdefault(gpu, {})
+        if reading_problem(key, value) is None:
+            reading[key] = value
+        elif key not in reading.setdefault(REJECTED, []):
+            reading[REJECTED].append(key)
+    # A reading's keys are DCGM_FIELDS' values and REJECTED only, which are GpuReading's keys; mypy sees a dict.
     readings = {k: GpuReading(**v) for k, v in sorted(gpus.items())}  # type: ignore[typeddict-item]  # see above
     return new_sample(readings, t_s, source)
 

@@ -43,6 +43,10 @@ STEPS_FILE = "steps.jsonl"
 META_FILE = "meta.json"
 ANSWERS_FILE = "answers.jsonl"
 LOG_FILE = "locust.log"  # Locust's log and tables, written by specbench commands (--logfile); not read back
+# Every file a run writes into its directory, the one list of them: --overwrite clears exactly these (Locust's log,
+# already open for the new run when the directory is claimed, is cleared by specbench before it starts Locust).
+RUN_FILES: tuple[str, ...] = (RECORDS_FILE, STEPS_FILE, META_FILE, META_FILE + ".tmp", ANSWERS_FILE,
+                              SERVER_METRICS_FILE, GPU_METRICS_FILE)
 
 Status = Literal["ok", "http_error", "stream_error", "timeout", "truncated", "connect_error", "not_streaming",
                  "bad_count", "cancelled"]
@@ -219,6 +223,8 @@ class RunData:
     server_samples: list[ServerMetricsSample] = field(default_factory=list)  # server_metrics.jsonl, time order
     answers: list[AnswerLine] = field(default_factory=list)  # answers.jsonl (--check-output), else empty
     gpu_samples: list[GpuMetricsSample] = field(default_factory=list)  # gpu_metrics.jsonl (--gpu-metrics), time order
+    # records kept out of every figure because they cannot be true, by kind (contract.evidence.screen_records)
+    left_out: dict[str, int] = field(default_factory=dict)
 
 
 def iter_jsonl(path: Path, *, missing_ok: bool = False) -> Iterator[tuple[int, Any]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.redact import redact
-from contract.schema import ANSWERS_FILE, LOG_FILE, META_FILE, RECORDS_FILE, STEPS_FILE
+from contract.schema import LOG_FILE, RUN_FILES
 from contract.settings import OPTIONS, SettingsError, SuiteSettings
 
 EXIT_TOO_MANY_ERRORS = 3
@@ -19,7 +19,6 @@ HOST_CHANGE_REFUSED = ("the host differs from the one given at start while an AP
                        "is sent only to the host named on the command line (restart with that --host, or "
                        "give --allow-host-change)")
 SUITE_DESTS = frozenset(opt.dest for opt in OPTIONS)
-_RUN_FILES = (RECORDS_FILE, STEPS_FILE, META_FILE, META_FILE + ".tmp", ANSWERS_FILE)
 
 
 def _same_host(a: str, b: str) -> bool:
@@ -107,7 +106,7 @@ def claim_run_dir(run_dir: Path, overwrite: bool) -> None:
     if not overwrite:
         raise SettingsError(f"--out: {run_dir} is not empty (it holds an earlier run?); choose a new directory "
                             "or give --overwrite")
-    for name in _RUN_FILES:
+    for name in RUN_FILES:
         (run_dir / name).unlink(missing_ok=True)
 
 

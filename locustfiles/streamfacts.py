@@ -8,10 +8,10 @@ API's dialect. Its own module, under both, so that neither imports the other.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from contract.evidence import token_count_problem
 from contract.redact import clip
 from contract.schema import ChunkTokenSource, SpecFields, TokenSource
 from locustfiles import specfields
@@ -119,17 +119,7 @@ class StreamFacts:
         """Why the server's output counts cannot be true, or None: a negative count, a cumulative count that
         falls, or more tokens than the request allowed (``max_tokens``; with or without ``ignore_eos`` a server
         makes no more). A figure the suite would average in must be possible first."""
-        cums = [c for c in self.chunk_cum if c is not None]
-        counts = [*cums, *([self.final_tokens] if self.final_tokens is not None else [])]
-        if any(c < 0 for c in counts):
-            return f"the server reported a negative output token count ({min(counts)})"
-        fell = next(((a, b) for a, b in itertools.pairwise(cums) if b < a), None)
-        if fell is not None:
-            return f"the server's cumulative output token count fell from {fell[0]} to {fell[1]}"
-        top = max(counts, default=0)
-        if max_tokens and top > max_tokens:
-            return f"the server reported {top} output tokens where the request allowed at most {max_tokens}"
-        return None
+        return token_count_problem([c for c in self.chunk_cum if c is not None], self.final_tokens, max_tokens)
 
     def resolve_tokens(self) -> TokenCounts:
         """Per-chunk cumulative counts and the output total, preferring what the server reported.

@@ -386,6 +386,8 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     check_fresh_dir(out, "--out", args.overwrite)
     key = settings.api_key()
     base = check_server(baseline, "baseline", api=args.api, api_key=key)
+    if args.overwrite:
+        _clear_earlier_job(out, ["baseline", *(name for name, _ in targets)])
     specs = [(name, check_server(url, name, api=args.api, api_key=key)) for name, url in targets]
     print(redact(base.describe("baseline")), flush=True)
     for name, pre in specs:
@@ -414,11 +416,22 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     key = settings.api_key()
     out = Path(args.out) if args.out else Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     check_fresh_dir(out, "--out", args.overwrite)
+    if args.overwrite:
+        _clear_earlier_job(out, [e.name for e in sweep.entries])
     names = ", ".join(e.name + (" (baseline)" if e.baseline else "") for e in sweep.entries)
     print(f"Sweep {sweep.source}: {names}", flush=True)
     return run_sweep(SweepJob(sweep, out, args.suite_config, args.processes, args.api, key, args.flush_cache,
                               passed_on(args) + extra, verbose=args.verbose, refine_levels=refine,
                               rate_mode=bool(settings.rate_ladder)))
+
+
+def _clear_earlier_job(out: Path, names: list[str]) -> None:
+    """--overwrite: an earlier compare's or sweep's runs of other configurations go (``specbench.stale``)."""
+    from specbench.stale import clear_earlier_job
+
+    removed = clear_earlier_job(out, names)
+    if removed:
+        print(redact(f"--overwrite: removed the earlier runs of {', '.join(removed)} from {out}"), flush=True)
 
 
 def demo_sweep(speed: float):  # -> Sweep (typed lazily: the sweep module is only needed here)

@@ -148,12 +148,12 @@ def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tup
     report.md and written to trace.json."""
     import json
 
+    from analysis import load_run  # the records screened as every other figure's (contract.evidence)
     from analysis.verdicts.trace_compare import compare_trace
-    from contract.schema import read_run
 
-    base = read_run(baseline[1])
+    base = load_run(baseline[1])
     found = [c for name, path in configs
-             if (c := compare_trace(base, read_run(path), (baseline[0], name))) is not None]
+             if (c := compare_trace(base, load_run(path), (baseline[0], name))) is not None]
     if not found:
         return
     lines = [line for c in found for line in c.lines()]

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from analysis.records.energy import gpu_series
 from analysis.records.server_side import MAX_TOKEN_GAP
 from analysis.records.steprow import StepRow
+from contract.evidence import DUPLICATE, left_out_text
+from contract.gpu_metrics import MAX_GPU_POWER_W
 from contract.policy import (
     CLIENT_BOUND_CPU,
     MIN_ACHIEVED_FRACTION,
@@ -46,11 +49,16 @@ CLIENT_PAUSED = "client_paused"
 CLIENT_READ_LAG = "client_read_lag"
 DROPPED_REQUESTS = "dropped_requests"
 LOW_RATE = "low_rate"
+DUPLICATE_RECORDS = "duplicate_records"
+IMPOSSIBLE_RECORDS = "impossible_records"
+GPU_READINGS_REJECTED = "gpu_readings_rejected"
+GPU_ENERGY_MISMATCH = "gpu_energy_mismatch"
 WARNING_CODES: tuple[str, ...] = (
     LOW_CONCURRENCY, FEW_REQUESTS, SINGLE_PROMPT, CHUNK_COUNTED_TOKENS, ERROR_RATE, PARTIAL_RUN, NO_WINDOW,
     MISSING_META, SETTINGS_MISMATCH, SPEC_NOT_SPECULATIVE, BASELINE_SPECULATIVE, SPEC_MAX_RUNNING_LOWER,
     UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH, SERVER_TOKEN_GAP, CLIENT_BOUND,
-    DROPPED_REQUESTS, LOW_RATE, CLIENT_LAG, CLIENT_PAUSED, CLIENT_READ_LAG,
+    DROPPED_REQUESTS, LOW_RATE, CLIENT_LAG, CLIENT_PAUSED, CLIENT_READ_LAG, DUPLICATE_RECORDS, IMPOSSIBLE_RECORDS,
+    GPU_READINGS_REJECTED, GPU_ENERGY_MISMATCH,
 )
 
 
@@ -96,6 +104,8 @@ def window_problems(row: StepRow) -> list[tuple[str, str]]:
         found.append((SERVER_TOKEN_GAP, f"the server's generation-token counter ({row.server_gen_tok_s:.1f} tok/s) "
                       f"and the client's output tokens differ by {row.server_token_gap:+.1%} over the same seconds "
                       f"(over {MAX_TOKEN_GAP:.0%}): one of the two counts is wrong"))
+    if row.energy_disputed:
+        found.append((GPU_ENERGY_MISMATCH, f"energy {row.energy_note}"))
     return found
 
 
@@ -160,6 +170,12 @@ def run_warnings(run_name: str, run: RunData, *, has_meta: bool, rows: list[Step
     if run.skipped_lines:
         found.append(ValidityWarning(PARTIAL_RUN, f"{run_name}: {run.skipped_lines} torn line(s) in records.jsonl "
                                      "skipped (killed mid-write)", run_name))
+    found.extend(left_out_warnings(run_name, run.left_out))
+    rejected = sum(s.rejected for s in gpu_series(run.gpu_samples))
+    if rejected:
+        found.append(ValidityWarning(GPU_READINGS_REJECTED, f"{run_name}: {rejected} GPU reading(s) left out of the "
+                                     "energy figures because no GPU can give them: not a finite number, negative, or "
+                                     f"a power above {MAX_GPU_POWER_W:.0f} W", run_name))
     prompts = {r.get("prompt_id") for r in run.records if r.get("prompt_id") is not None}
     if len(prompts) == 1:
         found.append(ValidityWarning(SINGLE_PROMPT, f"{run_name}: every request used the same prompt "
@@ -172,4 +188,20 @@ def run_warnings(run_name: str, run: RunData, *, has_meta: bool, rows: list[Step
         found.append(ValidityWarning(CHUNK_COUNTED_TOKENS, f"{run_name}: {total} measured request(s) at {levels} "
                                      "counted output tokens from stream chunks (no server count); multi-token "
                                      "chunks make tok/s too low", run_name))
+    return found
+
+
+def left_out_warnings(run_name: str, left_out: dict[str, int]) -> list[ValidityWarning]:
+    """The records ``load_run`` kept out of every figure (``contract.evidence``): repeated lines, and values no
+    request can have, each with its count."""
+    found = []
+    if left_out.get(DUPLICATE):
+        found.append(ValidityWarning(DUPLICATE_RECORDS, f"{run_name}: {left_out[DUPLICATE]} record line(s) repeat a "
+                                     "request_id already read (records.jsonl written twice or concatenated); each "
+                                     "request counted once", run_name))
+    impossible = {k: n for k, n in left_out.items() if k != DUPLICATE}
+    if impossible:
+        found.append(ValidityWarning(IMPOSSIBLE_RECORDS, f"{run_name}: {sum(impossible.values())} record(s) left out "
+                                     f"of every figure because no request can have them: {left_out_text(impossible)}",
+                                     run_name))
     return found

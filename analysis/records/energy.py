@@ -8,6 +8,12 @@ Per GPU (each exporter's each ``gpu`` label), the energy drawn over a window [t0
 * ``power``: else the ``DCGM_FI_DEV_POWER_USAGE`` gauge integrated over the window by the trapezoid rule over the
   samples, interpolated at t0 and t1.
 
+Readings are evidence (``contract.gpu_metrics.reading_problem``): a value that is not finite, negative, or a power
+above ``MAX_GPU_POWER_W`` is left out and counted (``GpuSeries.rejected``), as are those the sampler already
+refused (a reading's ``rejected`` list). Where both cover a window, the counter and the gauge must agree within
+``COUNTER_GAUGE_FACTOR``; a counter whose mean power over the window is above the bound is not used; two that
+disagree leave the GPU not measured, with a note naming both figures.
+
 The step's energy is the sum over every GPU the run's samples name; its ``energy_source`` says which of the two
 gave it ("counter", "power", or "counter+power" when GPUs differ). A GPU without a sample within ``max_gap``
 of each edge (a power integral: between any two samples inside) was not watched over the window: the step's
@@ -28,11 +34,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from analysis.records.steprow import StepRow
-from contract.gpu_metrics import GpuMetricsSample
+from contract.gpu_metrics import MAX_GPU_POWER_W, REJECTED, GpuMetricsSample, reading_problem
 
 COUNTER, POWER = "counter", "power"
 GAP_FACTOR = 4.0  # a gap between two samples longer than this many median sampling intervals loses the GPU
 MIN_GAP_S = 1.0  # ... and never shorter than this
+# The counter's energy and the gauge's integral over one window may differ by sampling (a gauge read every second
+# or so misses short swings; NVIDIA's gauge itself averages over part of each interval): tens of percent at worst
+# on windows of seconds. Beyond a factor of 2 one of the two is wrong (mJ read as J is 1000x), so neither is used.
+COUNTER_GAUGE_FACTOR = 2.0
+_SLACK_W = 1.0  # below this mean power the two are both about nothing; no ratio is judged
+_FIELDS = ("energy_mj", "power_w", "util_pct")
 
 Point = tuple[float, float]  # (t_s, value)
 
@@ -47,6 +59,7 @@ class GpuSeries:
     power_w: tuple[Point, ...]
     util_pct: tuple[Point, ...]
     max_gap_s: float
+    rejected: int = 0  # readings that cannot be true (reading_problem), here or at the sampler, left out
 
 
 @dataclass(frozen=True)
@@ -59,21 +72,31 @@ class WindowEnergy:
     power_w: float | None  # mean, summed over the GPUs
     util_pct: float | None  # mean over the GPUs
     note: str | None = None
+    disputed: int = 0  # GPUs whose counter and gauge disagreed (or whose counter was impossible) over the window
 
 
 def gpu_series(samples: Sequence[GpuMetricsSample]) -> list[GpuSeries]:
-    """Each GPU's series from the run's samples (one exporter's GPUs keyed by its place in --gpu-metrics)."""
+    """Each GPU's series from the run's samples (one exporter's GPUs keyed by its place in --gpu-metrics), every
+    reading that cannot be true left out and counted."""
     raw: dict[str, dict[str, list[Point]]] = {}
     times: dict[str, list[float]] = {}
+    rejected: dict[str, int] = {}
     for s in samples:
         for gpu, reading in s["gpus"].items():
             key = f"{s.get('source', 0)}:{gpu}"
             times.setdefault(key, []).append(float(s["t_s"]))
-            fields = raw.setdefault(key, {"energy_mj": [], "power_w": [], "util_pct": []})
+            fields = raw.setdefault(key, {name: [] for name in _FIELDS})
+            refused = reading.get(REJECTED)
+            bad = len(refused) if isinstance(refused, list) else 0
             for name, points in fields.items():
                 value = reading.get(name)
-                if isinstance(value, int | float):
-                    points.append((float(s["t_s"]), float(value)))
+                if value is None:
+                    continue
+                if reading_problem(name, value) is None:
+                    points.append((float(s["t_s"]), float(value)))  # type: ignore[arg-type]  # checked: a number
+                else:
+                    bad += 1
+            rejected[key] = rejected.get(key, 0) + bad
     out = []
     for key in sorted(raw):
         ts = sorted(times[key])
@@ -85,6 +108,7 @@ def gpu_series(samples: Sequence[GpuMetricsSample]) -> list[GpuSeries]:
             power_w=tuple(sorted(raw[key]["power_w"])),
             util_pct=tuple(sorted(raw[key]["util_pct"])),
             max_gap_s=max(GAP_FACTOR * typical, MIN_GAP_S),
+            rejected=rejected.get(key, 0),
         ))
     return out
 
@@ -131,35 +155,77 @@ def power_energy(series: GpuSeries, t0: float, t1: float) -> float | None:
     return sum((b[0] - a[0]) * (a[1] + b[1]) / 2.0 for a, b in itertools.pairwise(knots))
 
 
-def gpu_energy(series: GpuSeries, t0: float, t1: float) -> tuple[float, str] | None:
-    """(joules, source) of one GPU over [t0, t1]: the counter where it covers the window, else the power."""
-    found = counter_energy(series, t0, t1)
-    if found is not None:
-        return found, COUNTER
-    found = power_energy(series, t0, t1)
-    return (found, POWER) if found is not None else None
+@dataclass(frozen=True)
+class GpuEnergy:
+    """One GPU over a window: joules and their source, or None and why (``problem``, also set when the counter was
+    impossible and the gauge stood in)."""
+
+    joules: float | None
+    source: str | None
+    problem: str | None = None
 
 
-def window_energy(series: Sequence[GpuSeries], t0: float, t1: float) -> WindowEnergy:
-    """Every GPU's energy over [t0, t1] summed, with mean power and GPU use; None where any GPU was not watched."""
+def gpu_energy(series: GpuSeries, t0: float, t1: float, *, cross_check: bool = True) -> GpuEnergy:
+    """One GPU over [t0, t1]: the counter where it covers the window, else the power; a counter that rises faster
+    than any GPU draws is not used, and (``cross_check``) one that disagrees with the gauge beyond
+    ``COUNTER_GAUGE_FACTOR`` leaves the GPU not measured."""
+    span = t1 - t0
+    counter, power = counter_energy(series, t0, t1), power_energy(series, t0, t1)
+    problem = None
+    if counter is not None and counter / span > MAX_GPU_POWER_W:
+        problem = (f"GPU {series.key}'s energy counter rose at {counter / span:.3g} W over the window, above the "
+                   f"{MAX_GPU_POWER_W:.0f} W any GPU draws; not used")
+        counter = None
+    if cross_check and counter is not None and power is not None and _disagree(counter / span, power / span):
+        return GpuEnergy(None, None, f"GPU {series.key}'s energy counter ({counter / span:.0f} W mean) and power "
+                         f"gauge ({power / span:.0f} W mean) disagree by more than {COUNTER_GAUGE_FACTOR:g}x: one of "
+                         "the two is wrong")
+    if counter is not None:
+        return GpuEnergy(counter, COUNTER, problem)
+    return GpuEnergy(power, POWER if power is not None else None, problem)
+
+
+def _disagree(a_w: float, b_w: float) -> bool:
+    return max(a_w, b_w) > COUNTER_GAUGE_FACTOR * min(a_w, b_w) + _SLACK_W
+
+
+def _why_missed(series: GpuSeries, t0: float, t1: float) -> str:
+    """Why a GPU has no energy over [t0, t1]: its exporter missed the window, or answered with nothing usable."""
+    answered = [(t, 0.0) for t in series.times]
+    if _bracket(answered, t0, series.max_gap_s) is None or _bracket(answered, t1, series.max_gap_s) is None:
+        return f"no telemetry around the window's edges for GPU {series.key} (an exporter missed this step)"
+    if series.rejected:
+        return (f"GPU {series.key}'s exporter answered, but with no usable power or energy reading around the "
+                f"window ({series.rejected} reading(s) over the run rejected: not a finite number, negative, or a "
+                f"power above {MAX_GPU_POWER_W:.0f} W)")
+    return f"GPU {series.key}'s exporter answered without power or energy readings around the window's edges"
+
+
+def window_energy(series: Sequence[GpuSeries], t0: float, t1: float, *, cross_check: bool = True) -> WindowEnergy:
+    """Every GPU's energy over [t0, t1] summed, with mean power and GPU use; None where any GPU was not watched, or
+    its counter and gauge disagree."""
     if not series or t1 <= t0:
         return WindowEnergy(None, None, len(series), None, None, "no GPU telemetry" if not series else None)
-    total, sources, missed = 0.0, set(), []
+    total, sources, notes, disputed = 0.0, set(), [], 0
+    measured = True
     for s in series:
-        found = gpu_energy(s, t0, t1)
-        if found is None:
-            missed.append(s.key)
+        found = gpu_energy(s, t0, t1, cross_check=cross_check)
+        disputed += found.problem is not None
+        if found.joules is None:
+            measured = False
+            notes.append(found.problem or _why_missed(s, t0, t1))
             continue
-        total += found[0]
-        sources.add(found[1])
+        total += found.joules
+        sources.add(found.source)
+        if found.problem:
+            notes.append(found.problem)
     utils = [u for u in (_mean_inside(s.util_pct, t0, t1) for s in series) if u is not None]
     util = sum(utils) / len(utils) if utils else None
-    if missed:
-        note = (f"not measured: no telemetry around the window's edges for GPU {', '.join(missed)} (an exporter "
-                "missed this step)")
-        return WindowEnergy(None, None, len(series), None, util, note)
+    note = "; ".join(notes) or None
+    if not measured:
+        return WindowEnergy(None, None, len(series), None, util, f"not measured: {note}", disputed)
     source = "+".join(k for k in (COUNTER, POWER) if k in sources)
-    return WindowEnergy(total, source, len(series), total / (t1 - t0), util)
+    return WindowEnergy(total, source, len(series), total / (t1 - t0), util, note, disputed)
 
 
 def _mean_inside(points: Sequence[Point], t0: float, t1: float) -> float | None:
@@ -174,7 +240,7 @@ def batch_energies(series: Sequence[GpuSeries], t0: float, t1: float, n: int) ->
     edges = np.linspace(t0, t1, n + 1)
     out = []
     for a, b in itertools.pairwise(edges):
-        found = window_energy(series, float(a), float(b))
+        found = window_energy(series, float(a), float(b), cross_check=False)  # slices: the window was checked
         if found.energy_j is None:
             return None
         out.append(found.energy_j)
@@ -214,4 +280,5 @@ def with_energy(row: StepRow, series: Sequence[GpuSeries], gpu_hour_price: float
     energy_cost = per_token * 1e6 / J_PER_KWH * kwh_price if kwh_price > 0 and per_token is not None else None
     return replace(row, gpus=found.gpus, energy_j=found.energy_j, energy_source=found.source,
                    energy_per_token_j=per_token, gpu_power_w=found.power_w, gpu_util_pct=found.util_pct,
-                   energy_note=found.note, cost_per_mtok_usd=cost, energy_cost_per_mtok_usd=energy_cost)
+                   energy_note=found.note, energy_disputed=found.disputed, cost_per_mtok_usd=cost,
+                   energy_cost_per_mtok_usd=energy_cost)

@@ -1,7 +1,9 @@
 """Reading a run directory for analysis: ``schema.read_run`` plus the type checks analysis relies on.
 
 ``read_run`` checks structure (required keys, statuses, versions); this adds the value types the figures
-need, so a malformed file ends in one ``RunFormatError`` naming the file and the record, not a traceback.
+need, so a malformed file ends in one ``RunFormatError`` naming the file and the record, not a traceback. Records
+of the right types that still cannot be true (``contract.evidence``: a request twice, times not finite, negative or
+backwards, impossible token counts) are left out of ``records`` and counted in ``left_out``, for a warning.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from contract.evidence import screen_records
 from contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE, RunData, RunFormatError, read_run
 
 
@@ -42,6 +45,7 @@ def _load_run(run_dir: str | Path) -> RunData:
     run = read_run(run_dir)
     for n, rec in enumerate(run.records, start=1):
         _check_record(run.path / RECORDS_FILE, n, rec)
+    run.records, run.left_out = screen_records(run.records)  # evidence: the impossible and the repeated kept out
     for step in run.steps:
         for key in _STEP_OPTIONAL_NUMBERS:
             if step.get(key) is not None and not _is_number(step.get(key)):

@@ -86,6 +86,7 @@ class StepRow:
     cost_per_mtok_usd: float | None = None  # with --gpu-hour-price: the GPUs' hours per million output tokens
     energy_cost_per_mtok_usd: float | None = None  # with --kwh-price: the GPUs' energy per million output tokens
     energy_note: str | None = None  # why there is no energy figure, when the run had telemetry
+    energy_disputed: int = 0  # GPUs whose energy counter was impossible or disagreed with their power gauge
 
     @property
     def indicative_percentiles(self) -> bool:

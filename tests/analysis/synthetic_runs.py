@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contract.gpu_metrics import GPU_METRICS_FILE
 from contract.schema import META_FILE, RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE
 from contract.server_metrics import SERVER_METRICS_FILE
 
@@ -71,6 +73,10 @@ class RunSpec:
     client_busy: float | None = None  # every step line's load_cpu, as a share of one core
     send_lag_ms: float | None = None  # every record's send_lag_ms (absent when None, as in older records)
     server_counter_factor: float | None = None  # write server_metrics.jsonl: the token counter = this x truth
+    # the record lines as written, edited (to write a line twice, or a value no request can have); None: as made
+    edit_records: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
+    gpu_power_w: float | None = None  # write gpu_metrics.jsonl: one GPU drawing this, its counter agreeing...
+    gpu_counter_factor: float = 1.0  # ... times this
 
 
 def default_window_requests(target_c: int) -> int:
@@ -91,8 +97,9 @@ def write_run(root: Path, spec: RunSpec) -> Path:
             steps.append(step)
         t = max(r["start_s"] + r["e2e_s"] for r in recs) + 1.0
     records.sort(key=lambda r: r["start_s"] + r["e2e_s"])
+    written = spec.edit_records([dict(r) for r in records]) if spec.edit_records else records
     with (root / RECORDS_FILE).open("w", encoding="utf-8") as fh:
-        for rec in records:
+        for rec in written:
             fh.write(json.dumps(rec) + "\n")
         if spec.torn_tail:
             fh.write('{"schema": 1, "request_id": "torn')
@@ -103,9 +110,21 @@ def write_run(root: Path, spec: RunSpec) -> Path:
             fh.write(json.dumps(step) + "\n")
     if spec.server_counter_factor is not None:
         _write_server_metrics(root, records, EPOCH, t, spec.server_counter_factor)
+    if spec.gpu_power_w is not None:
+        _write_gpu_metrics(root, EPOCH, t, spec.gpu_power_w, spec.gpu_counter_factor)
     if spec.write_meta:
         (root / META_FILE).write_text(json.dumps(meta_json(spec, EPOCH, t)), encoding="utf-8")
     return root
+
+
+def _write_gpu_metrics(root: Path, t0: float, t1: float, power_w: float, factor: float) -> None:
+    """A DCGM sample every 0.25 s of one GPU at a constant ``power_w``, its energy counter ``factor`` x that."""
+    with (root / GPU_METRICS_FILE).open("w", encoding="utf-8") as fh:
+        t = t0 - 1.0
+        while t < t1 + 1.0:
+            reading = {"power_w": power_w, "energy_mj": 1e9 + factor * power_w * (t - t0 + 1.0) * 1000.0}
+            fh.write(json.dumps({"schema": 1, "t_s": t, "source": 0, "gpus": {"0": reading}}) + "\n")
+            t += 0.25
 
 
 def _write_server_metrics(root: Path, records: list[dict[str, Any]], t0: float, t1: float, factor: float) -> None:

@@ -95,6 +95,13 @@ CASES: dict[str, tuple[Mutation, str]] = {
                       "C=2: the load process stood still for 9.0 s"),
     "dropped_requests": (_level(1, step_extra={"dropped": 7}), "C=2: 7 request(s) fell due while all"),
     "low_rate": (_level(0, step_extra={"target_rate": 1000.0}), "rate=1000/s: requests were sent at"),
+    "duplicate_records": (_set(edit_records=lambda recs: [*recs, *recs[:4]]), "4 record line(s) repeat a request_id"),
+    "impossible_records": (_set(edit_records=lambda recs: [{**recs[0], "e2e_s": -1.0}, *recs[1:]]),
+                           "1 record(s) left out of every figure because no request can have them: 1 with a "
+                           "negative time"),
+    "gpu_readings_rejected": (_set(gpu_power_w=-300.0), "GPU reading(s) left out of the energy figures"),
+    "gpu_energy_mismatch": (_set(gpu_power_w=300.0, gpu_counter_factor=3.0),
+                            "energy counter (900 W mean) and power gauge (300 W mean) disagree by more than 2x"),
 }
 
 
