@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
-import yaml
 
 from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from contract.redact import redact
@@ -33,6 +32,7 @@ from specbench.refine import (
     pair_levels,
     refine_by_mode,
 )
+from specbench_config.yamlload import load_yaml
 
 
 @dataclass
@@ -82,8 +82,8 @@ def with_output_check(extra: list[str], suite_config: str | None) -> list[str]:
         return extra
     if suite_config:
         try:
-            profile = yaml.safe_load(Path(suite_config).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
+            profile = load_yaml(Path(suite_config).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # YamlInputError and UnicodeDecodeError are ValueErrors
             profile = None  # the Locust run reports a bad profile in its own words
         if isinstance(profile, dict) and any(k in profile for k in ("check-output", "check_output")):
             return extra
