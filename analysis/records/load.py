@@ -6,10 +6,11 @@ need, so a malformed file ends in one ``RunFormatError`` naming the file and the
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE, RunData, RunFormatError, read_run
 
@@ -25,7 +26,7 @@ def _is_int(value: Any) -> bool:
 _RECORD_NUMBERS = ("start_s", "e2e_s")
 _RECORD_OPTIONAL_NUMBERS = ("ttft_s",)
 _RECORD_OPTIONAL_INTS = ("step", "target_c")
-_STEP_OPTIONAL_NUMBERS = ("steady_start_s", "end_s", "min_requests")
+_STEP_OPTIONAL_NUMBERS = ("start_s", "steady_start_s", "end_s", "min_requests")
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -44,9 +45,11 @@ def _load_run(run_dir: str | Path) -> RunData:
         _check_record(run.path / RECORDS_FILE, n, rec)
     for step in run.steps:
         for key in _STEP_OPTIONAL_NUMBERS:
-            if step.get(key) is not None and not _is_number(step.get(key)):
-                raise RunFormatError(f"{run.path / STEPS_FILE}: step {step['index']}: {key!r} should be a number, "
-                                     f"got {step.get(key)!r}")
+            # finite: JSON readers take NaN and Infinity, and a window that ends at NaN has no length (#53)
+            value = step.get(key)
+            if value is not None and not (_is_number(value) and math.isfinite(cast(float, value))):
+                raise RunFormatError(f"{run.path / STEPS_FILE}: step {step['index']}: {key!r} should be a finite "
+                                     f"number, got {value!r}")
     for key in ("server", "prompts"):  # "settings" is checked as it is read (contract.schema.read_meta)
         if not isinstance(getattr(run.meta, key), dict):
             raise RunFormatError(f"{run.path / META_FILE}: {key!r} should be an object")
