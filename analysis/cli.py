@@ -16,6 +16,7 @@ from analysis.outputs import write_outputs, write_summary_outputs
 from analysis.records.energy import Prices
 from analysis.records.load import load_run
 from analysis.records.summary import run_label, summarize_run
+from analysis.reporting.files import OutputWriteError
 from analysis.reporting.render import render_comparison, render_summary_table
 from analysis.reporting.serialize import comparison_json, summary_json
 from analysis.verdicts.compare import DEFAULT_N_BOOT, DEFAULT_SEED
@@ -93,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "summarize":
             return _summarize(args)
         return _compare(args)
-    except (RunFormatError, UsageError, SloError) as exc:
+    except (RunFormatError, UsageError, SloError, OutputWriteError) as exc:  # OutputWriteError: a refusing disk
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

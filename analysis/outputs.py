@@ -7,6 +7,7 @@ from pathlib import Path
 
 from analysis.records.summary import RunSummary
 from analysis.reporting.equivalence_report import Named, equivalence_csv
+from analysis.reporting.files import make_out_dir, write_whole
 from analysis.reporting.html import write_html
 from analysis.reporting.render import render_comparison, render_summary_table
 from analysis.reporting.report import render_report
@@ -25,16 +26,14 @@ def _equivalence_plot(named: Named, out: Path, baseline_name: str) -> list[Path]
 
 
 def _write(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_whole(path, text)
 
 
 def write_summary_outputs(summary: RunSummary, out_dir: str | Path) -> list[Path]:
     """summary.txt, summary.json, summary.csv and the run's plots; returns the paths written."""
     from analysis.charts.plots import summary_plots  # matplotlib only when files are asked for
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_out_dir(Path(out_dir))
     return [
         _write(out / "summary.txt", render_summary_table(summary) + "\n"),
         _write(out / "summary.json", json.dumps(summary_json(summary), indent=2) + "\n"),
@@ -47,8 +46,7 @@ def write_comparison_outputs(comparison: Comparison, out_dir: str | Path) -> lis
     """comparison.txt, report.md, report.html, comparison.csv, comparison.json and four plots; the paths."""
     from analysis.charts.plots import comparison_plots  # matplotlib only when files are asked for
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_out_dir(Path(out_dir))
     plots = comparison_plots(comparison, out)
     named = [("spec", comparison.equivalence)] if comparison.equivalence is not None else []
     plots += _equivalence_plot(named, out, "baseline")
@@ -82,8 +80,7 @@ def write_multi_outputs(multi: MultiComparison, out_dir: str | Path) -> list[Pat
     from analysis.reporting.multi_render import render_multi, render_multi_report
     from analysis.reporting.multi_serialize import multi_csv, multi_json
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_out_dir(Path(out_dir))
     named = multi_equivalences(multi)
     plots = [*multi_plots(multi, out), *_equivalence_plot(named, out, multi.baseline_name)]
     report = render_multi_report(multi, plots)

@@ -43,8 +43,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from contract.apis import APIS
 from contract.gpu_metrics import is_nvml, parse_exporter_urls
 from contract.lengths import LengthError, parse_length, parse_shared_prefix
@@ -58,6 +56,7 @@ from contract.traces import FORMATS as TRACE_FORMATS
 from contract.traces import ReplayStep, TraceError, load_trace, parse_windows, replay_steps
 from contract.urls import UrlError
 from specbench_config import data_path
+from specbench_config.yamlload import YamlInputError, load_yaml
 
 LOAD_MODES: tuple[str, ...] = ("ladder", "users")
 _OPTION = "specbench_option"  # key of an option's declaration in its field's metadata
@@ -148,13 +147,13 @@ def load_profile(path: str) -> dict[str, Any]:
     try:
         if not file.is_file():
             raise SettingsError(f"--suite-config {path[:200]}: no such file")
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = load_yaml(file.read_text(encoding="utf-8"))
     except OSError as exc:  # a name the file system refuses (too long, NUL byte) or an unreadable file
         raise SettingsError(f"--suite-config {path[:200]!r}: cannot read it ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise SettingsError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"--suite-config {path[:200]!r}: cannot read it (not UTF-8 text)") from None
+    except YamlInputError as exc:  # aliases, duplicate keys, NaN/infinities and broken YAML alike
+        raise SettingsError(f"{path}: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -28,6 +28,9 @@ def check_url(url: str, flag: str = "--host") -> str:
         raise UrlError(f"{flag}: {expected}, got {shown!r} (port 0)")
     if parts.query or parts.fragment:
         raise UrlError(f"{flag}: {expected}, got {shown!r} (no query or fragment allowed)")
+    if parts.path.rstrip("/").endswith("/v1"):  # the suite adds /v1/chat/completions itself: /v1/v1/... is a 404
+        raise UrlError(f"{flag}: {expected}, got {shown!r} (the server's base URL, without /v1: the suite adds "
+                       "/v1/... itself)")
     register_url_credentials(url.strip())  # hidden in every form from now on, wherever a server echoes them
     return url.strip().rstrip("/")
 

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from specbench_config import data_path
+from specbench_config.yamlload import YamlInputError, load_yaml
 
 from .divergence import Divergence, parse_divergence
 from .vintage import DEFAULT_VINTAGE, VINTAGES, Vintage
@@ -194,12 +193,12 @@ def _read_source(profile: str | Path | dict[str, Any], depth: int) -> tuple[dict
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ProfileError(source, "", f"cannot read file ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise ProfileError(source, "", "cannot read file (not UTF-8 text)") from None
         try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ProfileError(source, "", f"invalid YAML{where}") from None
+            raw = load_yaml(text)
+        except YamlInputError as exc:  # aliases, duplicate keys, NaN/infinities and broken YAML alike
+            raise ProfileError(source, "", str(exc)) from None
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):

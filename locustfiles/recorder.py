@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from contract.childstatus import DISK, tell_parent
 from contract.redact import redact_obj, redacted_json_line
 from contract.schema import META_FILE, RunMeta
 
@@ -36,6 +37,7 @@ class WriteFailures:
             return
         code = errno.errorcode.get(exc.errno or 0, "")
         self.first = f"cannot write {path}: {exc.strerror or exc}{f' ({code})' if code else ''}"
+        tell_parent(DISK, self.first)  # a specbench comparison stops on it, not on "too many errors" (#53)
         if self.handler is not None:
             self.handler(self.first)
 

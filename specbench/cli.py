@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from analysis.reporting.files import OutputWriteError
 from contract.limits import auto_processes
 from contract.redact import redact
 from contract.schema import LOG_FILE
@@ -211,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "options":
             return cmd_options()
         return cmd_analysis(args, extra)
-    except (PreflightError, UsageError, SweepFileError, LaunchError, InputError, SettingsError) as exc:
+    except (PreflightError, UsageError, SweepFileError, LaunchError, InputError, SettingsError,
+            OutputWriteError) as exc:
         print(f"specbench: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -262,7 +264,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     print(f"run directory: {run_dir} (Locust's log: {run_dir / LOG_FILE})", flush=True)
     if result.interrupted:
         return 130
-    if result.failed:
+    if result.failed and result.disk_error is None:  # a refusing disk: the child has named it in its one line
         print(f"specbench: error: the load run failed (Locust exit code {result.returncode})", file=sys.stderr)
     return result.returncode
 

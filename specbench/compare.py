@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
-import yaml
 
 from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from contract.redact import redact
@@ -33,6 +32,9 @@ from specbench.refine import (
     pair_levels,
     refine_by_mode,
 )
+from specbench_config.yamlload import load_yaml
+
+EXIT_DISK = 2  # the disk refused a run's files: a user's environment, as bad input is (docs/reference/errors.md)
 
 
 @dataclass
@@ -82,8 +84,8 @@ def with_output_check(extra: list[str], suite_config: str | None) -> list[str]:
         return extra
     if suite_config:
         try:
-            profile = yaml.safe_load(Path(suite_config).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
+            profile = load_yaml(Path(suite_config).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # YamlInputError and UnicodeDecodeError are ValueErrors
             profile = None  # the Locust run reports a bad profile in its own words
         if isinstance(profile, dict) and any(k in profile for k in ("check-output", "check_output")):
             return extra
@@ -92,7 +94,7 @@ def with_output_check(extra: list[str], suite_config: str | None) -> list[str]:
 
 @dataclass
 class LadderOutcome:
-    returncode: int  # 0 when the ladder ran; 3 when a step failed more than --max-error-rate; else failed
+    returncode: int  # 0 when the ladder ran; 3 when a step failed more than --max-error-rate; else failed (2: disk)
     interrupted: bool
 
 
@@ -109,6 +111,10 @@ def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: st
     if result.interrupted:
         print(f"{name}: interrupted; writing a partial report from what was recorded", flush=True)
         return LadderOutcome(130, True)
+    if result.disk_error is not None:  # its exit 3 was the disk: the next run and the report would meet it too
+        print(f"{name}: the disk refused the run's files ({redact(result.disk_error)}); stopping here, no report",
+              flush=True)
+        return LadderOutcome(EXIT_DISK, False)
     if result.returncode == EXIT_TOO_MANY_ERRORS:
         print(f"{name}: a step failed more than --max-error-rate allows; it gets no verdict", flush=True)
         return LadderOutcome(EXIT_TOO_MANY_ERRORS, False)
@@ -149,6 +155,7 @@ def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tup
     import json
 
     from analysis import load_run  # the records screened as every other figure's (contract.evidence)
+    from analysis.reporting.files import OutputWriteError, describe, write_whole
     from analysis.verdicts.trace_compare import compare_trace
 
     base = load_run(baseline[1])
@@ -158,9 +165,14 @@ def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tup
         return
     lines = [line for c in found for line in c.lines()]
     print("\n".join(lines), flush=True)
-    with (out / "report.md").open("a", encoding="utf-8") as f:
-        f.write("\n## Trace replay\n\n" + "\n".join(f"- {line.strip()}" for line in lines) + "\n")
-    (out / "trace.json").write_text(json.dumps([c.to_json() for c in found], indent=1), encoding="utf-8")
+    report = out / "report.md"
+    try:
+        text = report.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise OutputWriteError(f"cannot read {report}: {describe(exc)}") from None
+    section = "\n## Trace replay\n\n" + "\n".join(f"- {line.strip()}" for line in lines) + "\n"
+    write_whole(report, text + section)  # whole or not at all, as every report file (#53)
+    write_whole(out / "trace.json", json.dumps([c.to_json() for c in found], indent=1))
 
 
 def ladder_share(budget_s: float, runs: int, refine_levels: int) -> float:

@@ -126,6 +126,8 @@ def check_creatable(path: Path, flag: str) -> None:
     file, a file system that takes no directories (/proc, /sys) or no permission. The nearest existing
     ancestor is tried for real (a directory made and removed there), so what the kernel refuses is found now."""
     shown = redact(str(path))
+    if path.is_symlink() and _dangling(path):  # mkdir would meet the link itself: "File exists"
+        raise InputError(f"{flag}: {shown} is a symbolic link to {redact(os.readlink(path))}, which does not exist")
     probe = path
     while True:
         try:
@@ -141,12 +143,23 @@ def check_creatable(path: Path, flag: str) -> None:
     if not stat.S_ISDIR(st.st_mode):
         where = "" if probe == path else f" ({redact(str(probe))} is a file)"
         raise InputError(f"{flag}: {shown} cannot be a directory{where}")
-    if probe == path:
-        return  # it exists: check_fresh_dir judges its content
-    try:
+    try:  # in an existing directory too: check_fresh_dir judges its content, this whether it takes files
         tempfile.TemporaryDirectory(dir=probe, prefix=".specbench-probe-").cleanup()
     except OSError as exc:
+        if probe == path:
+            raise InputError(f"{flag}: {shown} is not writable ({exc.strerror or exc})") from None
         raise InputError(f"{flag}: cannot create {shown} in {redact(str(probe))}: {exc.strerror or exc}") from None
+
+
+def _dangling(link: Path) -> bool:
+    """The link's target is missing (a loop or a refused parent is named by the caller's own check)."""
+    try:
+        os.stat(link)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def check_fresh_dir(path: Path, flag: str, overwrite: bool, marker: str | None = None) -> None:

@@ -9,6 +9,7 @@ has, and the caller then reports on the partial run.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import locustfiles
+from analysis.reporting.files import OutputWriteError, describe
+from contract.childstatus import DISK, STATUS_FD_ENV, read_status
 from contract.lifecycle import die_with_parent
 from contract.schema import LOG_FILE, META_FILE
 from specbench import interrupts
@@ -54,6 +57,7 @@ class LoadRun:
 class RunResult:
     returncode: int
     interrupted: bool
+    disk_error: str | None = None  # the child's "cannot write PATH: REASON": its exit 3 was the disk (#53)
 
     @property
     def failed(self) -> bool:
@@ -71,14 +75,30 @@ def _partial(run_dir: Path) -> bool:
 
 def execute(run: LoadRun) -> RunResult:
     """Run Locust to the end (or until Ctrl-C) and return how it ended."""
-    run.run_dir.mkdir(parents=True, exist_ok=True)
-    (run.run_dir / LOG_FILE).unlink(missing_ok=True)  # the caller has claimed the directory: a fresh log
+    try:
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        (run.run_dir / LOG_FILE).unlink(missing_ok=True)  # the caller has claimed the directory: a fresh log
+    except OSError as exc:  # a disk that filled or turned read-only since the directory was checked
+        raise OutputWriteError(f"--out: cannot create {run.run_dir}: {describe(exc)}") from None
     # The child gets SIGTERM (stop in order, meta.json partial) when this process ends, even by SIGKILL.
-    child = subprocess.Popen(run.command(), preexec_fn=die_with_parent)
+    status_r, status_w = os.pipe()  # the child says there why it stopped (contract.childstatus)
+    try:
+        child = subprocess.Popen(run.command(), preexec_fn=die_with_parent, pass_fds=(status_w,),
+                                 env={**os.environ, STATUS_FD_ENV: str(status_w)})
+    finally:
+        os.close(status_w)
+    try:
+        return _wait(child, run, status_r)
+    finally:
+        os.close(status_r)
+
+
+def _wait(child: subprocess.Popen[bytes], run: LoadRun, status_r: int) -> RunResult:
     try:
         interrupts.raise_if_pending()  # a signal during the fork: its KeyboardInterrupt was dropped there
         code = child.wait()
-        return RunResult(code, interrupted=code == 130 or (code == 0 and _partial(run.run_dir)))
+        return RunResult(code, interrupted=code == 130 or (code == 0 and _partial(run.run_dir)),
+                         disk_error=read_status(status_r).get(DISK) if code else None)
     except KeyboardInterrupt:
         if child.poll() is None:
             # SIGTERM, not SIGINT: once the suite's hooks are in (Locust's init) both stop the run in order, but a

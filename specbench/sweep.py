@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
+from contract.urls import UrlError
 from specbench.compare import run_ladder, write_report
 from specbench.exporters import with_own_exporters
 from specbench.launch import LaunchError, ServerCommand, free_port
@@ -90,7 +91,11 @@ def _one(entry: Entry, job: SweepJob, api: str, *, run_dir: Path | None = None,
 
     ``run_dir``/``extra``: where and with which options (default ``OUT/NAME`` and the job's)."""
     port = free_port() if entry.needs_port else None
-    url = entry.fill(entry.url, port)
+    try:  # checked when the file was read with a stand-in port; again now, with the port that will be used
+        url = entry.server_url(port, f"{entry.name}: url")
+        ready_url = entry.ready_url(port, f"{entry.name}: ready.url")
+    except UrlError as exc:
+        raise LaunchError(str(exc)) from None
     server = None
     if entry.managed:
         command = entry.command_line(port)
@@ -101,7 +106,7 @@ def _one(entry: Entry, job: SweepJob, api: str, *, run_dir: Path | None = None,
     try:
         if server is not None:
             server.start()
-            took = server.wait_ready(entry.fill(entry.ready.url, port), entry.ready.timeout_s,
+            took = server.wait_ready(ready_url, entry.ready.timeout_s,
                                      entry.ready.interval_s)
             print(f"{entry.name}: ready after {took:.1f} s", flush=True)
         pre = check_server(url, entry.name, api=api, api_key=job.api_key)

@@ -7,17 +7,18 @@ in docs/guides/sweeps.md and shown in ``config/sweep/example.yaml``.
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
+from urllib.parse import urlsplit, urlunsplit
 
 from contract.gpu_metrics import parse_exporter_urls
-from contract.urls import UrlError
+from contract.urls import UrlError, check_url
+from specbench_config.yamlload import YamlInputError, load_yaml
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 RESERVED = {"pairs", "servers"}  # directories of the report itself
@@ -25,6 +26,7 @@ TOP_KEYS = {"params", "ready_timeout_s", "stop_timeout_s", "configurations"}
 ENTRY_KEYS = {"name", "baseline", "url", "command", "params", "ready", "stop_timeout_s", "env", "gpu_metrics"}
 READY_KEYS = {"url", "timeout_s", "interval_s"}
 BUILTIN_PARAMS = ("name", "port")
+LOOPBACK_NAMES = {"localhost", "::1"}  # and 127.0.0.0/8
 
 
 class SweepFileError(ValueError):
@@ -73,6 +75,16 @@ class Entry:
             values["port"] = str(port)
         return template.format_map(values)
 
+    def server_url(self, port: int | None, flag: str) -> str:
+        """``url`` filled and checked as ``--host`` is (``check_filled_url``); raises UrlError naming ``flag``."""
+        return check_filled_url(self.fill(self.url, port), flag, own_port=self.needs_port and "port" in
+                                _fields(self.url))
+
+    def ready_url(self, port: int | None, flag: str) -> str:
+        """``ready.url`` filled and checked: any path, but the scheme, host and port of a server URL."""
+        return check_filled_url(self.fill(self.ready.url, port), flag, own_port=self.needs_port and "port" in
+                                _fields(self.ready.url), base=False)
+
     def command_line(self, port: int | None) -> str | list[str] | None:
         if self.command is None:
             return None
@@ -89,6 +101,24 @@ class Sweep:
     @property
     def baseline(self) -> Entry:
         return self.entries[0]
+
+
+def check_filled_url(url: str, flag: str, *, own_port: bool, base: bool = True) -> str:
+    """A URL filled from the sweep's params, checked like ``--host`` before any use (a param can hold anything):
+    http(s), a host, a port, no query, no /v1 suffix (``base``; a readiness URL keeps its path). ``own_port``:
+    the URL uses the ``{port}`` the sweep picked free on 127.0.0.1, so its host must be this machine's loopback,
+    or the load would go to whatever listens on that number elsewhere."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:  # a broken [IPv6] host: check_url says so in its words
+        parts = None
+    checked = check_url(url if base or parts is None else urlunsplit(parts._replace(path="")), flag)
+    assert parts is not None  # check_url refused what urlsplit cannot split
+    host = (parts.hostname or "").lower()
+    if own_port and host not in LOOPBACK_NAMES and not host.startswith("127."):
+        raise UrlError(f"{flag}: {{port}} is a free port on this machine's loopback, so the URL must name "
+                       f"127.0.0.1, localhost or ::1, got host {host[:100]!r}")
+    return checked if base else url.strip()
 
 
 def _fields(template: str) -> set[str]:
@@ -112,8 +142,8 @@ def _scalar_map(value: Any, source: str, key: str) -> dict[str, str]:
 
 def _number(raw: dict[str, Any], key: str, default: float, source: str, where: str) -> float:
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise SweepFileError(source, f"{where}{key}", f"expected a positive number of seconds, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise SweepFileError(source, f"{where}{key}", f"expected a positive, finite number of seconds, got {value!r}")
     return float(value)
 
 
@@ -134,6 +164,11 @@ def _template(value: Any, source: str, key: str, known: set[str]) -> str:
     for name in sorted(names):
         if name not in known:
             raise SweepFileError(source, key, f"unknown parameter {{{name}}} (known: {', '.join(sorted(known))})")
+    for _, field_name, spec, conversion in string.Formatter().parse(value):
+        if spec or conversion:  # {name:>300000000} would fill a 300 MB command line; a value is used as it is
+            shown = ("!" + conversion if conversion else "") + (":" + spec if spec else "")
+            raise SweepFileError(source, key, f"placeholder {{{field_name}}} has a format spec or conversion "
+                                 f"({shown[:40]!r}): write {{{field_name}}} alone, with any padding in the value")
     return value
 
 
@@ -141,12 +176,13 @@ def load_sweep(path: str | Path) -> Sweep:
     """Read and check a sweep file; raises ``SweepFileError`` with one line naming the key."""
     source = str(path)
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = load_yaml(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise SweepFileError(source, "", f"cannot read the file ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise SweepFileError(source, "", "invalid YAML" + (f" at line {mark.line + 1}" if mark else "")) from None
+    except UnicodeDecodeError:
+        raise SweepFileError(source, "", "cannot read the file (not UTF-8 text)") from None
+    except YamlInputError as exc:
+        raise SweepFileError(source, "", str(exc)) from None
     return parse_sweep(raw, source)
 
 
@@ -197,8 +233,15 @@ def _entry(item: Any, i: int, source: str, shared: dict[str, str], ready_default
     env = _scalar_map(item.get("env"), source, where + "env")
     gpu_metrics = _exporters(item.get("gpu_metrics"), source, where + "gpu_metrics", known,
                              {"name": name, "port": "1", **params})
-    return Entry(name, baseline, url, command, params, ready,
-                 _number(item, "stop_timeout_s", stop_default, source, where), env, gpu_metrics)
+    entry = Entry(name, baseline, url, command, params, ready,
+                  _number(item, "stop_timeout_s", stop_default, source, where), env, gpu_metrics)
+    probe_port = 1 if entry.needs_port else None  # a stand-in: the real one is any free port, checked again
+    for key, check in ((where + "url", entry.server_url), (where + "ready.url", entry.ready_url)):
+        try:
+            check(probe_port, key)
+        except UrlError as exc:
+            raise SweepFileError(source, key, str(exc).removeprefix(key + ": ")) from None
+    return entry
 
 
 def _exporters(value: Any, source: str, key: str, known: set[str], probe: dict[str, str]) -> str | None:

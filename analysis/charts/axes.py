@@ -1,4 +1,5 @@
-"""What every figure shares: the run colours, the level axis and the ratio bars, so that C reads alike in each PNG.
+"""What every figure shares: the run colours, the level axis and the ratio bars, so that C reads alike in each PNG;
+and how each is saved (``save_png``: whole, or not at all).
 
 Its own module, under the figures of ``plots``, ``decompose_plots``, ``equivalence_plots`` and ``multi_plots``,
 so that none of them imports another for its axes.
@@ -6,9 +7,14 @@ so that none of them imports another for its axes.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
+from pathlib import Path
 
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from analysis.reporting.files import write_whole
 
 COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
 
@@ -38,3 +44,10 @@ def ratio_bars(ax: Axes, points: Sequence[tuple[float, float, float | None, floa
     ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=4, color="tab:purple", label=label)
     ax.set_ylim(bottom=0, top=max([1.2, *(y + h for y, h in zip(ys, highs, strict=True))]) * 1.05)
     return xs, ys
+
+
+def save_png(fig: Figure, path: Path) -> Path:
+    """The figure drawn in memory, then written whole (``write_whole``): a full disk leaves no 0-byte PNG."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=path.suffix.lstrip(".") or "png")
+    return write_whole(path, buffer.getvalue())

@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from analysis.charts.axes import COLOURS, level_axis
+from analysis.charts.axes import COLOURS, level_axis, save_png
 from analysis.reporting.decompose_report import by_category, histogram
 from analysis.verdicts.decompose import Decomposition, Estimate
 
@@ -58,7 +58,7 @@ def plot_decomposition(levels: Sequence[Decomposition], path: Path) -> Path:
     ax_t.set_title("What one pass costs (decode time / passes)")
     ax_t.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     return path
 
 
@@ -113,5 +113,5 @@ def plot_acceptance(levels: Sequence[Decomposition], path: Path, by_position: Po
         if ax_p.get_legend_handles_labels()[0]:
             ax_p.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     return path

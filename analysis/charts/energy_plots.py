@@ -10,7 +10,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from analysis.charts.axes import COLOURS, level_axis, ratio_bars
+from analysis.charts.axes import COLOURS, level_axis, ratio_bars, save_png
 from analysis.records.summary import RunSummary
 from analysis.verdicts.compare import Comparison
 
@@ -46,5 +46,5 @@ def plot_energy(comparison: Comparison, path: Path) -> Path:
     ax_r.set_title("Energy cost of speculation (>1: spec uses more)")
     ax_r.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     return path

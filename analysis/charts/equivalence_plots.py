@@ -7,7 +7,7 @@ from pathlib import Path
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from analysis.charts.axes import level_axis
+from analysis.charts.axes import level_axis, save_png
 from analysis.reporting.equivalence_report import Named
 from analysis.verdicts.equivalence import histogram
 
@@ -58,5 +58,5 @@ def plot_equivalence(named: Named, path: Path, baseline_name: str = "baseline") 
         if a.get_legend_handles_labels()[0]:
             a.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     return path

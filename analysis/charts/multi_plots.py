@@ -13,7 +13,7 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from analysis.charts.axes import level_axis
+from analysis.charts.axes import level_axis, save_png
 from analysis.verdicts.multi import MultiComparison
 
 
@@ -56,7 +56,7 @@ def plot_all_curves(m: MultiComparison, path: Path) -> Path:
     ax_r.set_ylim(bottom=0)
     ax_r.set_title("Ratio to the baseline (grey lines: policy switch points)")
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     return path
 
 
@@ -90,7 +90,7 @@ def plot_heatmap(m: MultiComparison, path: Path) -> Path:
     bar = fig.colorbar(image, ax=ax)
     bar.set_label("log2 ratio")
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     return path
 
 

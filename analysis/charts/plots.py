@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from analysis.charts.axes import COLOURS, level_axis, ratio_bars
+from analysis.charts.axes import COLOURS, level_axis, ratio_bars, save_png
 from analysis.charts.decompose_plots import plot_acceptance, plot_decomposition
 from analysis.charts.energy_plots import has_energy, plot_energy
 from analysis.charts.server_plots import has_timeline, plot_server_timeline
@@ -50,7 +50,7 @@ def plot_throughput(series: Sequence[Series], path: Path) -> Path:
     if levels:
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     return path
 
 
@@ -71,7 +71,7 @@ def plot_latency(series: Sequence[Series], path: Path) -> Path:
         ax.set_ylabel(label)
     fig.suptitle("Latency percentiles per step")
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     return path
 
 
@@ -98,7 +98,7 @@ def plot_ratio(comparison: Comparison, path: Path) -> Path:
     ax.set_title("Does speculation pay off? (>1: spec wins)")
     ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     return path
 
 
@@ -132,7 +132,7 @@ def plot_categories(comparison: Comparison, path: Path) -> Path:
     else:
         ax_up.text(0.5, 0.5, "no level measured in both runs", ha="center", va="center")
     fig.tight_layout()
-    fig.savefig(path)
+    save_png(fig, path)
     return path
 
 

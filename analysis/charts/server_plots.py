@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.typing import LineStyleType
 
+from analysis.charts.axes import save_png
 from analysis.records.summary import RunSummary, StepRow
 
 FIG_WIDTH_IN = 11.0
@@ -92,7 +93,7 @@ def _panel(ax: Axes, summary: RunSummary) -> int:
 
 def plot_server_timeline(summaries: Sequence[RunSummary], path: Path) -> Path:
     """Draw ``timeline_figure`` into ``path`` (PNG)."""
-    timeline_figure(summaries).savefig(path)
+    save_png(timeline_figure(summaries), path)
     return path
 
 

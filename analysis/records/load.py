@@ -8,10 +8,11 @@ backwards, impossible token counts) are left out of ``records`` and counted in `
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from contract.evidence import screen_records
 from contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE, RunData, RunFormatError, read_run
@@ -28,7 +29,7 @@ def _is_int(value: Any) -> bool:
 _RECORD_NUMBERS = ("start_s", "e2e_s")
 _RECORD_OPTIONAL_NUMBERS = ("ttft_s",)
 _RECORD_OPTIONAL_INTS = ("step", "target_c")
-_STEP_OPTIONAL_NUMBERS = ("steady_start_s", "end_s", "min_requests")
+_STEP_OPTIONAL_NUMBERS = ("start_s", "steady_start_s", "end_s", "min_requests")
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -48,9 +49,11 @@ def _load_run(run_dir: str | Path) -> RunData:
     run.records, run.left_out = screen_records(run.records)  # evidence: the impossible and the repeated kept out
     for step in run.steps:
         for key in _STEP_OPTIONAL_NUMBERS:
-            if step.get(key) is not None and not _is_number(step.get(key)):
-                raise RunFormatError(f"{run.path / STEPS_FILE}: step {step['index']}: {key!r} should be a number, "
-                                     f"got {step.get(key)!r}")
+            # finite: JSON readers take NaN and Infinity, and a window that ends at NaN has no length (#53)
+            value = step.get(key)
+            if value is not None and not (_is_number(value) and math.isfinite(cast(float, value))):
+                raise RunFormatError(f"{run.path / STEPS_FILE}: step {step['index']}: {key!r} should be a finite "
+                                     f"number, got {value!r}")
     for key in ("server", "prompts"):  # "settings" is checked as it is read (contract.schema.read_meta)
         if not isinstance(getattr(run.meta, key), dict):
             raise RunFormatError(f"{run.path / META_FILE}: {key!r} should be an object")

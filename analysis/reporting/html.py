@@ -12,6 +12,8 @@ import html
 import re
 from pathlib import Path
 
+from analysis.reporting.files import write_whole
+
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
        padding: 0 1.5em; color: #1d1d1f; line-height: 1.45; }
@@ -155,6 +157,4 @@ RENDER = {"table": _table, "list": _list, "para": _para, "image": _image}
 
 def write_html(markdown: str, out_dir: Path, *, title: str, name: str = "report.html") -> Path:
     """Write ``report.html`` beside report.md, inlining the PNGs it names from ``out_dir``."""
-    path = out_dir / name
-    path.write_text(markdown_to_html(markdown, base_dir=out_dir, title=title), encoding="utf-8")
-    return path
+    return write_whole(out_dir / name, markdown_to_html(markdown, base_dir=out_dir, title=title))
