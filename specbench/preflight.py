@@ -12,7 +12,7 @@ from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from contract import tls
 from contract.redact import clip
-from contract.servertext import describe_speculative
+from contract.servertext import describe_speculative, plain
 from locustfiles.auth import auth_headers
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 from locustfiles.dialects import dialect
@@ -33,8 +33,9 @@ class Preflight:
     def describe(self, role: str) -> str:
         ident = self.identity
         spec_text = describe_speculative(ident.speculative)
-        cap = f", max_running_requests={ident.max_running_requests}" if ident.max_running_requests else ""
-        return f"{role}: {ident.url} is {ident.kind}, model {ident.model or '?'}, {spec_text}{cap}; api {self.api}"
+        cap = f", max_running_requests={plain(ident.max_running_requests)}" if ident.max_running_requests else ""
+        return (f"{role}: {ident.url} is {plain(ident.kind)}, model {plain(ident.model or '?')}, {spec_text}{cap}; "
+                f"api {self.api}")
 
 
 def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None = None,
