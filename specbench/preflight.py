@@ -60,7 +60,8 @@ def _preflight(base: str, role: str, api: str, api_key: str | None, timeout: flo
         alive = False
         for path in ("/ready", "/health", "/v1/models", "/props"):
             try:
-                resp = fetch(session, "GET", base + path, deadline=deadline, per_read_s=timeout, max_bytes=1 << 20)
+                resp = fetch(session, "GET", base + path, deadline=deadline, per_read_s=timeout, max_bytes=1 << 20,
+                             allow_redirects=False)
             except requests.ConnectionError as exc:
                 raise PreflightError(f"{_server(role)} {base}: {_unreachable(exc)}") from None
             except (requests.Timeout, ReadTimeoutError):
@@ -68,6 +69,10 @@ def _preflight(base: str, role: str, api: str, api_key: str | None, timeout: flo
             if resp.status in (401, 403):
                 raise PreflightError(f"{_server(role)} {base}: answers {resp.status} on {path}; "
                                      "give an API key with --api-key-env NAME")
+            if 300 <= resp.status < 400:  # never followed: the suite measures the server it was given (#53)
+                where = plain(resp.headers.get("Location") or resp.headers.get("location") or "nowhere")
+                raise PreflightError(f"{_server(role)} {base}: answers {resp.status} on {path}, redirecting to "
+                                     f"{where}; the suite follows no redirect: give the URL of the server itself")
             if resp.status == 200:
                 alive = True
                 break
@@ -101,7 +106,8 @@ def _check_streams(session: requests.Session, base: str, api: str, identity: Ser
     path = route.path
     body = route.probe_body(identity.model or "default")
     try:
-        resp = session.post(base + path, json=body, timeout=deadline.timeout(timeout), stream=True)
+        resp = session.post(base + path, json=body, timeout=deadline.timeout(timeout), stream=True,
+                            allow_redirects=False)
     except requests.RequestException as exc:
         raise PreflightError(f"{_server(role)} {base}: {path} failed ({type(exc).__name__})") from None
     with resp:
