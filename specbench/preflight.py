@@ -97,6 +97,9 @@ def _unreachable(exc: BaseException) -> str:
                 "with the CA's certificate (or set SSL_CERT_FILE)")
     if isinstance(exc, requests.exceptions.SSLError):
         return f"TLS handshake failed ({clip(str(exc), 200)}): is it an https:// server?"
+    if "BadStatusLine" in str(exc):  # it answered, but not in HTTP/1.x: an HTTP/2-only server sends binary frames
+        return ("answered in something other than HTTP/1.1 (an HTTP/2-only server? the suite speaks HTTP/1.1: "
+                "enable HTTP/1.1 on the server, or put an HTTP/1.1 proxy in front)")
     return "not reachable (connection refused or no route)"
 
 
