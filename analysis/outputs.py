@@ -54,7 +54,7 @@ def write_comparison_outputs(comparison: Comparison, out_dir: str | Path) -> lis
     return [
         _write(out / "comparison.txt", render_comparison(comparison) + "\n"),
         _write(out / "report.md", report),
-        write_html(report, out, title="Speculative decoding against baseline"),
+        write_html(report, out, title="Speculative decoding against baseline", images=plots),
         _write(out / "comparison.csv", comparison_csv(comparison)),
         _write(out / "decomposition.csv", decomposition_csv(comparison)),
         _write(out / "equivalence.csv", equivalence_csv(named)),
@@ -87,7 +87,7 @@ def write_multi_outputs(multi: MultiComparison, out_dir: str | Path) -> list[Pat
     written = [
         _write(out / "comparison.txt", render_multi(multi) + "\n"),
         _write(out / "report.md", report),
-        write_html(report, out, title="Speculative configurations against baseline"),
+        write_html(report, out, title="Speculative configurations against baseline", images=plots),
         _write(out / "comparison.csv", multi_csv(multi)),
         _write(out / "equivalence.csv", equivalence_csv(named)),
         _write(out / "comparison.json", json.dumps(multi_json(multi), indent=2) + "\n"),

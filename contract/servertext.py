@@ -4,14 +4,43 @@ Shared by the preflight line and every report header. SGLang's ``avg_spec_accept
 the server's running average over its traffic so far: read before a run it is 0 (or 1, after the preflight's
 tiny request accepted nothing), which would look like a measurement, so it reads "not measured yet" until it
 carries information; the run's own acceptance figures are in the report's tables.
+
+It is also the one place where a server's text (and any text read back from a run's files, which a person may
+have edited) becomes report text: ``plain`` for the terminal and text files (one line, no control character, so
+no forged line and no terminal escape), ``markdown_text`` for report.md and so report.html (the same, with every
+Markdown mark escaped, so a model name like ``![x](/etc/passwd)`` stays words and never becomes an image, a
+link, a heading or a table cell). Every writer of either kind takes its server text through them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 RUNTIME_FIGURES = {"avg_spec_accept_length": "acceptance length"}  # reported by the server, not set on it
+
+
+SERVER_TEXT_MAX = 200  # characters of one server value in a report; a longer one is cut, marked with "..."
+
+# Control characters (C0, DEL, C1), line and paragraph separators, zero-width and bidirectional marks: each can
+# forge a line, drive a terminal or make text read differently from what it holds.
+_UNSEEN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# Markdown's marks, each escaped with a backslash (CommonMark renders an escaped punctuation mark as itself). An
+# underscore between two letters or digits is left alone: it cannot open or close emphasis there.
+_MARK = re.compile(r"[\\`*\[\]<>&~|!#]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def plain(value: Any, limit: int | None = SERVER_TEXT_MAX) -> str:
+    """``value`` as one line of inert text: each unseen character written as its escape (``\\n``, ``\\x1b``),
+    cut to ``limit`` characters (None: whole)."""
+    text = _UNSEEN.sub(lambda m: ascii(m.group(0))[1:-1], _text(value))
+    return text if limit is None or len(text) <= limit else text[:limit] + "..."
+
+
+def markdown_text(value: Any, limit: int | None = SERVER_TEXT_MAX) -> str:
+    """``plain(value)`` with every Markdown mark escaped: words in report.md, never markup."""
+    return _MARK.sub(lambda m: "\\" + m.group(0), plain(value, limit))
 
 
 def _text(value: Any) -> str:
@@ -33,9 +62,9 @@ def describe_speculative(spec: Mapping[str, Any] | str | None) -> str:
     if not spec:
         return "no speculation"
     if not isinstance(spec, Mapping):  # an older or hand-written meta.json may name just the algorithm
-        return f"speculative {_text(spec)}"
-    keys = sorted(spec, key=lambda k: (k != "algorithm", k))
-    settings = [f"{k}={_text(spec[k])}" for k in keys
+        return f"speculative {plain(spec)}"
+    keys = sorted(spec, key=lambda k: (k != "algorithm", str(k)))
+    settings = [f"{plain(k)}={plain(spec[k])}" for k in keys
                 if k not in RUNTIME_FIGURES and spec[k] not in (None, "", [], {})]
     figures = [_runtime(label, spec[k]) for k, label in RUNTIME_FIGURES.items() if k in spec]
     return "speculative " + ", ".join(settings + figures)

@@ -28,9 +28,10 @@ def check_url(url: str, flag: str = "--host") -> str:
         raise UrlError(f"{flag}: {expected}, got {shown!r} (port 0)")
     if parts.query or parts.fragment:
         raise UrlError(f"{flag}: {expected}, got {shown!r} (no query or fragment allowed)")
-    if parts.path.rstrip("/").endswith("/v1"):  # the suite adds /v1/chat/completions itself: /v1/v1/... is a 404
-        raise UrlError(f"{flag}: {expected}, got {shown!r} (the server's base URL, without /v1: the suite adds "
-                       "/v1/... itself)")
+    if parts.path.rstrip("/").lower().endswith("/v1"):  # the API's path, not the server's root (#53)
+        root = shown[:shown.lower().rindex("/v1")]
+        raise UrlError(f"{flag}: {expected}, got {shown!r}: drop '/v1', the suite adds each API's path "
+                       f"(/v1/chat/completions, /generate) itself; give {root!r}")
     register_url_credentials(url.strip())  # hidden in every form from now on, wherever a server echoes them
     return url.strip().rstrip("/")
 

@@ -72,7 +72,8 @@ def fetch(session: requests.Session, method: str, url: str, *, deadline: Deadlin
         try:
             while True:
                 deadline.check()
-                block = resp.raw.read1(READ_BLOCK)  # whatever has arrived: a trickle comes back to the check
+                # whatever has arrived, decoded (a gzip answer is read as its text): a trickle comes back to the check
+                block = resp.raw.read1(READ_BLOCK, decode_content=True)
                 if not block:
                     break
                 body += block

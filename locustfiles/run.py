@@ -182,6 +182,9 @@ def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, writes_re
 
 
 _SECRET_WORDS = ("key", "token", "secret", "password", "auth")
+# The suite's own flags whose names hold a secret word but whose values are not secrets: a number of output
+# tokens, the name of a variable (#53: meta.json recorded "--max-tokens", "<redacted>").
+_NOT_SECRET = ("--max-tokens", "--api-key-env")
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -197,7 +200,7 @@ def redact_argv(argv: list[str]) -> list[str]:
             hide_next = False
             continue
         name = arg.split("=", 1)[0].lower()
-        secretish = arg.startswith("-") and any(w in name for w in _SECRET_WORDS) and name != "--api-key-env"
+        secretish = arg.startswith("-") and any(w in name for w in _SECRET_WORDS) and name not in _NOT_SECRET
         if secretish and "=" in arg:
             out.append(f"{arg.split('=', 1)[0]}=<redacted>")
         else:

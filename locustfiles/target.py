@@ -16,12 +16,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO
 from urllib.parse import urlsplit
+
+import requests
+
+from locustfiles.httpsession import new_session
 
 __all__ = ["EmulatorProcess", "start_emulator_process"]
 
@@ -109,10 +111,10 @@ def _wait_ready(emu: EmulatorProcess, deadline: float) -> None:
     """Until /ready says 200: a profile may model a server that loads its model first (``startup_delay_s``)."""
     while True:
         try:
-            with urllib.request.urlopen(emu.url + "/ready", timeout=1.0) as resp:
-                if resp.status == 200:
+            with new_session() as session, session.get(emu.url + "/ready", timeout=1.0) as resp:
+                if resp.status_code == 200:
                     return
-        except (urllib.error.URLError, OSError):
+        except (requests.RequestException, OSError):
             pass
         if emu.process.poll() is not None:
             raise RuntimeError(f"emulator exited with code {emu.process.returncode}: {_tail(emu.log)}")

@@ -7,6 +7,7 @@ Ctrl-C stops the run in progress; what was recorded is kept and a report is stil
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from contract.schema import LOG_FILE
 from contract.settings import duration_arg
 from locustfiles.auth import auth_headers
 from locustfiles.guards import EXIT_TOO_MANY_ERRORS
+from locustfiles.httpsession import new_session
 from shapes.budget import fmt_duration
 from specbench.exporters import with_own_exporters
 from specbench.loadrun import LoadRun, execute
@@ -67,14 +69,29 @@ class CompareJob:
         return apis.pop() if len(apis) == 1 else "chat"
 
 
-def flush_cache(url: str, api_key: str | None) -> bool:
-    """POST /flush_cache where the server has it (SGLang); others simply lack it."""
-    headers = auth_headers(api_key)
+EXIT_FLUSH_FAILED = 2  # --flush-cache asked for a cold cache and the server's flush did not happen
+NO_FLUSH_ROUTE = (404, 405, 501)  # the server has no /flush_cache (only SGLang has one): nothing to flush
+
+
+def flush_cache(url: str, api_key: str | None) -> tuple[bool, str]:
+    """POST /flush_cache where the server has it (SGLang): (go on, what happened, in one line).
+
+    Through the suite's one session (``locustfiles.httpsession``: no proxy or netrc from the environment,
+    ``--ca-bundle``), redirects not followed. A server without the route is said and passed; any other failure
+    (no connection, a redirect, 401, 5xx) stops the run, since the comparison would not start from the cold
+    cache it was asked for."""
+    target = url.rstrip("/") + "/flush_cache"
     try:
-        resp = requests.post(url.rstrip("/") + "/flush_cache", timeout=30, headers=headers)
-    except requests.RequestException:
-        return False
-    return resp.status_code == 200
+        with new_session() as session:
+            resp = session.post(target, timeout=30, headers=auth_headers(api_key), allow_redirects=False)
+            resp.close()
+    except requests.RequestException as exc:
+        return False, f"--flush-cache failed: POST {target} did not answer ({type(exc).__name__})"
+    if resp.status_code == 200:
+        return True, "flushed the server cache"
+    if resp.status_code in NO_FLUSH_ROUTE:
+        return True, f"--flush-cache: {target} answers HTTP {resp.status_code}; this server has no cache flush"
+    return False, f"--flush-cache failed: POST {target} answered HTTP {resp.status_code}"
 
 
 def with_output_check(extra: list[str], suite_config: str | None) -> list[str]:
@@ -102,8 +119,13 @@ def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: st
                extra: list[str], flush: bool = False, api_key: str | None = None,
                verbose: bool = False) -> LadderOutcome:
     """One configuration's ladder into its run directory, labelled with its name."""
-    if flush and flush_cache(url, api_key):
-        print(f"{name}: flushed the server cache", flush=True)
+    if flush:
+        flushed, said = flush_cache(url, api_key)
+        if not flushed:
+            print(redact(f"specbench: error: {name}: {said}; stopping (the runs would not start from a cold cache)"),
+                  file=sys.stderr, flush=True)
+            return LadderOutcome(EXIT_FLUSH_FAILED, False)
+        print(redact(f"{name}: {said}"), flush=True)
     print(redact(f"{name}: ladder against {url} -> {run_dir}"), flush=True)
     # "--overwrite": the caller has claimed the output directory (refused a non-empty one without it).
     options = ["--api", api, "--overwrite", *with_output_check(extra, suite_config)]

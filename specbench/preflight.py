@@ -12,7 +12,7 @@ from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from contract import tls
 from contract.redact import clip
-from contract.servertext import describe_speculative
+from contract.servertext import describe_speculative, plain
 from locustfiles.auth import auth_headers
 from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 from locustfiles.dialects import dialect
@@ -33,8 +33,9 @@ class Preflight:
     def describe(self, role: str) -> str:
         ident = self.identity
         spec_text = describe_speculative(ident.speculative)
-        cap = f", max_running_requests={ident.max_running_requests}" if ident.max_running_requests else ""
-        return f"{role}: {ident.url} is {ident.kind}, model {ident.model or '?'}, {spec_text}{cap}; api {self.api}"
+        cap = f", max_running_requests={plain(ident.max_running_requests)}" if ident.max_running_requests else ""
+        return (f"{role}: {ident.url} is {plain(ident.kind)}, model {plain(ident.model or '?')}, {spec_text}{cap}; "
+                f"api {self.api}")
 
 
 def check_server(url: str, role: str, *, api: str = "auto", api_key: str | None = None,
@@ -59,7 +60,8 @@ def _preflight(base: str, role: str, api: str, api_key: str | None, timeout: flo
         alive = False
         for path in ("/ready", "/health", "/v1/models", "/props"):
             try:
-                resp = fetch(session, "GET", base + path, deadline=deadline, per_read_s=timeout, max_bytes=1 << 20)
+                resp = fetch(session, "GET", base + path, deadline=deadline, per_read_s=timeout, max_bytes=1 << 20,
+                             allow_redirects=False)
             except requests.ConnectionError as exc:
                 raise PreflightError(f"{_server(role)} {base}: {_unreachable(exc)}") from None
             except (requests.Timeout, ReadTimeoutError):
@@ -67,6 +69,10 @@ def _preflight(base: str, role: str, api: str, api_key: str | None, timeout: flo
             if resp.status in (401, 403):
                 raise PreflightError(f"{_server(role)} {base}: answers {resp.status} on {path}; "
                                      "give an API key with --api-key-env NAME")
+            if 300 <= resp.status < 400:  # never followed: the suite measures the server it was given (#53)
+                where = plain(resp.headers.get("Location") or resp.headers.get("location") or "nowhere")
+                raise PreflightError(f"{_server(role)} {base}: answers {resp.status} on {path}, redirecting to "
+                                     f"{where}; the suite follows no redirect: give the URL of the server itself")
             if resp.status == 200:
                 alive = True
                 break
@@ -91,6 +97,9 @@ def _unreachable(exc: BaseException) -> str:
                 "with the CA's certificate (or set SSL_CERT_FILE)")
     if isinstance(exc, requests.exceptions.SSLError):
         return f"TLS handshake failed ({clip(str(exc), 200)}): is it an https:// server?"
+    if "BadStatusLine" in str(exc):  # it answered, but not in HTTP/1.x: an HTTP/2-only server sends binary frames
+        return ("answered in something other than HTTP/1.1 (an HTTP/2-only server? the suite speaks HTTP/1.1: "
+                "enable HTTP/1.1 on the server, or put an HTTP/1.1 proxy in front)")
     return "not reachable (connection refused or no route)"
 
 
@@ -100,7 +109,8 @@ def _check_streams(session: requests.Session, base: str, api: str, identity: Ser
     path = route.path
     body = route.probe_body(identity.model or "default")
     try:
-        resp = session.post(base + path, json=body, timeout=deadline.timeout(timeout), stream=True)
+        resp = session.post(base + path, json=body, timeout=deadline.timeout(timeout), stream=True,
+                            allow_redirects=False)
     except requests.RequestException as exc:
         raise PreflightError(f"{_server(role)} {base}: {path} failed ({type(exc).__name__})") from None
     with resp:

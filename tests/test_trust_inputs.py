@@ -155,7 +155,7 @@ def test_placeholders_with_a_format_spec_or_conversion_are_refused(tmp_path: Pat
 # -- URLs filled from params ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("params", "url", "needle"), [
-    ("{hostport: '127.0.0.1:9/v1'}", "http://{hostport}", "without /v1"),
+    ("{hostport: '127.0.0.1:9/v1'}", "http://{hostport}", "drop '/v1'"),
     ("{hostport: '127.0.0.1:9?x=1'}", "http://{hostport}", "no query"),
     ("{hostport: '127.0.0.1:notaport'}", "http://{hostport}", "bad port"),
     ("{host: '10.1.2.3'}", "http://{host}:{port}", "loopback"),
@@ -190,14 +190,14 @@ def test_the_filled_url_is_checked_again_before_use(tmp_path: Path) -> None:
     marker = tmp_path / "started"
     bad = good.entries[0].__class__(**{**good.entries[0].__dict__, "url": "http://127.0.0.1:{port}/v1",
                                        "command": ("touch", str(marker)), "params": {}})
-    with pytest.raises(LaunchError, match=r"a: url: .*without /v1"):
+    with pytest.raises(LaunchError, match=r"a: url: .*drop '/v1'"):
         run_sweep(SweepJob(Sweep("code", (bad, good.entries[1])), tmp_path / "out"))
     assert not marker.exists()
 
 
 def test_host_ending_in_v1_is_refused(tmp_path: Path) -> None:
     proc = specbench("run", "--host", "http://127.0.0.1:9/v1/", "--label", "x", cwd=tmp_path)
-    one_line_error(proc, "--host", "without /v1")
+    one_line_error(proc, "--host", "drop '/v1'")
 
 
 def test_the_cli_prints_a_placeholder_refusal_as_one_line(tmp_path: Path,

@@ -2,7 +2,12 @@
 
 The HTML is converted from the very Markdown text of report.md, so the two can never disagree; the converter
 only knows the subset our reports use (headings, paragraphs, bullet lists, pipe tables, images, **bold**,
-`code`). No script, no external asset: the file reads offline and can be mailed as it is.
+`code`, backslash escapes). No script, no external asset: the file reads offline and can be mailed as it is.
+
+Only the images the report itself wrote are inlined (``images``: plain file names), and only from inside the
+report's own directory: an image line naming anything else (an absolute path, ``..``, a link that leads out of
+the directory) is shown as text and its file is never read. Report text from a server is escaped where it is
+written (``contract.servertext.markdown_text``), so it cannot form an image line; this check holds even if it did.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 from analysis.reporting.files import write_whole
@@ -32,11 +38,15 @@ section.verdict { background: #eef6ee; border-left: 5px solid #2e7d32; padding: 
 """
 
 _IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<src>[^)]+)\)$")
-_INLINE = re.compile(r"(`[^`]+`|\*\*[^*]+\*\*)")
+# A backslash-escaped punctuation mark, a `code` span or a **bold** run (which may hold escapes).
+_INLINE = re.compile(r"\\(?P<escaped>[!-/:-@\[-`{-~])|`(?P<code>[^`]+)`|\*\*(?P<bold>(?:\\.|[^*\\])+)\*\*")
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\.png")
 
 
-def markdown_to_html(markdown: str, *, base_dir: Path, title: str) -> str:
-    """The whole page; images named in the Markdown are read from ``base_dir`` and inlined."""
+def markdown_to_html(markdown: str, *, base_dir: Path, title: str, images: Collection[str] = ()) -> str:
+    """The whole page; of the images named in the Markdown, those in ``images`` are read from ``base_dir``
+    and inlined."""
+    allowed = frozenset(images)
     body: list[str] = []
     boxed = False
     for kind, block in _blocks(markdown.splitlines()):
@@ -46,7 +56,7 @@ def markdown_to_html(markdown: str, *, base_dir: Path, title: str) -> str:
             boxed = _heading_text(block[0]) in BOXED
             body.append(('<section class="verdict">' if boxed else "") + _heading(block[0]))
         else:
-            body.append(RENDER[kind](block, base_dir))
+            body.append(_image(block, base_dir, allowed) if kind == "image" else RENDER[kind](block, base_dir))
     if boxed:
         body.append("</section>")
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -104,22 +114,40 @@ def _para(block: list[str], _: Path) -> str:
     return f"<p>{_inline(' '.join(line.strip() for line in block))}</p>"
 
 
-def _image(block: list[str], base_dir: Path) -> str:
+def _image(block: list[str], base_dir: Path, allowed: frozenset[str]) -> str:
     match = _IMAGE.match(block[0])
     assert match is not None
-    return _figure(match.group("alt"), base_dir / match.group("src"))
+    path = own_image(base_dir, match.group("src"), allowed)
+    if path is None:
+        return _para(block, base_dir)
+    return _figure(match.group("alt"), path)
+
+
+def own_image(base_dir: Path, src: str, allowed: frozenset[str]) -> Path | None:
+    """The file an image line may inline: a plain ``.png`` name the report wrote, inside ``base_dir`` once every
+    link is followed; None for anything else (absolute, ``..``, another directory, a link leading out)."""
+    if src not in allowed or not _FILE_NAME.fullmatch(src):
+        return None
+    root = base_dir.resolve()
+    path = (root / src).resolve()
+    return path if path.parent == root else None
 
 
 def _inline(text: str) -> str:
-    """Escape, then turn `code` and **bold** into tags (the only inline marks our reports use)."""
-    out = []
-    for part in _INLINE.split(text):
-        if part.startswith("`") and part.endswith("`") and len(part) > 1:
-            out.append(f"<code>{html.escape(part[1:-1])}</code>")
-        elif part.startswith("**") and part.endswith("**") and len(part) > 3:
-            out.append(f"<strong>{html.escape(part[2:-2])}</strong>")
+    """Escape, then turn `code` and **bold** into tags (the only inline marks our reports use); a
+    backslash-escaped mark is that mark as text."""
+    out: list[str] = []
+    pos = 0
+    for match in _INLINE.finditer(text):
+        out.append(html.escape(text[pos:match.start()]))
+        if match.group("escaped") is not None:
+            out.append(html.escape(match.group("escaped")))
+        elif match.group("code") is not None:
+            out.append(f"<code>{html.escape(match.group('code'))}</code>")
         else:
-            out.append(html.escape(part))
+            out.append(f"<strong>{_inline(match.group('bold'))}</strong>")
+        pos = match.end()
+    out.append(html.escape(text[pos:]))
     return "".join(out)
 
 
@@ -152,9 +180,11 @@ def _figure(alt: str, path: Path) -> str:
             f"<figcaption>{html.escape(alt)}</figcaption></figure>")
 
 
-RENDER = {"table": _table, "list": _list, "para": _para, "image": _image}
+RENDER = {"table": _table, "list": _list, "para": _para}
 
 
-def write_html(markdown: str, out_dir: Path, *, title: str, name: str = "report.html") -> Path:
-    """Write ``report.html`` beside report.md, inlining the PNGs it names from ``out_dir``."""
-    return write_whole(out_dir / name, markdown_to_html(markdown, base_dir=out_dir, title=title))
+def write_html(markdown: str, out_dir: Path, *, title: str, images: Collection[Path] = (),
+               name: str = "report.html") -> Path:
+    """Write ``report.html`` beside report.md, inlining the PNGs the report wrote (``images``) from ``out_dir``."""
+    names = [p.name for p in images if p.parent.resolve() == out_dir.resolve()]
+    return write_whole(out_dir / name, markdown_to_html(markdown, base_dir=out_dir, title=title, images=names))

@@ -21,6 +21,7 @@ from analysis.verdicts.multi import MultiComparison, MultiLevel, multi_equivalen
 from analysis.verdicts.policy import PolicyLevel
 from analysis.verdicts.refine import added_near, crossing_statement
 from analysis.verdicts.saturation import Saturation, saturation_of
+from contract.servertext import markdown_text
 
 PLOT_CAPTIONS = {
     "throughput_vs_c.png": "Every configuration's throughput, and its ratio to the baseline with 95% intervals",
@@ -150,8 +151,9 @@ def render_multi(m: MultiComparison) -> str:
 def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
     """report.md of a many-configuration comparison; ``plots`` are embedded by file name."""
     md = ["# Speculative configurations against baseline", ""]
-    md += [f"- **{m.baseline_name}** (baseline): {describe_run(m.baseline)}"]
-    md += [f"- **{name}**: {describe_run(pair.spec)}" for name, pair in zip(m.names, m.pairs, strict=True)]
+    md += [f"- **{m.baseline_name}** (baseline): {describe_run(m.baseline, markdown=True)}"]
+    md += [f"- **{name}**: {describe_run(pair.spec, markdown=True)}"
+           for name, pair in zip(m.names, m.pairs, strict=True)]
     md += ["", "## Verdict", "", _sentence(best_text(m)), "", "## Policy", "", _sentence(m.policy.text), ""]
     md += [*(f"- **Switch point**: {line}" for line in switch_lines(m)),
            *(f"- **Saturation**: {s.text}" for s in multi_saturation(m)), ""]
@@ -172,7 +174,7 @@ def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
     md += why_section(m, markdown=True)
     md += energy_section(m, markdown=True)
     md += ["", "## Warnings", ""]
-    md += [f"- `{w.code}`: {w.message}" for w in m.warnings] or ["None."]
+    md += [f"- `{w.code}`: {markdown_text(w.message, None)}" for w in m.warnings] or ["None."]
     md += [""]
     for name, summary in ((m.baseline_name, m.baseline), *((n, p.spec) for n, p in zip(m.names, m.pairs,
                                                                                       strict=True))):

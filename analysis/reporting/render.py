@@ -25,26 +25,29 @@ from analysis.verdicts.categories import ALL
 from analysis.verdicts.compare import Comparison
 from analysis.verdicts.decompose import Decomposition
 from analysis.verdicts.saturation import Saturation
-from contract.servertext import describe_speculative
+from contract.servertext import describe_speculative, markdown_text, plain
 
 PERCENTILE_NOTE = ("tok/s 95% CI: bm = batch means, life = batches of one median request; latency percentiles "
                    "rest on 'pct reqs' complete requests, ~ marks fewer than 30 (indicative only)")
 
 
-def describe_run(summary: RunSummary) -> str:
-    """One line naming the run, its server and the settings that make runs comparable."""
+def describe_run(summary: RunSummary, *, markdown: bool = False) -> str:
+    """One line naming the run, its server and the settings that make runs comparable. Every value read from
+    the run's files (the server's names and settings among them) goes through ``contract.servertext``: plain
+    text for the terminal, escaped Markdown for report.md."""
+    shown = markdown_text if markdown else plain
     meta, server = summary.meta, summary.meta.server
-    parts = [f"{summary.name}: {summary.path}"]
+    parts = [f"{shown(summary.name)}: {shown(summary.path, None)}"]
     if summary.has_meta:
-        parts.append(f"server {server.get('kind') or '?'} {server.get('model') or '?'}, "
-                     f"{describe_speculative(server.get('speculative'))}, "
-                     f"max_running_requests={server.get('max_running_requests') or '?'}")
+        parts.append(f"server {shown(server.get('kind') or '?')} {shown(server.get('model') or '?')}, "
+                     f"{shown(describe_speculative(server.get('speculative')), None)}, "
+                     f"max_running_requests={shown(server.get('max_running_requests') or '?')}")
         prompts = meta.prompts
         settings = meta.settings
-        parts.append(f"api {meta.api or '?'}, max_tokens {settings.max_tokens if settings else '?'}, "
+        parts.append(f"api {shown(meta.api or '?')}, max_tokens {settings.max_tokens if settings else '?'}, "
                      f"ignore_eos {settings.ignore_eos if settings else '?'}, "
-                     f"prompts {prompts.get('name') or '?'} ({prompts.get('count') or '?'}, "
-                     f"{prompts.get('mode') or '?'})")
+                     f"prompts {shown(prompts.get('name') or '?')} ({shown(prompts.get('count') or '?')}, "
+                     f"{shown(prompts.get('mode') or '?')})")
     else:
         parts.append("no meta.json")
     return " | ".join(parts)
@@ -54,7 +57,7 @@ def render_warnings(warnings: Sequence[ValidityWarning]) -> str:
     if not warnings:
         return "Warnings: none"
     lines = [f"Warnings ({len(warnings)}):"]
-    lines.extend(f"  [{w.code}] {w.message}" for w in warnings)
+    lines.extend(f"  [{w.code}] {plain(w.message, None)}" for w in warnings)
     return "\n".join(lines)
 
 

@@ -31,6 +31,7 @@ from analysis.reporting.render import (
 from analysis.table import fmt_num, markdown_table
 from analysis.verdicts.categories import ALL
 from analysis.verdicts.compare import Comparison
+from contract.servertext import markdown_text
 
 PLOT_CAPTIONS = {
     "throughput_vs_c.png": "Throughput against concurrency",
@@ -50,8 +51,8 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
     md = [
         "# Speculative decoding against baseline",
         "",
-        f"- **Baseline**: {describe_run(c.baseline)}",
-        f"- **Spec**: {describe_run(c.spec)}",
+        f"- **Baseline**: {describe_run(c.baseline, markdown=True)}",
+        f"- **Spec**: {describe_run(c.spec, markdown=True)}",
         "",
         "## Verdict",
         "",
@@ -102,7 +103,7 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
         md += ["### Energy per output token", "", head, "", *(f"- {line.strip()}" for line in rest), ""]
     md += _categories(c)
     md += ["## Warnings", ""]
-    md += [f"- `{w.code}`: {w.message}" for w in c.warnings] or ["None."]
+    md += [f"- `{w.code}`: {markdown_text(w.message, None)}" for w in c.warnings] or ["None."]
     md += [""]
     for summary in (c.baseline, c.spec):
         md += [f"## Steps: {summary.name}", "", markdown_table(step_columns(summary), summary.rows), "",

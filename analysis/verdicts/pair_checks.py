@@ -15,7 +15,7 @@ from analysis.records.checks import (
 )
 from analysis.records.summary import RunSummary
 from contract.schema import RunMeta
-from contract.servertext import describe_speculative
+from contract.servertext import describe_speculative, plain
 
 
 def _settings(meta: RunMeta) -> dict[str, Any]:
@@ -136,8 +136,8 @@ def _settings_mismatches(base: RunSummary, spec: RunSummary) -> list[ValidityWar
         other = theirs[name]
         if mine is not None and other is not None and mine != other:
             found.append(ValidityWarning(
-                SETTINGS_MISMATCH, f"{name} differs: {base.name} {mine!r}, {spec.name} {other!r}; the runs "
-                "are not like for like"))
+                SETTINGS_MISMATCH, f"{name} differs: {base.name} {plain(repr(mine))}, {spec.name} "
+                f"{plain(repr(other))}; the runs are not like for like"))
     return found
 
 
