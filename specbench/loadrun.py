@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import locustfiles
+from contract import interrupts
 from contract.lifecycle import die_with_parent
 from contract.schema import LOG_FILE, META_FILE
-from specbench import interrupts
 from specbench.launch import free_port
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"

@@ -119,7 +119,7 @@ def _complete(meta: Path) -> bool:
 LOST_SIGNAL_SCRIPT = """
 import os, signal, sys, time
 from pathlib import Path
-from specbench import interrupts
+from contract import interrupts
 from specbench.loadrun import LoadRun, execute
 
 interrupts.install()
@@ -139,7 +139,7 @@ print(f"interrupted={result.interrupted} took={time.monotonic() - began:.1f}")
 
 UNRAISABLE_SCRIPT = """
 import signal
-from specbench import interrupts
+from contract import interrupts
 
 interrupts.install()
 class Drops:
