@@ -13,7 +13,7 @@ from typing import Any
 from contract.redact import redact
 from contract.schema import ANSWERS_FILE, LOG_FILE, META_FILE, RECORDS_FILE, STEPS_FILE
 from contract.settings import OPTIONS, SettingsError, SuiteSettings
-from locustfiles.webguard import unshown_fields
+from locustfiles.webguard import install_origin_guard, unshown_fields
 
 EXIT_TOO_MANY_ERRORS = 3
 HOST_CHANGE_REFUSED = ("the host differs from the one given at start while an API key is in use; the key "
@@ -37,6 +37,13 @@ def _key_in_use(options: Any) -> bool:
 def host_allowed(start_host: str, host: str, options: Any) -> bool:
     """May a request carrying the API key go to ``host``?"""
     return _same_host(start_host, host) or bool(getattr(options, "allow_host_change", False))
+
+
+def guard_web_ui(web_ui: Any, start_host: str, options: Any) -> None:
+    """Every guard of the web UI: only its own page (``webguard``), the key's host, the Start form's values."""
+    install_origin_guard(web_ui, str(getattr(options, "web_base_path", "") or "").rstrip("/"))
+    guard_host_change(web_ui.app, start_host, options)
+    guard_start_form(web_ui.app, options)
 
 
 def guard_host_change(app: Any, start_host: str, options: Any) -> None:

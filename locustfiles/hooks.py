@@ -54,7 +54,6 @@ from locustfiles.sequencer import LocalSequence, StepCounters, WorkerSequence
 from locustfiles.server_metrics import ServerMetricsSampler
 from locustfiles.target import EmulatorProcess, start_emulator_process
 from locustfiles.uisignals import install_ui_signals, stop_running_test
-from locustfiles.webguard import install_origin_guard
 from shapes.ladder import ConcurrencyLadder
 from shapes.live import LiveStep
 
@@ -214,9 +213,7 @@ class CoordinatorHooks(RunHooks):
             self._start_embedded_emulator(options)
         self.start_host = self.env.host or ""
         if self.env.web_ui is not None:
-            install_origin_guard(self.env.web_ui, str(getattr(options, "web_base_path", "") or "").rstrip("/"))
-            guards.guard_host_change(self.env.web_ui.app, self.start_host, options)
-            guards.guard_start_form(self.env.web_ui.app, options)
+            guards.guard_web_ui(self.env.web_ui, self.start_host, options)
 
     def _wire_outputs(self) -> None:
         """Closed steps go to steps.jsonl, and (where a web UI is served) to the Tokens tab."""
