@@ -25,6 +25,7 @@ from contract.schema import RECORDS_FILE, RunData, RunFormatError
 from contract.slo import Slo, SloError, parse_slo
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # as the shell reports Ctrl-C, and as specbench exits
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 
 
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 ok, 2 bad input)."""
+    """Run the CLI; returns the exit code (0 ok, 2 bad input, 130 interrupted: one line, never a traceback)."""
     args = build_parser().parse_args(argv)
     try:
         if args.command == "summarize":
@@ -97,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RunFormatError, UsageError, SloError, OutputWriteError) as exc:  # OutputWriteError: a refusing disk
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:
+        print(f"interrupted ({exc.args[0] if exc.args else 'SIGINT'})", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def _slo(args: argparse.Namespace) -> Slo | None:

@@ -13,11 +13,14 @@ from typing import Any
 from contract.redact import redact
 from contract.schema import LOG_FILE, RUN_FILES
 from contract.settings import OPTIONS, SettingsError, SuiteSettings
+from locustfiles.webguard import install_origin_guard, unshown_fields
 
 EXIT_TOO_MANY_ERRORS = 3
 HOST_CHANGE_REFUSED = ("the host differs from the one given at start while an API key is in use; the key "
                        "is sent only to the host named on the command line (restart with that --host, or "
                        "give --allow-host-change)")
+FIELDS_REFUSED = ("the start form has field(s) the web UI does not show: {}; give them on the command line "
+                  "(the form takes only what the UI shows)")
 SUITE_DESTS = frozenset(opt.dest for opt in OPTIONS)
 
 
@@ -35,8 +38,18 @@ def host_allowed(start_host: str, host: str, options: Any) -> bool:
     return _same_host(start_host, host) or bool(getattr(options, "allow_host_change", False))
 
 
+def guard_web_ui(web_ui: Any, start_host: str, options: Any) -> None:
+    """Every guard of the web UI: only its own page (``webguard``), the key's host, the Start form's values."""
+    install_origin_guard(web_ui, str(getattr(options, "web_base_path", "") or "").rstrip("/"))
+    guard_host_change(web_ui.app, start_host, options)
+    guard_start_form(web_ui.app, options)
+
+
 def guard_host_change(app: Any, start_host: str, options: Any) -> None:
-    """Refuse, in the web UI's start form, a new host while an API key is in use (HTTP 403, nothing started)."""
+    """Refuse, in the web UI's start form, a new host while an API key is in use (HTTP 403, nothing started).
+
+    The key in use is the form's: a form naming a key variable the command line did not was let through, and
+    the run stopped only at its start, after the UI had answered success."""
     from flask import jsonify, request
 
     @app.before_request
@@ -44,7 +57,13 @@ def guard_host_change(app: Any, start_host: str, options: Any) -> None:
         if request.method != "POST" or not request.path.rstrip("/").endswith("/swarm"):
             return None
         host = request.form.get("host", "")
-        if host and _key_in_use(options) and not host_allowed(start_host, host, options):
+        if not host or host_allowed(start_host, host, options):
+            return None
+        try:
+            key = _key_in_use(trial_options(options, request.form))
+        except ValueError:  # a bad value in the form: the key is the command line's, the value guard_start_form's
+            key = _key_in_use(options)
+        if key:
             return jsonify({"success": False, "message": HOST_CHANGE_REFUSED, "host": start_host}), 403
         return None
 
@@ -77,14 +96,17 @@ def check_start_form(options: Any, form: Any) -> str | None:
 
 
 def guard_start_form(app: Any, options: Any) -> None:
-    """Refuse a Start whose form would fail the run (HTTP 400, nothing started, the UI stays up)."""
+    """Refuse a Start whose form would fail the run, or has a field the UI does not show (HTTP 400, nothing
+    started, the UI stays up): Locust applies any field named as an option (``out``, ``overwrite``,
+    ``json_file``), which only a page other than the UI's would send."""
     from flask import jsonify, request
 
     @app.before_request
     def _refuse_bad_form() -> Any:
         if request.method != "POST" or not request.path.rstrip("/").endswith("/swarm"):
             return None
-        why = check_start_form(options, request.form)
+        unshown = unshown_fields(request.form)
+        why = (FIELDS_REFUSED.format(", ".join(unshown)) if unshown else check_start_form(options, request.form))
         if why is None:
             return None
         return jsonify({"success": False, "message": why, "host": getattr(options, "host", None)}), 400

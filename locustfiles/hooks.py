@@ -53,6 +53,7 @@ from locustfiles.recorder import WRITE_FAILURES, on_write_failure, write_meta
 from locustfiles.sequencer import LocalSequence, StepCounters, WorkerSequence
 from locustfiles.server_metrics import ServerMetricsSampler
 from locustfiles.target import EmulatorProcess, start_emulator_process
+from locustfiles.uisignals import install_ui_signals, stop_running_test
 from shapes.ladder import ConcurrencyLadder
 from shapes.live import LiveStep
 
@@ -181,6 +182,8 @@ class CoordinatorHooks(RunHooks):
             # in whichever greenlet happens to run. Both now end the shape, so Locust stops in order.
             for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 gevent.signal_handler(signum, self._on_stop_signal, signum)
+        elif self.env.web_ui is not None:
+            install_ui_signals()
 
     def _register(self, runner: Any) -> None:
         runner.register_message(STEP_MESSAGE, self._on_step_message)  # its own users follow the shape
@@ -210,8 +213,7 @@ class CoordinatorHooks(RunHooks):
             self._start_embedded_emulator(options)
         self.start_host = self.env.host or ""
         if self.env.web_ui is not None:
-            guards.guard_host_change(self.env.web_ui.app, self.start_host, options)
-            guards.guard_start_form(self.env.web_ui.app, options)
+            guards.guard_web_ui(self.env.web_ui, self.start_host, options)
 
     def _wire_outputs(self) -> None:
         """Closed steps go to steps.jsonl, and (where a web UI is served) to the Tokens tab."""
@@ -341,6 +343,7 @@ class CoordinatorHooks(RunHooks):
             self.tokens_tab.run_ended(ctx.run_dir)
 
     def on_quitting(self) -> None:
+        stop_running_test(self.env.runner)
         super().on_quitting()
         self._report_losses()
         self._report_failures()

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from analysis.reporting.files import OutputWriteError
+from contract import interrupts
 from contract.limits import auto_processes
 from contract.redact import redact
 from contract.schema import LOG_FILE
@@ -41,7 +42,6 @@ from contract.settings import (
 )
 from contract.version import SUITE_VERSION
 from locustfiles.target import start_emulator_process
-from specbench import interrupts
 from specbench.inputs import InputError, check_fresh_dir, check_host, check_key_and_url, check_load_options, check_speed
 from specbench.launch import LaunchError
 from specbench.preflight import PreflightError, check_server

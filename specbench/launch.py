@@ -97,22 +97,32 @@ class ServerCommand:
                 time.sleep(interval_s)
 
     def stop(self) -> None:
-        """SIGTERM to the process group, then SIGKILL to what is left after ``stop_timeout_s``."""
+        """SIGTERM to the process group, then SIGKILL to what is left after ``stop_timeout_s``.
+
+        The guardian stays until the group is gone: an interrupt that ends specbench during the wait leaves it
+        to finish the stop. A Ctrl-C during the wait (the user's second) sends SIGKILL at once, then goes on
+        as an interrupt: before, it escaped the wait after the guardian had been killed, and the server ran on.
+        """
         proc = self.process
         if proc is None:
             return
-        self._stop_guardian()
         pgid = proc.pid  # a new session's leader: its pid is the group id
-        stop_group(pgid, self.stop_timeout_s, reap=proc.poll)  # reaped, the leader's zombie does not count
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+            stop_group(pgid, self.stop_timeout_s, reap=proc.poll)  # reaped, the leader's zombie does not count
+        except KeyboardInterrupt:
             signal_group(pgid, signal.SIGKILL)
-            proc.wait()
-        self.process = None
+            raise
+        finally:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                signal_group(pgid, signal.SIGKILL)
+                proc.wait()
+            self._stop_guardian()
+            self.process = None
 
     def _stop_guardian(self) -> None:
-        """The stop below does the guardian's job; it must not race it."""
+        """Only once the group is gone: the guardian is the stop's backstop, never ended before it."""
         guardian, self.guardian = self.guardian, None
         if guardian is not None:
             guardian.kill()

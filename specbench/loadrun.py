@@ -18,10 +18,10 @@ from pathlib import Path
 
 import locustfiles
 from analysis.reporting.files import OutputWriteError, describe
+from contract import interrupts
 from contract.childstatus import DISK, STATUS_FD_ENV, read_status
 from contract.lifecycle import die_with_parent
 from contract.schema import LOG_FILE, META_FILE
-from specbench import interrupts
 from specbench.launch import free_port
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"

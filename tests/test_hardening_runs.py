@@ -196,7 +196,7 @@ def test_web_ui_binds_loopback_and_refuses_a_new_host_while_a_key_is_in_use(tmp_
             wait_answering(base + "/", timeout_s=30, what="the web UI")
             assert _listening_address(ui.pid, port) == "127.0.0.1"
             resp = requests.post(base + "/swarm", data={"user_count": 1, "spawn_rate": 1, "host": elsewhere.url},
-                                 timeout=10)
+                                 headers={"Origin": base}, timeout=10)  # as the UI's page sends it (#53)
             assert resp.status_code == 403 and "--allow-host-change" in resp.json()["message"]
             time.sleep(1.0)
             assert elsewhere.seen == []  # no request, so no key, went to the other host

@@ -115,7 +115,7 @@ def test_web_ui_two_starts_both_run_the_full_ladder(tmp_path, emulator):
         wait_answering(base + "/", timeout_s=30, what="the web UI")
         for _ in range(2):
             resp = requests.post(base + "/swarm", data={"user_count": 1, "spawn_rate": 1, "host": emu.url},
-                                 timeout=10)
+                                 headers={"Origin": base}, timeout=10)  # as the UI's page sends it (#53)
             assert resp.status_code == 200, resp.text
             time.sleep(2.5)  # the stats view is cached for 2 s
             wait_until(lambda: requests.get(base + "/stats/requests", timeout=5).json().get("state") == "stopped",

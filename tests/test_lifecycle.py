@@ -45,7 +45,8 @@ def test_a_bad_web_ui_start_is_refused_and_the_ui_stays_up(tmp_path, emulator):
                              ({"ladder": "4,4"}, "--ladder"), ({"temperature": "nan"}, "--temperature"),
                              ({"max_tokens": "many"}, "bad form value"), ({"prompts": "nope"}, "nope"),
                              ({"user_count": "5000", "load_mode": "users"}, "users")):
-            resp = requests.post(base + "/swarm", data={"user_count": 1, "spawn_rate": 1, **form}, timeout=10)
+            resp = requests.post(base + "/swarm", data={"user_count": 1, "spawn_rate": 1, **form},
+                                 headers={"Origin": base}, timeout=10)  # as the UI's page sends it (#53)
             assert resp.status_code == 400 and not resp.json()["success"], (form, resp.text)
             assert needle in resp.json()["message"], (form, resp.json())
             time.sleep(0.3)
@@ -119,7 +120,7 @@ def _complete(meta: Path) -> bool:
 LOST_SIGNAL_SCRIPT = """
 import os, signal, sys, time
 from pathlib import Path
-from specbench import interrupts
+from contract import interrupts
 from specbench.loadrun import LoadRun, execute
 
 interrupts.install()
@@ -139,7 +140,7 @@ print(f"interrupted={result.interrupted} took={time.monotonic() - began:.1f}")
 
 UNRAISABLE_SCRIPT = """
 import signal
-from specbench import interrupts
+from contract import interrupts
 
 interrupts.install()
 class Drops:

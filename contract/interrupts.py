@@ -1,5 +1,9 @@
 """SIGINT, SIGTERM and SIGHUP end a command as Ctrl-C does, and are never lost.
 
+For the suite's plain-Python commands (``specbench``, ``python -m analysis``); it lives in ``contract`` so each
+layer's command can use it. Locust's processes use gevent's handlers instead (``locustfiles.hooks``,
+``locustfiles.uisignals``).
+
 The handler raises KeyboardInterrupt, but Python drops an exception raised where it cannot propagate: a
 signal that lands while ``subprocess.Popen`` forks runs the handler inside an at-fork callback (logging's lock
 release), the exception is printed as "Exception ignored" and the command ran on to exit 0 (seen in a CI run:
