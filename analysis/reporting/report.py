@@ -48,7 +48,7 @@ PLOT_CAPTIONS = {
 def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
     """The whole comparison as one Markdown document; ``plots`` are embedded by file name."""
     c = comparison
-    answer, rest = answer_plot(plots)
+    answer, others = answer_plot(plots)
     md = [
         "# Speculative decoding against baseline",
         "",
@@ -115,8 +115,8 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
         if has_server_side(summary.rows):
             md += [f"Server side ({SERVER_NOTE}):", "", markdown_table(server_columns(summary), summary.rows), "",
                    *(f"{line}\n" for line in unreported_note(summary))]
-    if rest:
-        md += ["## Plots", "", *plot_lines(rest)]
+    if others:
+        md += ["## Plots", "", *plot_lines(others)]
     md += ["Figures are defined in `analysis/README.md` (throughput in the measured window, per-token ITL, "
            "TPOT, acceptance length, bootstrap interval).", ""]
     return "\n".join(md)
