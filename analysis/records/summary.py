@@ -26,7 +26,7 @@ from analysis.records.request_metrics import (
 )
 from analysis.records.server_side import server_step
 from analysis.records.steprow import StepRow
-from analysis.records.steps import StepWindow, overlapping, step_windows
+from analysis.records.steps import StepWindow, overlapping, step_windows, window_from_step
 from analysis.stats.batch_means import estimate_throughput
 from contract.policy import default_min_requests, default_min_requests_at_rate
 from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta, StepRecord
@@ -110,6 +110,14 @@ def with_step_line(row: StepRow, step: StepRecord | None) -> StepRow:
                    client_paused_s=float(step.get("paused_s") or 0.0),
                    client_read_lag_p90_ms=max(read_lag.values()) if read_lag else None,
                    refined=bool(step.get("refined")))
+
+
+def closed_step_row(run_name: str, step: StepRecord, records: Sequence[RequestRecord]
+                    ) -> tuple[StepRow, list[ValidityWarning]]:
+    """A closed step's row and warnings from its steps.jsonl line and the records in flight during its window:
+    what ``summarize`` prints for it, less the server's and the GPUs' figures. The ladder's step line and the web
+    UI's final row are this, so the terminal, the tab and the report say one thing about a step (#61)."""
+    return flag_step(run_name, with_step_line(step_figures(records, window_from_step(step)), step))
 
 
 def flag_step(run_name: str, row: StepRow) -> tuple[StepRow, list[ValidityWarning]]:
@@ -217,7 +225,8 @@ def with_server_side(row: StepRow, run: RunData, window: StepWindow) -> StepRow:
                    server_running_max=side.running_max, server_queued=side.queued,
                    server_kv_usage=side.kv_cache_usage, server_accept_length=side.accept_length,
                    server_accept_by_position=side.accept_by_position,
-                   server_gen_tok_s=side.gen_tok_s, server_token_gap=side.token_gap)
+                   server_gen_tok_s=side.gen_tok_s, server_token_gap=side.token_gap,
+                   server_client_tok_s=side.client_tok_s)
 
 
 def _empty_row(window: StepWindow, min_requests: int) -> StepRow:
