@@ -60,6 +60,19 @@ class RunSummary:
         return rows[-1] if rows else None
 
 
+def superseded(rows: Sequence[StepRow]) -> set[int]:
+    """Steps measured again later (#61): a closed-loop step with no window, or none finished in it, when a later
+    step at the same level finished requests in its window. The later one is the level's row; the earlier is
+    history (its line in steps.jsonl stays), not a second row or a warning about a level that was measured."""
+    gone = set()
+    for i, row in enumerate(rows):
+        if row.target_rate is None and (not row.window_s or row.requests_ok == 0) and any(
+                later.target_rate is None and later.target_c == row.target_c and later.window_s
+                and later.requests_ok > 0 for later in rows[i + 1:]):
+            gone.add(row.step)
+    return gone
+
+
 def run_label(run: RunData) -> str:
     """The run's --label ('' when it has no meta.json)."""
     return run.meta.settings.label if run.meta.settings else ""
@@ -87,12 +100,16 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     step_lines = {s["index"]: s for s in run.steps}
     gpus = gpu_series(run.gpu_samples)
     hour_price, kwh_price = (prices or Prices()).for_run(run.meta.settings)
+    flagged = []
     for window in step_windows(run):
         row = with_energy(with_server_side(summarize_step(run, window, slo), run, window), gpus, hour_price,
                           kwh_price)
-        row, found = flag_step(run_name, with_step_line(row, step_lines.get(window.index)))
-        warnings.extend(found)
-        rows.append(row)
+        flagged.append(flag_step(run_name, with_step_line(row, step_lines.get(window.index))))
+    gone = superseded([row for row, _ in flagged])
+    for row, found in flagged:
+        if row.step not in gone:
+            warnings.extend(found)
+            rows.append(row)
     has_meta = (run.path / META_FILE).exists()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
