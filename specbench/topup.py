@@ -5,7 +5,7 @@ refinement adds no level and that time would go unused while a top level had no 
 not one request finished. Here each server measures those levels again, in one short ladder of just them with the
 job's settings, into ``RUN/remeasured`` and merged into the run like a paired level (``merge_refined``); the
 analysis then reads the later, measured step for the level (``RunSummary.row_at``) and drops the superseded one
-(``summary.superseded``). A level that still has no measurement is named in one line with the reason.
+(``summary.superseded``). Levels that still have no finished request are named in one line, with the reason.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def short_levels(run_dir: Path) -> list[int]:
 def top_up(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner,
            time_left: Callable[[], float | None]) -> int:
     """Measure again, on each server, the levels its ladder left short, within what is left of the budget; print
-    what it did and one line per level still short. Returns a failed run's exit code, else 0."""
+    what it did and one line naming the levels still short. Returns a failed run's exit code, else 0."""
     short = {name: levels for name in order if (levels := short_levels(dirs[name]))}
     if not short:
         return 0
@@ -55,10 +55,10 @@ def top_up(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner,
         if code not in (0, 3):
             return code
         merge_refined(dirs[name], sub, "m", refined=False)
-    for name in order:
-        for c in short_levels(dirs[name]):
-            left = time_left()
-            spare = f"{fmt_duration(max(0.0, left))} of the budget was left" if left is not None else "no budget"
-            print(f"{name}: C={c} has no finished request in a measured window ({spare}; a longer --time-budget "
-                  "or --max-step-time gives it one)", flush=True)
+    still = [f"{name} {', '.join(f'C={c}' for c in levels)}" for name in order if (levels := short_levels(dirs[name]))]
+    if still:
+        left = time_left()
+        spare = f"{fmt_duration(max(0.0, left))} of the budget was left" if left is not None else "no time budget"
+        print(f"no finished request in a measured window at {'; '.join(still)} ({spare}; a longer --time-budget or "
+              "--max-step-time gives them one)", flush=True)
     return 0

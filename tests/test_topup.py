@@ -54,7 +54,7 @@ def test_the_unused_budget_measures_a_starved_level_again(starved: tuple[str, Pa
     assert [r.target_c for r in summary.rows] == [8]  # the starved step is superseded, not a second row
     assert summary.row_at(8) is not None and summary.row_at(8).requests_ok > 0
     assert not [w for w in summary.warnings if w.target_c == 8 and w.code in ("no_window", "no_finished_requests")]
-    assert "has no finished request" not in out
+    assert "no finished request in a measured window" not in out
 
 
 def test_too_little_budget_left_says_so_in_one_line(starved: tuple[str, Path],
@@ -62,8 +62,8 @@ def test_too_little_budget_left_says_so_in_one_line(starved: tuple[str, Path],
     url, run = starved
     assert top_up(["baseline"], {"baseline": run}, _runner(url), lambda: 5.0) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == ["baseline: C=8 has no finished request in a measured window (5s of the budget was left; a "
-                   "longer --time-budget or --max-step-time gives it one)"]
+    assert out == ["no finished request in a measured window at baseline C=8 (5s of the budget was left; a "
+                   "longer --time-budget or --max-step-time gives them one)"]
     assert not (run / "remeasured").exists()
 
 
