@@ -68,7 +68,7 @@ class TokensTab:
         shape = self.hooks.shape
         if shape is None:
             return
-        records = shape.collector.records([step["index"] - 1, step["index"]])
+        records = shape.collector.overlapping(step["start_s"], step["end_s"])  # whichever step sent them (#61)
         self.final.append(final_row(self._name(), step, records))
         self._cache = None
 
@@ -98,7 +98,7 @@ class TokensTab:
             return None
         collector = shape.collector
         step = OpenStep(book.index, book.target_c, book.min_requests, book.start_s, book.steady_start_s)
-        return live_row(self._name(), step, collector.records([book.index - 1, book.index]), now=now,
+        return live_row(self._name(), step, collector.overlapping(book.start_s, now), now=now,
                         oldest_in_flight_start=collector.oldest_in_flight_start(),
                         in_flight=collector.sending())
 

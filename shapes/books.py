@@ -226,22 +226,8 @@ def loss_flags(book: StepBook) -> list[str]:
     return flags
 
 
-def describe_close(step: StepRecord, n_steps: int, halfwidth: float | None = None) -> str:
-    """The one progress line printed when a step's books close: level, window, requests, tok/s (with its 95%
-    half-width when known), achieved load, flags."""
-    window = max(0.0, step["end_s"] - steady_start) if (steady_start := step.get("steady_start_s")) else 0.0
-    tput = f"{step['throughput_tok_s']:.1f} tok/s" if step.get("throughput_tok_s") is not None else "- tok/s"
-    ach = f"achieved C {step['achieved_c']:.2f}" if step.get("achieved_c") is not None else "achieved C -"
-    level = f"C={step['target_c']}"
-    if step.get("target_rate"):
-        level = f"rate={step['target_rate']:g}/s"
-        rate = step.get("achieved_rate")
-        ach = (f"achieved {rate:.3g} req/s" if rate is not None else "achieved - req/s") + f", {ach}"
-        ach += f", {step.get('dropped', 0)} dropped"
-    if halfwidth is not None:
-        tput += f" +-{halfwidth:.1%}"
-    flags = f" FLAGS: {', '.join(step['flags'])}" if step["flags"] else ""
-    if step.get("lost_requests") or step.get("users_lost"):
-        flags += f" (lost {step.get('users_lost', 0)} users, {step.get('lost_requests', 0)} requests in flight)"
-    return (f"step {step['index'] + 1}/{n_steps} {level}: ended ({step['ended_by']}) after "
-            f"{window:.1f} s window, {step['requests_measured']} requests, {tput}, {ach}{flags}")
+def lost_text(step: StepRecord) -> str:
+    """' (lost 2 users, 3 requests in flight)' after a step line where a worker died during the step."""
+    if not (step.get("lost_requests") or step.get("users_lost")):
+        return ""
+    return f" (lost {step.get('users_lost', 0)} users, {step.get('lost_requests', 0)} requests in flight)"

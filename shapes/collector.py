@@ -76,6 +76,17 @@ class RequestCollector:
             out.extend(self.by_step.get(s, ()))
         return out
 
-    def drop_steps_before(self, step: int) -> None:
-        for key in [k for k in self.by_step if k is not None and k < step]:
-            del self.by_step[key]
+    def overlapping(self, t0: float, t1: float) -> list[RequestRecord]:
+        """Records in flight at some time in [t0, t1], whatever step sent them: a request a user started two
+        steps before still counts in this window's achieved C and tokens, as it does in the report (#61)."""
+        return [r for recs in self.by_step.values() for r in recs
+                if r["start_s"] <= t1 and r["start_s"] + r["e2e_s"] >= t0]
+
+    def drop_ended_before(self, t: float) -> None:
+        """Forget records that finished before ``t``: no window still to close can contain them."""
+        for key in list(self.by_step):
+            kept = [r for r in self.by_step[key] if r["start_s"] + r["e2e_s"] >= t]
+            if kept:
+                self.by_step[key] = kept
+            else:
+                del self.by_step[key]

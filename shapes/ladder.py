@@ -15,23 +15,24 @@ window figures are exact. After the last step the shape drains, then ends the te
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 
 from locust import LoadTestShape
 from locust.runners import MasterRunner
 
+from analysis.records.summary import closed_step_row
+from analysis.reporting.stepline import step_line
 from analysis.stats.batch_means import window_precision
 from contract.messages import STEP_MESSAGE
 from contract.policy import STALL_MS
-from contract.schema import StepRecord
+from contract.schema import RequestRecord, StepRecord
 from contract.settings import SuiteSettings, parse_budget, settings_of
 from shapes.books import (
     StepBook,
     close_step,
     count_measured,
-    describe_close,
+    lost_text,
     own_stable_s,
     step_min_requests,
     warmup_end,
@@ -304,7 +305,7 @@ class ConcurrencyLadder(LoadTestShape):
         # Judged by the report's own estimator on the part of the window whose every request is recorded, not
         # extrapolated to the whole window and with a 10% margin: the report judges the whole window afresh.
         exact_until = min(now, self.collector.oldest_in_flight_start() or now)
-        records = self.collector.records([book.index - 1, book.index])
+        records = self.collector.overlapping(steady, exact_until)
         if window_precision(records, steady, exact_until) <= STOP_MARGIN * cfg.step_ci:
             return "ci"
         return None
@@ -332,19 +333,28 @@ class ConcurrencyLadder(LoadTestShape):
                 continue
             if not force and not self.collector.none_in_flight_before(book.end_s):
                 continue
-            records = self.collector.records([book.index - 1, book.index])
+            records = self._window_records(book)
             book.dropped = self.collector.dropped.get(book.index, 0)
             step = close_step(book, records, arrivals=self._arrivals_kind())
             book.closed = True
-            if (steady_start := step.get("steady_start_s")) is not None and step["end_s"] > steady_start:
-                half = window_precision(records, steady_start, step["end_s"])
-                book.halfwidth = half if math.isfinite(half) else None
+            # One computation (#61): the line printed here is the report's row for this step, from the same records.
+            row, _ = closed_step_row(self.settings.label or "run", step, records)
+            book.halfwidth = row.throughput_ci_rel
             if self._sat_stop is not None:
                 self._sat_stop.note(step, records, book.halfwidth)
             for callback in self.on_step_closed:
                 callback(step)
-            log.info(describe_close(step, self._n_steps(), book.halfwidth))
-            self.collector.drop_steps_before(book.index)
+            log.info(step_line(row, self._n_steps(), step["ended_by"], lost=lost_text(step)))
+            self.collector.drop_ended_before(min([book.steady_start_s or book.start_s, *(
+                b.steady_start_s or b.start_s for b in self.books if not b.closed)]))
+
+    def _window_records(self, book: StepBook) -> list[RequestRecord]:
+        """Every record in flight during the step's life, whichever step sent it (a window figure depends on no
+        other), and this step's own (its request counts)."""
+        end = book.end_s if book.end_s is not None else book.start_s
+        near = self.collector.overlapping(book.start_s, end)
+        seen = {id(r) for r in near}
+        return [*near, *(r for r in self.collector.records([book.index]) if id(r) not in seen)]
 
     def _drain_tick(self, now: float) -> tuple[int, float] | None:
         """Users start nothing new while draining; once nothing is in flight, stop them and end the test.
@@ -362,6 +372,7 @@ class ConcurrencyLadder(LoadTestShape):
         if spent and not quiet and self.collector.in_flight:
             log.warning("time budget spent: %d request(s) still in flight are cancelled (the server answers too "
                         "slowly or not at all)", len(self.collector.in_flight))
+            self._end_where_exact()
         if quiet or timed_out or spent:
             self._close_ready_books(force=True)
             self._finished = True
@@ -369,6 +380,17 @@ class ConcurrencyLadder(LoadTestShape):
             return None
         assert self._book is not None
         return self._users(self._book)
+
+    def _end_where_exact(self) -> None:
+        """Requests about to be cancelled count no tokens but would count as in flight: a window they overlap ends
+        where the oldest of them started, as a stopped step's does (``stop_now``), so every request overlapping
+        it has finished whole and the step line, summarize and the report read the same records (#61)."""
+        oldest = self.collector.oldest_in_flight_start()
+        for book in self.books:
+            if oldest is not None and not book.closed and book.end_s is not None and book.end_s > oldest:
+                log.warning("step %d %s: its window ends at the oldest cancelled request's start, %.1f s early",
+                            book.index + 1, self._level_text(book), book.end_s - max(book.start_s, oldest))
+                book.end_s = max(book.start_s, oldest)
 
     def open_step(self) -> StepBook | None:
         """The step whose window is still open (for live figures); None between steps, runs and while draining."""

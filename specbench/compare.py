@@ -34,6 +34,7 @@ from specbench.refine import (
     pair_levels,
     refine_by_mode,
 )
+from specbench.topup import top_up
 from specbench_config.yamlload import load_yaml
 
 EXIT_DISK = 2  # the disk refused a run's files: a user's environment, as bad input is (docs/reference/errors.md)
@@ -202,6 +203,18 @@ def ladder_share(budget_s: float, runs: int, refine_levels: int) -> float:
     return (budget_s * (1 - REFINE_SHARE) if refine_levels else budget_s) / max(1, runs)
 
 
+def budget_line(budget_s: float, ladders_s: float, runs: int) -> str:
+    """How a compare's --time-budget is split: the ladders' part, and the reserve and where it goes (#61)."""
+    line = (f"time budget {fmt_duration(budget_s)} for all {runs} runs: {fmt_duration(ladders_s)} for the ladders "
+            f"(each gets an equal part of what is left when it starts, about {fmt_duration(ladders_s / runs)}, and "
+            "shares it between its steps)")
+    reserve = budget_s - ladders_s
+    if reserve <= 0:
+        return line
+    return (f"{line}; {fmt_duration(reserve)} kept to pin a crossover, and what that leaves goes back to levels "
+            "a ladder left without a finished request")
+
+
 def run_compare(job: CompareJob) -> int:
     job.out.mkdir(parents=True, exist_ok=True)
     api = job.common_api()
@@ -209,10 +222,9 @@ def run_compare(job: CompareJob) -> int:
     dirs = {name: job.out / name for name, _ in order}
     interrupted = too_many_errors = False
     began = time.monotonic()
-    if job.time_budget_s:
-        print(f"time budget {fmt_duration(job.time_budget_s)} for all {len(order)} runs: each ladder gets an equal "
-              "part of what is left when it starts and shares it between its steps", flush=True)
     ladders_s = ladder_share(job.time_budget_s, 1, job.refine_levels)
+    if job.time_budget_s:
+        print(budget_line(job.time_budget_s, ladders_s, len(order)), flush=True)
     for n, (name, pre) in enumerate(order):
         budget: list[str] = []
         if job.time_budget_s:
@@ -246,7 +258,11 @@ def after_ladders(job: CompareJob, api: str, dirs: dict[str, Path], began: float
         code = pair_levels(list(dirs), dirs, level_runner(job, api))
         if code:
             return code
-    return refine_compare(job, api, dirs, began) if job.refine_levels else 0
+    code = refine_compare(job, api, dirs, began) if job.refine_levels else 0
+    if code or job.rate_mode:
+        return code
+    # What refinement left of the budget (all of its share where nothing crossed) goes back to the ladder (#61).
+    return top_up(list(dirs), dirs, level_runner(job, api), budget_clock(job.time_budget_s, began))
 
 
 def level_runner(job: CompareJob, api: str) -> LevelRunner:

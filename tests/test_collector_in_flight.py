@@ -44,3 +44,18 @@ def test_a_lost_worker_takes_its_ended_requests_with_it() -> None:
     assert books.sending() == 2
     books.lose_node("worker-1")
     assert books.sending() == 1 and books.ended == set()
+
+
+def test_a_window_sees_a_request_sent_two_steps_before_it() -> None:
+    # #61: the step line read only the records of its own step and the one before, while the report reads every
+    # record in flight during the window: a user's request sent at C=8 that was still streaming through the C=64
+    # window counted in the report's achieved C and tokens, not in the line's. Records go by time, not by step.
+    books = RequestCollector()
+    old = cast(RequestRecord, {"request_id": "x", "step": 0, "start_s": 1.0, "e2e_s": 30.0})
+    near = cast(RequestRecord, {"request_id": "y", "step": 2, "start_s": 20.0, "e2e_s": 2.0})
+    done = cast(RequestRecord, {"request_id": "z", "step": 1, "start_s": 2.0, "e2e_s": 1.0})
+    for rec in (old, near, done):
+        books.on_record(rec)
+    assert books.overlapping(20.0, 25.0) == [old, near]
+    books.drop_ended_before(10.0)  # nothing a later window can hold is kept, and nothing it can is dropped
+    assert books.overlapping(0.0, 100.0) == [old, near] and books.records([1]) == []

@@ -20,8 +20,8 @@ LOCUST_ADVICE = ("CPU usage above", SPAWN_WARNING)
 TINY = ["--ladder", "1,120", "--max-tokens", "16", "--min-requests", "8", "--min-step-time", "1",
         "--step-ci", "0"]
 STEPS = len(SHORT_DEMO_LADDER)
-STEP_LINE = re.compile(rf"^step (\d+)/{STEPS} (C=\d+): ended \(\w+\) after [\d.]+ s window, \d+ requests, "
-                       r"[\d.]+ tok/s")
+STEP_LINE = re.compile(rf"^step (\d+)/{STEPS} (C=\d+): ended \(\w+\) after [\d.]+ s window; achieved C [\d.]+; "
+                       r"ok/total \d+/\d+; tok/s [\d.]+")
 
 
 def test_demo_terminal_shows_one_line_per_step_and_the_verdict_and_locust_output_goes_to_the_log(short_demo):

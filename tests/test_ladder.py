@@ -46,8 +46,8 @@ def test_ladder_1_to_64_steps_in_order_concurrency_and_throughput_match_what_the
     assert all(not run_flags(s) for s in steps), [(s["target_c"], s["flags"]) for s in steps]
     # progress: one line when each step starts and one when its books close
     assert proc.stderr.count(": started (measures") == len(LADDER)
-    closed = re.findall(r"step \d+/\d+ C=\d+: ended \(\w+\) after [\d.]+ s window, \d+ requests, [\d.]+ tok/s"
-                        r"( \+-[\d.]+%)?, achieved C [\d.]+", proc.stderr)
+    closed = re.findall(r"step \d+/\d+ C=\d+: ended \(\w+\) after [\d.]+ s window; achieved C [\d.]+; "
+                        r"ok/total \d+/\d+; tok/s [\d.]+", proc.stderr)
     assert len(closed) == len(LADDER), proc.stderr[-3000:]
 
     truth = ledger(emu.url)

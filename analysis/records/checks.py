@@ -53,12 +53,13 @@ DUPLICATE_RECORDS = "duplicate_records"
 IMPOSSIBLE_RECORDS = "impossible_records"
 GPU_READINGS_REJECTED = "gpu_readings_rejected"
 GPU_ENERGY_MISMATCH = "gpu_energy_mismatch"
+NO_FINISHED_REQUESTS = "no_finished_requests"
 WARNING_CODES: tuple[str, ...] = (
     LOW_CONCURRENCY, FEW_REQUESTS, SINGLE_PROMPT, CHUNK_COUNTED_TOKENS, ERROR_RATE, PARTIAL_RUN, NO_WINDOW,
     MISSING_META, SETTINGS_MISMATCH, SPEC_NOT_SPECULATIVE, BASELINE_SPECULATIVE, SPEC_MAX_RUNNING_LOWER,
     UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH, SERVER_TOKEN_GAP, CLIENT_BOUND,
     DROPPED_REQUESTS, LOW_RATE, CLIENT_LAG, CLIENT_PAUSED, CLIENT_READ_LAG, DUPLICATE_RECORDS, IMPOSSIBLE_RECORDS,
-    GPU_READINGS_REJECTED, GPU_ENERGY_MISMATCH,
+    GPU_READINGS_REJECTED, GPU_ENERGY_MISMATCH, NO_FINISHED_REQUESTS,
 )
 
 
@@ -95,7 +96,9 @@ def window_problems(row: StepRow) -> list[tuple[str, str]]:
         found.append((LOW_CONCURRENCY, f"achieved concurrency {row.achieved_c:.1f} is "
                       f"{row.achieved_c / row.target_c:.0%} of the target {row.target_c} (below 95%)"))
     found.extend(open_loop_problems(row))
-    if row.requests_ok < row.min_requests:
+    if row.requests_ok == 0 and row.target_rate is None:
+        found.append((NO_FINISHED_REQUESTS, finished_none_text(row)))
+    elif row.requests_ok < row.min_requests:
         found.append((FEW_REQUESTS, f"{row.requests_ok} successful requests measured, {row.min_requests} needed"))
     if row.error_rate is not None and row.error_rate > MAX_ERROR_RATE:
         kinds = ", ".join(f"{n} {status}" for status, n in row.failures.items())
@@ -107,6 +110,16 @@ def window_problems(row: StepRow) -> list[tuple[str, str]]:
     if row.energy_disputed:
         found.append((GPU_ENERGY_MISMATCH, f"energy {row.energy_note}"))
     return found
+
+
+def finished_none_text(row: StepRow) -> str:
+    """What a window without one finished request rests on (#61): its tok/s counts the tokens that arrived in it,
+    honest as far as it goes, while per-request figures have no request to rest on and are left out."""
+    tput = f"{row.throughput_tok_s:.1f} tok/s" if row.throughput_tok_s is not None else "its tok/s"
+    return (f"no request started and finished inside its {row.window_s or 0:.1f} s window ({row.min_requests} "
+            f"needed): {tput} rests only on the tokens that arrived in it from requests that finished after it "
+            f"(achieved C {row.achieved_c or 0:.1f}); TTFT, per-request speed and latency have no request to rest "
+            "on and are left out; give the level more time")
 
 
 def client_problems(row: StepRow) -> list[tuple[str, str]]:

@@ -50,7 +50,8 @@ class StepRow:
     server_accept_length: float | None = None  # tokens per verify pass, as the server counts them
     server_accept_by_position: tuple[float, ...] | None = None  # accepted share of verify passes per draft position
     server_gen_tok_s: float | None = None  # the server's generation-token counter as a rate
-    server_token_gap: float | None = None  # server_gen_tok_s / client tok/s over the same span - 1
+    server_token_gap: float | None = None  # server_gen_tok_s / server_client_tok_s - 1
+    server_client_tok_s: float | None = None  # the client's tokens over the seconds the gap is judged on (#61)
     client_cpu_max: float | None = None  # the busiest load process's CPU over the step, 1.0 = one core
     client_paused_s: float = 0.0  # seconds the load process stood still during the step (steps.jsonl paused_s)
     send_lag_p50_ms: float | None = None  # from a user being ready to its request on the wire (send_lag_ms)

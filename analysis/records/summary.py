@@ -26,7 +26,7 @@ from analysis.records.request_metrics import (
 )
 from analysis.records.server_side import server_step
 from analysis.records.steprow import StepRow
-from analysis.records.steps import StepWindow, overlapping, step_windows
+from analysis.records.steps import StepWindow, overlapping, step_windows, window_from_step
 from analysis.stats.batch_means import estimate_throughput
 from contract.policy import default_min_requests, default_min_requests_at_rate
 from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta, StepRecord
@@ -60,6 +60,19 @@ class RunSummary:
         return rows[-1] if rows else None
 
 
+def superseded(rows: Sequence[StepRow]) -> set[int]:
+    """Steps measured again later (#61): a closed-loop step with no window, or none finished in it, when a later
+    step at the same level finished requests in its window. The later one is the level's row; the earlier is
+    history (its line in steps.jsonl stays), not a second row or a warning about a level that was measured."""
+    gone = set()
+    for i, row in enumerate(rows):
+        if row.target_rate is None and (not row.window_s or row.requests_ok == 0) and any(
+                later.target_rate is None and later.target_c == row.target_c and later.window_s
+                and later.requests_ok > 0 for later in rows[i + 1:]):
+            gone.add(row.step)
+    return gone
+
+
 def run_label(run: RunData) -> str:
     """The run's --label ('' when it has no meta.json)."""
     return run.meta.settings.label if run.meta.settings else ""
@@ -87,12 +100,16 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     step_lines = {s["index"]: s for s in run.steps}
     gpus = gpu_series(run.gpu_samples)
     hour_price, kwh_price = (prices or Prices()).for_run(run.meta.settings)
+    flagged = []
     for window in step_windows(run):
         row = with_energy(with_server_side(summarize_step(run, window, slo), run, window), gpus, hour_price,
                           kwh_price)
-        row, found = flag_step(run_name, with_step_line(row, step_lines.get(window.index)))
-        warnings.extend(found)
-        rows.append(row)
+        flagged.append(flag_step(run_name, with_step_line(row, step_lines.get(window.index))))
+    gone = superseded([row for row, _ in flagged])
+    for row, found in flagged:
+        if row.step not in gone:
+            warnings.extend(found)
+            rows.append(row)
     has_meta = (run.path / META_FILE).exists()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
@@ -110,6 +127,14 @@ def with_step_line(row: StepRow, step: StepRecord | None) -> StepRow:
                    client_paused_s=float(step.get("paused_s") or 0.0),
                    client_read_lag_p90_ms=max(read_lag.values()) if read_lag else None,
                    refined=bool(step.get("refined")))
+
+
+def closed_step_row(run_name: str, step: StepRecord, records: Sequence[RequestRecord]
+                    ) -> tuple[StepRow, list[ValidityWarning]]:
+    """A closed step's row and warnings from its steps.jsonl line and the records in flight during its window:
+    what ``summarize`` prints for it, less the server's and the GPUs' figures. The ladder's step line and the web
+    UI's final row are this, so the terminal, the tab and the report say one thing about a step (#61)."""
+    return flag_step(run_name, with_step_line(step_figures(records, window_from_step(step)), step))
 
 
 def flag_step(run_name: str, row: StepRow) -> tuple[StepRow, list[ValidityWarning]]:
@@ -217,7 +242,8 @@ def with_server_side(row: StepRow, run: RunData, window: StepWindow) -> StepRow:
                    server_running_max=side.running_max, server_queued=side.queued,
                    server_kv_usage=side.kv_cache_usage, server_accept_length=side.accept_length,
                    server_accept_by_position=side.accept_by_position,
-                   server_gen_tok_s=side.gen_tok_s, server_token_gap=side.token_gap)
+                   server_gen_tok_s=side.gen_tok_s, server_token_gap=side.token_gap,
+                   server_client_tok_s=side.client_tok_s)
 
 
 def _empty_row(window: StepWindow, min_requests: int) -> StepRow:

@@ -13,7 +13,7 @@ from analysis.reporting.columns import LEVEL_COLUMNS, REFINED_NOTE
 from analysis.reporting.energy_report import brief_energy_line
 from analysis.reporting.equivalence_report import multi_equivalence_lines
 from analysis.reporting.multi_render import best_text, level_columns, multi_saturation, refined_levels, switch_lines
-from analysis.reporting.render import render_warnings, saturation_lines, why_lines
+from analysis.reporting.render import render_warnings, saturation_lines, unfinished_lines, why_lines
 from analysis.table import text_table
 from analysis.verdicts.compare import Comparison
 from analysis.verdicts.multi import MultiComparison, multi_equivalences
@@ -26,6 +26,7 @@ MORE = "Full tables (latency, why the ratio moves, server side, categories): rep
 def brief_comparison(c: Comparison) -> str:
     """Verdict, crossover, recommendation, saturation, equivalence, why lines and warnings; then the table."""
     out = [f"Verdict: {c.verdict.text}",
+           *(f"Rests on: {line}" for line in unfinished_lines(c)),
            *(f"Crossover: {line}" for line in c.crossover_lines),
            f"Recommendation: {c.recommendation.text}",
            *saturation_lines(c.saturation),

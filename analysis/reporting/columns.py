@@ -97,7 +97,7 @@ SERVER_COLUMNS: list[Column[StepRow]] = [
     Column("server accept len", lambda r: fmt_num(r.server_accept_length, 2)),
     Column("accept by position", lambda r: fmt_positions(r.server_accept_by_position)),
     Column("server tok/s", lambda r: fmt_num(r.server_gen_tok_s)),
-    Column("client tok/s", lambda r: fmt_num(r.throughput_tok_s)),
+    Column("client tok/s same span", lambda r: fmt_num(r.server_client_tok_s)),
     Column("token gap", lambda r: _gap(r.server_token_gap)),
     Column("client CPU", lambda r: _pct(r.client_cpu_max)),
     Column("send lag p50/p90 ms", lambda r: joined(fmt_num(r.send_lag_p50_ms, 1), fmt_num(r.send_lag_p90_ms, 1))),

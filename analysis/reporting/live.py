@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from analysis.records.steps import StepWindow, window_from_step
-from analysis.records.summary import StepRow, flag_step, step_figures, with_step_line
+from analysis.records.steps import StepWindow
+from analysis.records.summary import StepRow, closed_step_row, flag_step, step_figures
 from analysis.reporting.columns import STEP_COLUMNS
 from analysis.reporting.csvtext import csv_text
 from analysis.reporting.serialize import STEP_FIELDS, clean
@@ -61,7 +61,7 @@ def final_row(run_name: str, step: StepRecord, records: Sequence[RequestRecord])
     """A closed step's row: the same figures and record-based flags ``summarize`` prints for its steps.jsonl line
     and its client figures (the checks against the server's ``/metrics`` samples, ``server_token_gap``, are the
     report's)."""
-    row, _ = flag_step(run_name, with_step_line(step_figures(records, window_from_step(step)), step))
+    row, _ = closed_step_row(run_name, step, records)
     return TabRow(row, "final")
 
 

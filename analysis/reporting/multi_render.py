@@ -16,6 +16,7 @@ from analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSI
 from analysis.reporting.energy_report import energy_lines
 from analysis.reporting.equivalence_report import multi_equivalence_lines
 from analysis.reporting.render import decompositions, describe_run, render_warnings, why_lines
+from analysis.reporting.report import answer_plot, plot_lines
 from analysis.table import Column, fmt_interval, fmt_num, fmt_ratio, markdown_table, text_table
 from analysis.verdicts.multi import MultiComparison, MultiLevel, multi_equivalences
 from analysis.verdicts.policy import PolicyLevel
@@ -23,6 +24,7 @@ from analysis.verdicts.refine import added_near, crossing_statement
 from analysis.verdicts.saturation import Saturation, saturation_of
 from contract.servertext import markdown_text
 
+ANSWER_PLOT = "throughput_vs_c.png"  # its lower panel: each configuration's ratio with 95% intervals
 PLOT_CAPTIONS = {
     "throughput_vs_c.png": "Every configuration's throughput, and its ratio to the baseline with 95% intervals",
     "ratio_heatmap.png": "Throughput ratio to the baseline, configuration x concurrency (best per level boxed)",
@@ -150,11 +152,13 @@ def render_multi(m: MultiComparison) -> str:
 
 def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
     """report.md of a many-configuration comparison; ``plots`` are embedded by file name."""
+    answer, rest = answer_plot(plots, ANSWER_PLOT)  # the ratios with their intervals, beside the verdict (#61)
     md = ["# Speculative configurations against baseline", ""]
+    md += ["## Verdict", "", _sentence(best_text(m)), "", *plot_lines(answer, PLOT_CAPTIONS), "## Runs", ""]
     md += [f"- **{m.baseline_name}** (baseline): {describe_run(m.baseline, markdown=True)}"]
     md += [f"- **{name}**: {describe_run(pair.spec, markdown=True)}"
            for name, pair in zip(m.names, m.pairs, strict=True)]
-    md += ["", "## Verdict", "", _sentence(best_text(m)), "", "## Policy", "", _sentence(m.policy.text), ""]
+    md += ["", "## Policy", "", _sentence(m.policy.text), ""]
     md += [*(f"- **Switch point**: {line}" for line in switch_lines(m)),
            *(f"- **Saturation**: {s.text}" for s in multi_saturation(m)), ""]
     if m.policy.levels:
@@ -164,9 +168,8 @@ def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
            "Ratios are configuration / baseline. Intervals: 95% bootstrap over each window's time batches "
            f"(seed {m.seed}, {m.n_boot} resamples); best/runner-up uses the same batches.", "",
            markdown_table(level_columns(m), m.levels) if m.levels else "No level to compare.", ""]
-    if plots:
-        md += ["## Plots", ""]
-        md += [f"![{PLOT_CAPTIONS.get(p.name, p.stem)}]({p.name})\n" for p in plots]
+    if rest:
+        md += ["## Plots", "", *plot_lines(rest, PLOT_CAPTIONS)]
     md += ["## Each configuration against the baseline", ""]
     for name, pair in zip(m.names, m.pairs, strict=True):
         md += [f"- **{name}**: {pair.verdict.text}. Recommendation: {pair.recommendation.text}. "

@@ -31,6 +31,21 @@ PERCENTILE_NOTE = ("tok/s 95% CI: bm = batch means, life = batches of one median
                    "rest on 'pct reqs' complete requests, ~ marks fewer than 30 (indicative only)")
 
 
+def unfinished_lines(c: Comparison) -> list[str]:
+    """Levels whose ratio rests on no finished request on a side (#61): say what the figure counts, and that no
+    per-request figure stands there (TTFT, per-request speed and latency are left out, not estimated)."""
+    out = []
+    for lv in c.levels:
+        sides = [name for name, row in (("spec", lv.spec), ("baseline", lv.baseline))
+                 if row.window_s and row.requests_ok == 0]
+        if lv.ratio is None or not sides:
+            continue
+        where = " and ".join(sides)
+        out.append(f"C={lv.target_c}: no request finished inside the window on {where}: the ratio {lv.ratio:.2f}x "
+                   f"counts only the tokens that arrived in the windows; no per-request figure ({where}) there")
+    return out
+
+
 def describe_run(summary: RunSummary, *, markdown: bool = False) -> str:
     """One line naming the run, its server and the settings that make runs comparable. Every value read from
     the run's files (the server's names and settings among them) goes through ``contract.servertext``: plain
@@ -77,7 +92,9 @@ def render_summary_table(summary: RunSummary) -> str:
 
 
 SERVER_NOTE = ("means of the server's /metrics samples inside each window; server tok/s is its generation-token "
-               "counter, client tok/s the window throughput; client CPU: the busiest load process, 100% = one core; "
+               "counter, client tok/s same span the client's tokens over the same seconds (between two samples no "
+               "request finished close to: the span the token gap is judged on, '-' where there is none), not the "
+               "whole window's tok/s; client CPU: the busiest load process, 100% = one core; "
                "send lag: from a user being ready to its request on the wire")
 
 
@@ -125,6 +142,7 @@ def render_comparison(comparison: Comparison) -> str:
     out += [*equivalence_lines(c.equivalence), ""] if c.equivalence is not None else []
     out += [
         f"Verdict: {c.verdict.text}",
+        *(f"Rests on: {line}" for line in unfinished_lines(c)),
         *(f"Crossover: {line}" for line in c.crossover_lines),
         f"Recommendation: {c.recommendation.text}",
         *saturation_lines(c.saturation),

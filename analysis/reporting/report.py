@@ -1,4 +1,5 @@
-"""report.md for a comparison: the terminal's content as Markdown, plus both runs' step tables and plots."""
+"""report.md for a comparison: the verdict and its picture first (the ratio with its intervals, #61), then the
+terminal's content as Markdown, both runs' step tables and the other plots."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from analysis.reporting.render import (
     decompositions,
     describe_run,
     slo_heading,
+    unfinished_lines,
     unreported_note,
     why_lines,
 )
@@ -48,20 +50,25 @@ PLOT_CAPTIONS = {
 def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
     """The whole comparison as one Markdown document; ``plots`` are embedded by file name."""
     c = comparison
+    answer, others = answer_plot(plots)
     md = [
         "# Speculative decoding against baseline",
-        "",
-        f"- **Baseline**: {describe_run(c.baseline, markdown=True)}",
-        f"- **Spec**: {describe_run(c.spec, markdown=True)}",
         "",
         "## Verdict",
         "",
         c.verdict.text[0].upper() + c.verdict.text[1:] + ".",
         "",
+        *(f"- **Rests on**: {line}" for line in unfinished_lines(c)),
         *(f"- **Crossover**: {line}" for line in c.crossover_lines),
         *(f"- **Saturation**: {s.text}" for s in c.saturation),
         *([f"- **Skipped**: {c.skipped}"] if c.skipped else []),
-        *([""] if c.crossover_lines or c.saturation else []),
+        *([""] if c.crossover_lines or c.saturation or c.skipped or unfinished_lines(c) else []),
+        *plot_lines(answer),
+        "## Runs",
+        "",
+        f"- **Baseline**: {describe_run(c.baseline, markdown=True)}",
+        f"- **Spec**: {describe_run(c.spec, markdown=True)}",
+        "",
         "## Recommendation",
         "",
         c.recommendation.text[0].upper() + c.recommendation.text[1:] + ".",
@@ -111,12 +118,28 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
         if has_server_side(summary.rows):
             md += [f"Server side ({SERVER_NOTE}):", "", markdown_table(server_columns(summary), summary.rows), "",
                    *(f"{line}\n" for line in unreported_note(summary))]
-    if plots:
-        md += ["## Plots", ""]
-        md += [f"![{PLOT_CAPTIONS.get(p.name, p.stem)}]({p.name})\n" for p in plots]
+    if others:
+        md += ["## Plots", "", *plot_lines(others)]
     md += ["Figures are defined in `analysis/README.md` (throughput in the measured window, per-token ITL, "
            "TPOT, acceptance length, bootstrap interval).", ""]
     return "\n".join(md)
+
+
+#: The one picture that answers the question, shown beside the verdict (#61): the ratio against concurrency
+#: with its 95% intervals and the crossover band.
+ANSWER_PLOT = "ratio_vs_c.png"
+
+
+def answer_plot(plots: Sequence[Path], name: str = ANSWER_PLOT) -> tuple[list[Path], list[Path]]:
+    """The plots split into the answer's picture (shown beside the verdict) and the rest (the Plots section)."""
+    answer = [p for p in plots if p.name == name]
+    return answer, [p for p in plots if p.name != name]
+
+
+def plot_lines(plots: Sequence[Path], captions: dict[str, str] | None = None) -> list[str]:
+    """Markdown image lines for ``plots``, each captioned and followed by a blank line."""
+    named = PLOT_CAPTIONS if captions is None else captions
+    return [f"![{named.get(p.name, p.stem)}]({p.name})\n" for p in plots]
 
 
 def _categories(c: Comparison) -> list[str]:

@@ -119,3 +119,20 @@ def test_a_run_without_steps_still_writes_every_file(tmp_path: Path) -> None:
     # levels, no equivalence plot without answers
     assert len(written) == 11 and all(p.stat().st_size > 0 for p in written)
     assert (tmp_path / "out" / "comparison.csv").read_text().startswith("target_c,")
+
+
+def test_report_leads_with_the_verdict_and_its_picture(out_dir: Path) -> None:
+    # #61: the ratio plot with its intervals answers the question, so it sits beside the verdict, before the run
+    # settings, the recommendation's tables and both runs' step tables; the other plots stay at the end.
+    report = (out_dir / "report.md").read_text()
+    headings = [line for line in report.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Verdict"
+    ratio = report.index("](ratio_vs_c.png)")
+    assert report.index("## Verdict") < ratio < report.index(headings[1])
+    assert ratio < report.index("**Baseline**") < report.index("## Steps:") < report.index("](throughput_vs_c.png)")
+    assert report.count("](ratio_vs_c.png)") == 1
+    page = (out_dir / "report.html").read_text()
+    verdict_box = page[page.index('<section class="verdict"><h2 id="verdict">'):]
+    verdict_box = verdict_box[:verdict_box.index("</section>")]
+    assert 'alt="Spec / baseline throughput ratio' in verdict_box  # the picture is inside the verdict's box
+    assert page.index('alt="Spec / baseline throughput ratio') < page.index('id="steps-')

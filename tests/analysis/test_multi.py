@@ -102,6 +102,9 @@ def test_many_outputs_and_html_carry_everything_report_md_has(runs: dict[str, Pa
     md = (out / "report.md").read_text()
     html = (out / "report.html").read_text()
     assert html.count('src="data:image/png;base64,') == 2
+    # #61: the ratios with their intervals sit beside the verdict, before the settings and the tables
+    assert md.index("## Verdict") < md.index("](throughput_vs_c.png)") < md.index("## Runs") < md.index("## Policy")
+    assert md.index("## Plots") < md.index("](ratio_heatmap.png)")
     for line in md.splitlines():  # every table row's cells appear in the HTML, in order
         if line.startswith("| ") and "---" not in line:
             cells = [c.strip() for c in line.strip("|").split(" | ")]

@@ -55,3 +55,26 @@ def test_calm_edges_are_judged_and_a_right_counter_agrees_exactly() -> None:
     wrong = _sample(1.0, sum(1 for e in ends if e < 1.0) + 1)  # one request's tokens too many
     side = server_step([first, wrong], records, -0.1, 1.1)
     assert side is not None and side.token_gap is not None and side.token_gap > MAX_TOKEN_GAP
+
+
+def test_the_server_table_sets_the_gap_beside_the_client_figure_it_was_judged_on(tmp_path) -> None:
+    # #61: the server table showed the server's rate over a quiet span beside the client's whole-window tok/s
+    # (8,089.6 against 3,647.2) and a gap of +0.0% computed against a third figure. Its client column is now the
+    # client's tokens over the same seconds: server / client - 1 is the gap the row shows.
+    from synthetic_runs import small_pair, write_run
+
+    from analysis.records.load import load_run
+    from analysis.records.summary import summarize_run
+    from analysis.reporting.columns import SERVER_COLUMNS
+
+    _, spec = small_pair()
+    spec.server_counter_factor = 1.03
+    rows = summarize_run(load_run(write_run(tmp_path / "spec", spec))).rows
+    judged = [r for r in rows if r.server_token_gap is not None]
+    assert judged
+    cells = {c.header: c for c in SERVER_COLUMNS}
+    for row in judged:
+        assert row.server_gen_tok_s is not None and row.server_client_tok_s is not None
+        assert row.server_gen_tok_s / row.server_client_tok_s - 1 == row.server_token_gap
+        shown = (float(cells["server tok/s"].cell(row)) / float(cells["client tok/s same span"].cell(row)) - 1)
+        assert abs(shown - row.server_token_gap) < 0.002, (row.target_c, shown, row.server_token_gap)

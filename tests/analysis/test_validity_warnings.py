@@ -73,6 +73,8 @@ def _fewer_levels(_base: RunSpec, spec: RunSpec) -> None:
 CASES: dict[str, tuple[Mutation, str]] = {
     "low_concurrency": (_level(2, users=3), "C=4: achieved concurrency 3.0 is 75%"),
     "few_requests": (_level(0, window_requests=5), "C=1: "),
+    # a window one request long: every request in it started before it or ends after it (#61)
+    "no_finished_requests": (_level(0, window_requests=1), "C=1: no request started and finished inside"),
     "single_prompt": (_set(prompts=[Prompt("only", "qa", accept_length=2.0)]), "'only'"),
     "chunk_counted_tokens": (_set(output_tokens_source="chunks"), "from stream chunks"),
     "error_rate": (_level(1, error_every=10), "C=2: error rate"),
@@ -234,3 +236,29 @@ def test_a_step_without_a_window_still_says_its_load_process_ran_hot(tmp_path: P
     step = json.loads(json.dumps(comparison_json(comparison)))["spec"]["steps"][-1]
     assert step["target_c"] == last.target_c and "no_window" in step["flags"]
     assert ("client_bound" in step["flags"]) is said
+
+
+def test_a_level_without_a_finished_request_says_what_its_ratio_rests_on(tmp_path: Path) -> None:
+    # #61: a verdict came from a level where neither side finished a request in its window (0.85x, 0.75-0.98x).
+    # Its throughput (tokens that arrived in the window) stands, but the report says that is all it rests on, and
+    # no per-request figure pretends to describe requests that were not measured.
+    from analysis.outputs import write_comparison_outputs
+    from analysis.reporting.brief import brief_comparison
+
+    def starve(base: RunSpec, spec: RunSpec) -> None:
+        for run in (base, spec):
+            run.levels[-1].window_requests = 1  # the window is one request long: none starts and ends in it
+
+    comparison = _compare(tmp_path, starve)
+    top = comparison.levels[-1]
+    assert top.ratio is not None and top.spec.requests_ok == top.baseline.requests_ok == 0
+    assert top.spec.throughput_tok_s and top.baseline.throughput_tok_s  # tokens did arrive in both windows
+    for row in (top.spec, top.baseline):
+        assert row.ttft_p50_s is None and row.per_request_tok_s is None and row.e2e_p50_s is None
+        assert "no_finished_requests" in row.flags and "few_requests" not in row.flags
+    assert top.per_request_ratio is None and top.ttft_p50_ratio is None and top.e2e_p50_ratio is None
+    line = f"C={top.target_c}: no request finished inside the window on spec and baseline: the ratio"
+    assert f"Rests on: {line}" in brief_comparison(comparison)
+    write_comparison_outputs(comparison, tmp_path / "out")
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert report.index("## Verdict") < report.index(f"**Rests on**: {line}") < report.index("## Runs")
