@@ -31,18 +31,23 @@ PERCENTILE_NOTE = ("tok/s 95% CI: bm = batch means, life = batches of one median
                    "rest on 'pct reqs' complete requests, ~ marks fewer than 30 (indicative only)")
 
 
+def _on_off(value: object) -> str:
+    """A setting's truth as the header reads it (``on``/``off``), never Python's ``True``."""
+    return "on" if value is True else "off" if value is False else str(value)
+
+
 def describe_run(summary: RunSummary) -> str:
     """One line naming the run, its server and the settings that make runs comparable."""
     meta, server = summary.meta, summary.meta.server
     parts = [f"{summary.name}: {summary.path}"]
     if summary.has_meta:
         parts.append(f"server {server.get('kind') or '?'} {server.get('model') or '?'}, "
-                     f"{describe_speculative(server.get('speculative'))}, "
+                     f"{describe_speculative(server.get('speculative'), runtime=False)}, "
                      f"max_running_requests={server.get('max_running_requests') or '?'}")
         prompts = meta.prompts
         settings = meta.settings
         parts.append(f"api {meta.api or '?'}, max_tokens {settings.max_tokens if settings else '?'}, "
-                     f"ignore_eos {settings.ignore_eos if settings else '?'}, "
+                     f"ignore_eos {_on_off(settings.ignore_eos) if settings else '?'}, "
                      f"prompts {prompts.get('name') or '?'} ({prompts.get('count') or '?'}, "
                      f"{prompts.get('mode') or '?'})")
     else:
