@@ -20,6 +20,7 @@ from contract.lifecycle import die_with_parent
 from contract.schema import LOG_FILE, META_FILE
 from specbench import interrupts
 from specbench.launch import free_port
+from specbench.progress import watch_on_terminal
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
 
@@ -75,6 +76,7 @@ def execute(run: LoadRun) -> RunResult:
     (run.run_dir / LOG_FILE).unlink(missing_ok=True)  # the caller has claimed the directory: a fresh log
     # The child gets SIGTERM (stop in order, meta.json partial) when this process ends, even by SIGKILL.
     child = subprocess.Popen(run.command(), preexec_fn=die_with_parent)
+    watch = watch_on_terminal(run.run_dir)  # a line now and then inside a long step, on a terminal only
     try:
         interrupts.raise_if_pending()  # a signal during the fork: its KeyboardInterrupt was dropped there
         code = child.wait()
@@ -91,3 +93,6 @@ def execute(run: LoadRun) -> RunResult:
             child.kill()
             code = child.wait()
         return RunResult(code, interrupted=True)
+    finally:
+        if watch is not None:
+            watch.stop()
