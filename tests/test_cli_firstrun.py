@@ -4,6 +4,7 @@ without pre-run figures, and a changelog whose released section is the version t
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from contract.settings import OPTIONS, add_option
 from contract.version import SUITE_VERSION
 from locustfiles.target import start_emulator_process
 from specbench.cli import _parser, subcommands
@@ -97,6 +99,10 @@ def test_no_empty_choice_and_the_options_usage_says_suite_options_once() -> None
     for name in ("run", "compare"):
         help_text = subcommands()[name].format_help()
         assert "{mooncake,burstgpt,azure}" in help_text and "{," not in help_text, name
+    for opt in OPTIONS:  # as plain Locust's parser gets each option
+        plain = argparse.ArgumentParser(prog="locust")
+        add_option(plain, opt.dest)
+        assert "{," not in plain.format_usage() and ",}" not in plain.format_usage(), opt.dest
     proc = specbench("options")
     assert proc.returncode == 0
     usage = proc.stdout.split("\n\n")[0]
