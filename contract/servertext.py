@@ -57,8 +57,11 @@ def _runtime(label: str, value: Any) -> str:
     return f"{label} {value:.2f} (the server's average before this run)"
 
 
-def describe_speculative(spec: Mapping[str, Any] | str | None) -> str:
-    """``speculative algorithm=EAGLE3, num_steps=3, ..., acceptance length not measured yet`` or ``no speculation``."""
+def describe_speculative(spec: Mapping[str, Any] | str | None, *, runtime: bool = True) -> str:
+    """``speculative algorithm=EAGLE3, num_steps=3, ..., acceptance length not measured yet`` or ``no speculation``.
+
+    ``runtime=False`` (a report's header, written after the run): the settings alone, without the server's
+    pre-run figures, which the run's own acceptance columns supersede."""
     if not spec:
         return "no speculation"
     if not isinstance(spec, Mapping):  # an older or hand-written meta.json may name just the algorithm
@@ -66,5 +69,5 @@ def describe_speculative(spec: Mapping[str, Any] | str | None) -> str:
     keys = sorted(spec, key=lambda k: (k != "algorithm", str(k)))
     settings = [f"{plain(k)}={plain(spec[k])}" for k in keys
                 if k not in RUNTIME_FIGURES and spec[k] not in (None, "", [], {})]
-    figures = [_runtime(label, spec[k]) for k, label in RUNTIME_FIGURES.items() if k in spec]
+    figures = [_runtime(label, spec[k]) for k, label in RUNTIME_FIGURES.items() if k in spec and runtime]
     return "speculative " + ", ".join(settings + figures)

@@ -625,6 +625,8 @@ def add_option(parser: Any, dest: str, **overrides: Any) -> None:
         kwargs["type"] = type(opt.default)
     if opt.choices:
         kwargs["choices"] = opt.choices
+        if "" in opt.choices:  # '' is the default's own value (detect, none): not offered as a choice in the help
+            kwargs["metavar"] = "{" + ",".join(c for c in opt.choices if c) + "}"
     kwargs.update(overrides)
     parser.add_argument(opt.flag, **kwargs)
 

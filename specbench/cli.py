@@ -46,6 +46,7 @@ from specbench.inputs import InputError, check_fresh_dir, check_host, check_key_
 from specbench.launch import LaunchError
 from specbench.preflight import PreflightError, check_server
 from specbench.sweepfile import SweepFileError
+from specbench.terminal import OneLineParser, closed_pipe, did_you_mean, stdout_on_stderr
 from specbench_config import data_path
 
 DEMO_CONFIG = data_path("suite", "demo.yaml")
@@ -58,6 +59,8 @@ DEMO_SWEEP = (("off", "baseline"), ("steps5", "eagle3-steps5"), ("steps3", "eagl
               ("steps1", "eagle3-steps1"), ("eagle3", "eagle3"))
 
 
+DESCRIPTION = ("Does speculative decoding pay off under concurrent load? The main job in one command (compare, "
+               "demo, sweep, run), and the reports of finished runs (report, compare-runs).")
 EXIT_CODES = ("exit codes:\n"
               "  0    done\n"
               "  2    a mistake in the command line, a profile or the output place, or a server that fails its\n"
@@ -81,15 +84,16 @@ EPILOGS = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specbench", description=__doc__.split("\n\n")[0] if __doc__ else None,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser = OneLineParser(prog="specbench", description=DESCRIPTION,
+                           formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"specbench {SUITE_VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
         # No abbreviated flags: `run --api chat` (a flag for the Locust child) was taken as --api-key-env chat.
-        return sub.add_parser(name, help=help, allow_abbrev=False, epilog=EPILOGS.get(name),
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+        # The one-line help of the command list is also the first line of the command's own --help.
+        return sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", allow_abbrev=False,
+                              epilog=EPILOGS.get(name), formatter_class=argparse.RawDescriptionHelpFormatter)
 
     def common_load(p: argparse.ArgumentParser) -> None:
         add_option(p, "suite_config")
@@ -118,6 +122,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="a speculative server's own DCGM exporters (or nvml), instead of --gpu-metrics; repeat as "
                    "--spec-gpu-metrics NAME=URL for each --spec NAME=URL")
     add_option(p, "api")
+    p.add_argument("--json", action="store_true", help="print the report's comparison.json on stdout at the end; "
+                   "everything else, the runs' progress included, goes to stderr")
     common_load(p)
 
     p = command("run", help="one ladder against one server")
@@ -133,9 +139,10 @@ def _parser() -> argparse.ArgumentParser:
     p = command("compare-runs", help="comparison report of a baseline run and one or more runs")
     p.add_argument("base_run")
     p.add_argument("spec_runs", nargs="+", metavar="[NAME=]RUN")
-    p.add_argument("--out")
+    p.add_argument("--out", help="report directory (default reports/compare-runs-YYYYmmdd-HHMMSS)")
     p.add_argument("--baseline-name", default="baseline", help="the baseline's name in a many-run report")
     p.add_argument("--overwrite", action="store_true", help="replace a report already in --out")
+    verbose_flag(p)
 
     p = command("sweep", help="start, measure and stop each server configuration of a sweep file")
     p.add_argument("sweep_file", help="YAML sweep file (config/sweep/example.yaml)")
@@ -161,8 +168,8 @@ def _parser() -> argparse.ArgumentParser:
                "demo, so it ends within 5 minutes; none for --rate; 0 or '' for none)")
     verbose_flag(p)
 
-    p = command("options", help="the suite options, for plain `locust -f locustfiles/sglang.py` use "
-                "(Locust prints its help before it reads the locustfile)")
+    p = command("options", help="the suite options for plain Locust (locust -f locustfiles/sglang.py), whose "
+                "own --help prints before it reads the locustfile")
 
     # crossover refinement (#27)
     for name in ("compare", "sweep", "demo"):
@@ -197,12 +204,19 @@ def split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # the reader of stdout has gone (`specbench report --json RUN | head -1`)
+        return closed_pipe()
+
+
+def _main(argv: list[str] | None) -> int:
     args, extra = split_args(sys.argv[1:] if argv is None else argv)
     # SIGTERM and SIGHUP end a command as Ctrl-C does: children are stopped in order, what was recorded is kept.
     interrupts.install()
     try:
         if args.command == "compare":
-            return cmd_compare(args, extra)
+            return json_on_stdout(args, extra) if args.json else cmd_compare(args, extra)
         if args.command == "run":
             return cmd_run(args, extra)
         if args.command == "demo":
@@ -224,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_analysis(args: argparse.Namespace, extra: list[str]) -> int:
     """report and compare-runs: thin wrappers over ``python -m analysis``."""
     if extra:
-        raise UsageError(f"unknown options for {args.command}: {' '.join(extra)}")
+        known = subcommands()[args.command]._option_string_actions
+        hint = did_you_mean(extra[0], known)
+        raise UsageError(f"unknown options for {args.command}: {' '.join(extra)}{f' ({hint})' if hint else ''}")
     from analysis.cli import main as analysis_main
 
     if args.command == "report":
@@ -232,15 +248,33 @@ def cmd_analysis(args: argparse.Namespace, extra: list[str]) -> int:
     from analysis.cli import UsageError as AnalysisUsageError
     from analysis.cli import check_distinct_runs, check_report_dir
 
-    if args.out:
-        check_fresh_dir(Path(args.out), "--out", args.overwrite, marker="report.md")
+    out = Path(args.out) if args.out else Path("reports") / f"compare-runs-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_fresh_dir(out, "--out", args.overwrite, marker="report.md")
     try:
         check_distinct_runs(args.base_run, args.spec_runs)
-        check_report_dir(args.out)
+        check_report_dir(str(out))
     except AnalysisUsageError as exc:
         raise UsageError(str(exc)) from None
-    return analysis_main(["compare", args.base_run, *args.spec_runs, "--baseline-name", args.baseline_name]
-                         + (["--out", args.out] if args.out else []))
+    return compare_finished_runs(args, out)
+
+
+def compare_finished_runs(args: argparse.Namespace, out: Path) -> int:
+    """compare-runs as compare ends: the answer first (the whole report with --verbose), then the report's place."""
+    from analysis import compare_many, load_run, write_outputs
+    from analysis.cli import UsageError as AnalysisUsageError
+    from analysis.cli import named_runs
+    from contract.runformat import RunFormatError
+    from specbench.compare import report_line, terminal_text
+
+    try:
+        multi = compare_many(load_run(args.base_run), named_runs(args.spec_runs, args.baseline_name),
+                             baseline_name=args.baseline_name)
+    except (RunFormatError, AnalysisUsageError) as exc:
+        raise UsageError(str(exc)) from None
+    print(redact(terminal_text(multi, args.verbose)), flush=True)
+    written = write_outputs(multi, out)
+    print(report_line(out, len(written)), flush=True)
+    return 0
 
 
 class UsageError(Exception):
@@ -296,7 +330,7 @@ def suite_options(p: argparse.ArgumentParser, skip: frozenset[str] = SET_BY_COMM
         # Taken as text: the settings check reads and judges every value (one line naming the flag and the
         # range), as for an option written in a profile; argparse would print its usage instead.
         as_text = {} if isinstance(opt.default, bool) else {"type": str, "choices": None, "metavar": (
-            "{" + ",".join(opt.choices) + "}" if opt.choices else dest.upper())}
+            "{" + ",".join(c for c in opt.choices if c) + "}" if opt.choices else dest.upper())}  # '': the default
         add_option(group, dest, default=argparse.SUPPRESS, help=opt.help + shown, **as_text)
     p.set_defaults(suite_dests=added)
 
@@ -305,7 +339,7 @@ def cmd_options() -> int:
     """Every suite option as plain Locust takes it (its own --help cannot show them: it prints before it reads
     the locustfile)."""
     p = argparse.ArgumentParser(prog="locust -f locustfiles/sglang.py", add_help=False, allow_abbrev=False,
-                                usage="%(prog)s [locust options] [suite options]")
+                                usage="%(prog)s [locust options]")  # suite_options adds " [suite options]"
     suite_options(p, skip=frozenset())
     print(p.format_help())
     return 0
@@ -326,11 +360,12 @@ def _validated(args: argparse.Namespace, child_options: list[str]) -> SuiteSetti
     The key is read from them (``api_key()``): the variable may be named by the flag or by the profile.
     ``--processes auto`` is decided here, from the ladder the settings hold, and said on one line."""
     profile = ["--suite-config", args.suite_config] if args.suite_config else []
+    own = list(subcommands()[args.command]._option_string_actions)  # offered for a mistyped flag
     if args.processes == "auto":
-        settings = check_load_options([*child_options, *profile], 0)
+        settings = check_load_options([*child_options, *profile], 0, own)
         args.processes, said = auto_processes(settings.ladder, settings.rate_ladder)
         print(said, flush=True)
-    return check_load_options([*child_options, *profile], args.processes)
+    return check_load_options([*child_options, *profile], args.processes, own)
 
 
 def processes_arg(text: str) -> int | str:
@@ -402,6 +437,21 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
                      refine_levels=refine, stop_after_saturation=settings.stop_after_saturation,
                      rate_mode=bool(settings.rate_ladder), gpu_metrics=exporters)
     return run_compare(job)
+
+
+def json_on_stdout(args: argparse.Namespace, extra: list[str]) -> int:
+    """compare --json: the whole job with its stdout (its children's too) on stderr, then comparison.json alone
+    on stdout, for a script to read; a job that wrote no report prints nothing there."""
+    if not args.out:  # decided here, so the document can be found afterwards
+        args.out = str(Path("reports") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}")
+    began = time.time()
+    with stdout_on_stderr():
+        code = cmd_compare(args, extra)
+    document = Path(args.out) / "comparison.json"
+    if document.is_file() and document.stat().st_mtime >= began - 1:  # this job's, not an --overwrite'd one's
+        sys.stdout.write(document.read_text(encoding="utf-8").rstrip("\n") + "\n")
+        sys.stdout.flush()
+    return code
 
 
 def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import requests
 
@@ -38,6 +39,9 @@ from specbench.topup import top_up
 from specbench_config.yamlload import load_yaml
 
 EXIT_DISK = 2  # the disk refused a run's files: a user's environment, as bad input is (docs/reference/errors.md)
+
+if TYPE_CHECKING:
+    from analysis.verdicts.multi import MultiComparison
 
 
 @dataclass
@@ -152,8 +156,7 @@ def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str,
                  verbose: bool = False) -> int:
     """Compare what was recorded and write the report; one configuration gives the two-run report. The terminal
     gets the answer and one table (``analysis.reporting.brief``); ``verbose``, the whole report."""
-    from analysis import compare_many, load_run, render_comparison, render_multi, write_outputs
-    from analysis.reporting.brief import brief_comparison, brief_multi
+    from analysis import compare_many, load_run, write_outputs
 
     recorded = [(name, path) for name, path in configs if (path / "records.jsonl").exists()]
     if not (baseline[1] / "records.jsonl").exists() or not recorded:
@@ -161,15 +164,26 @@ def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str,
         return 130 if interrupted else 2
     multi = compare_many(load_run(baseline[1]), [(name, load_run(path)) for name, path in recorded],
                          baseline_name=baseline[0])
-    if len(recorded) == 1:
-        text = (render_comparison if verbose else brief_comparison)(multi.pairs[0])
-    else:
-        text = (render_multi if verbose else brief_multi)(multi)
-    print(redact(text), flush=True)
+    print(redact(terminal_text(multi, verbose)), flush=True)
     written = write_outputs(multi, out)
     write_trace_section(out, baseline, recorded)  # trace replay (#28): nothing unless the runs replayed a trace
-    print(f"report: {out / 'report.md'} and {out / 'report.html'} ({len(written)} files in {out})", flush=True)
+    print(report_line(out, len(written)), flush=True)
     return 130 if interrupted else 0
+
+
+def terminal_text(multi: MultiComparison, verbose: bool) -> str:
+    """What a comparison shows on the terminal: the answer and one table; ``verbose``, the whole report."""
+    from analysis import render_comparison, render_multi
+    from analysis.reporting.brief import brief_comparison, brief_multi
+
+    if len(multi.pairs) == 1:
+        return (render_comparison if verbose else brief_comparison)(multi.pairs[0])
+    return (render_multi if verbose else brief_multi)(multi)
+
+
+def report_line(out: Path, files: int) -> str:
+    """The last line of a comparison: where its report is."""
+    return f"report: {out / 'report.md'} and {out / 'report.html'} ({files} files in {out})"
 
 
 def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tuple[str, Path]]) -> None:

@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from contract.limits import LimitError, check_limit, check_processes
 from contract.redact import redact
 from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile
 from contract.urls import UrlError, check_url, has_credentials
+from specbench.terminal import did_you_mean
 
 
 class InputError(Exception):
@@ -38,12 +40,13 @@ _LOCUST_CHECK = """import json, sys
 from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
 parser = get_empty_argument_parser(add_help=False)
 setup_parser_arguments(parser)
-print(json.dumps(parser.parse_known_args(json.loads(sys.argv[1]))[1]))
+print(json.dumps([parser.parse_known_args(json.loads(sys.argv[1]))[1], list(parser._option_string_actions)]))
 """
 
 
-def check_locust_flags(args: list[str]) -> None:
-    """Flags the suite does not define must be Locust's own, with values Locust accepts.
+def check_locust_flags(args: list[str], known: Iterable[str] = ()) -> None:
+    """Flags the suite does not define must be Locust's own, with values Locust accepts; a mistyped one is named
+    with the closest of Locust's flags and ``known`` (the suite's and the command's), as plain Locust does.
 
     Asked of Locust in a short child process: importing Locust here would monkey-patch this process with gevent.
     Only paid when such flags are given.
@@ -53,17 +56,20 @@ def check_locust_flags(args: list[str]) -> None:
     if proc.returncode != 0:
         lines = [ln.replace("-c: error: ", "") for ln in proc.stderr.splitlines() if ln.strip()]
         raise InputError(f"Locust option: {lines[-1] if lines else f'exit code {proc.returncode}'}")
-    unknown = json.loads(proc.stdout.strip().splitlines()[-1])
+    unknown, locust_flags = json.loads(proc.stdout.strip().splitlines()[-1])
     if unknown:
-        raise InputError(f"unknown option {unknown[0]!r} (not a specbench or Locust option; see specbench options)")
+        hint = did_you_mean(unknown[0], [*locust_flags, *known])
+        raise InputError(f"unknown option {unknown[0]!r}{': ' + hint if hint else ''} (not a specbench or Locust "
+                         "option; see specbench options)")
 
 
-def check_load_options(options: list[str], processes: int = 0) -> SuiteSettings:
+def check_load_options(options: list[str], processes: int = 0, own_flags: Iterable[str] = ()) -> SuiteSettings:
     """Parse the options a Locust child would get and validate them as it would (profile errors name the file).
 
     Unknown flags, limits, the key's variable, the prompt set and the prompt id are all checked here, once per
     command, before any network or file action, so a typo costs no server round trip and leaves no run
-    directory behind. The settings returned are the child's: read the key from them.
+    directory behind. The settings returned are the child's: read the key from them. ``own_flags``: the
+    command's own flags, offered with the suite's and Locust's for a mistyped one.
     """
     try:
         check_processes(processes)
@@ -71,7 +77,7 @@ def check_load_options(options: list[str], processes: int = 0) -> SuiteSettings:
         add_arguments(parser)
         parsed, unknown = parser.parse_known_args(options)
         if unknown:
-            check_locust_flags(unknown)
+            check_locust_flags(unknown, [*parser._option_string_actions, *own_flags])
         if processes:
             parsed.processes, parsed.master, parsed.expect_workers = processes, True, processes
         apply_profile(parsed, options)

@@ -23,6 +23,7 @@ from contract.childstatus import DISK, STATUS_FD_ENV, read_status
 from contract.lifecycle import die_with_parent
 from contract.schema import LOG_FILE, META_FILE
 from specbench.launch import free_port
+from specbench.progress import watch_on_terminal
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
 
@@ -94,6 +95,7 @@ def execute(run: LoadRun) -> RunResult:
 
 
 def _wait(child: subprocess.Popen[bytes], run: LoadRun, status_r: int) -> RunResult:
+    watch = watch_on_terminal(run.run_dir)  # a line now and then inside a long step, on a terminal only
     try:
         interrupts.raise_if_pending()  # a signal during the fork: its KeyboardInterrupt was dropped there
         code = child.wait()
@@ -111,3 +113,6 @@ def _wait(child: subprocess.Popen[bytes], run: LoadRun, status_r: int) -> RunRes
             child.kill()
             code = child.wait()
         return RunResult(code, interrupted=True)
+    finally:
+        if watch is not None:
+            watch.stop()

@@ -46,6 +46,11 @@ def unfinished_lines(c: Comparison) -> list[str]:
     return out
 
 
+def _on_off(value: object) -> str:
+    """A setting's truth as the header reads it (``on``/``off``), never Python's ``True``."""
+    return "on" if value is True else "off" if value is False else str(value)
+
+
 def describe_run(summary: RunSummary, *, markdown: bool = False) -> str:
     """One line naming the run, its server and the settings that make runs comparable. Every value read from
     the run's files (the server's names and settings among them) goes through ``contract.servertext``: plain
@@ -55,12 +60,12 @@ def describe_run(summary: RunSummary, *, markdown: bool = False) -> str:
     parts = [f"{shown(summary.name)}: {shown(summary.path, None)}"]
     if summary.has_meta:
         parts.append(f"server {shown(server.get('kind') or '?')} {shown(server.get('model') or '?')}, "
-                     f"{shown(describe_speculative(server.get('speculative')), None)}, "
+                     f"{shown(describe_speculative(server.get('speculative'), runtime=False), None)}, "
                      f"max_running_requests={shown(server.get('max_running_requests') or '?')}")
         prompts = meta.prompts
         settings = meta.settings
         parts.append(f"api {shown(meta.api or '?')}, max_tokens {settings.max_tokens if settings else '?'}, "
-                     f"ignore_eos {settings.ignore_eos if settings else '?'}, "
+                     f"ignore_eos {_on_off(settings.ignore_eos) if settings else '?'}, "
                      f"prompts {shown(prompts.get('name') or '?')} ({shown(prompts.get('count') or '?')}, "
                      f"{shown(prompts.get('mode') or '?')})")
     else:
