@@ -225,7 +225,7 @@ def _take_extensions(state: StreamFacts, obj: dict[str, Any]) -> None:
             state.spec = specfields.from_sglang(details, "sglext", state.final_tokens)
     metrics = obj.get("metrics")
     if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
-        state.spec = specfields.from_vllm(metrics["speculative_decoding"])
+        state.spec = specfields.from_vllm(metrics["speculative_decoding"], state.final_tokens)
     if isinstance(obj.get("timings"), dict):
         state.take_llamacpp_timings(obj["timings"])
 

@@ -24,7 +24,7 @@ _SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
                "accepted_drafts": ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num"),
                "proposed_drafts": ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num"),
                "accept_length": ("spec_accept_length",), "accept_rate": ("spec_accept_rate",)},
-    # vLLM's num_spec_steps and mean_acceptance_length (1 + accepted / num_spec_steps) are not read: see from_vllm.
+    # vLLM's num_spec_steps is read beside these (a floor of the passes) and mean_acceptance_length is not: from_vllm.
     "vllm": {"accepted_drafts": ("num_accepted_draft_tokens",), "proposed_drafts": ("num_draft_tokens",),
              "accept_rate": ("draft_acceptance_rate",)},
 }
@@ -69,16 +69,25 @@ def from_sglang(src: dict[str, Any], source: str, completion_tokens: int | None 
     return spec
 
 
-def from_vllm(src: dict[str, Any]) -> SpecFields:
-    """From vLLM's per-request ``metrics.speculative_decoding``: accepted and proposed drafts and their rate.
+def from_vllm(src: dict[str, Any], completion_tokens: int | None = None) -> SpecFields:
+    """From vLLM's per-request ``metrics.speculative_decoding``: accepted and proposed drafts, their rate, passes.
 
-    vLLM's ``num_spec_steps`` counts only the steps that verified a proposal: a step whose drafter proposed
-    nothing (an n-gram drafter without a match) is a target pass of one token that it leaves out. So neither it
-    nor ``mean_acceptance_length`` (1 + accepted / num_spec_steps) is a count of passes or tokens per pass, and
-    ``verify_ct`` and ``accept_length`` stay None: the passes follow from the accepted drafts, as for llama.cpp
-    (``analysis.records.request_metrics.verify_passes_source``: output tokens - 1 - accepted drafts).
+    The target passes after the prompt pass (``verify_ct``) are ``max(num_spec_steps, completion_tokens - 1 -
+    accepted)``: each is a count of passes that can fall short, and never from the same cause. vLLM's
+    ``num_spec_steps`` counts only the steps that verified a proposal, so it leaves out a step whose drafter
+    proposed nothing (an n-gram drafter without a match: a pass of one token). The output tokens less the
+    accepted drafts less the first token leave out the drafts a last pass accepted past ``max_tokens`` (vLLM
+    counts them accepted, then cuts the answer): with a draft model that drafts 3 and is always accepted, 64
+    tokens, 48 accepted, 16 steps, the difference gave 15 passes and an impossible 4.27 tokens per pass. The
+    larger of the two is exact when either cause is absent. ``mean_acceptance_length`` (1 + accepted /
+    ``num_spec_steps``) is not read: it leaves the non-drafting passes out, so it is not tokens per pass.
     """
-    return _spec_fields(src, "vllm", "vllm_metrics") | SpecFields(verify_ct=None, accept_length=None)
+    spec = _spec_fields(src, "vllm", "vllm_metrics") | SpecFields(verify_ct=None, accept_length=None)
+    steps, accepted = _int(src.get("num_spec_steps")), spec.get("accepted_drafts")
+    if steps is not None and steps >= 0:
+        undrafted_floor = completion_tokens - 1 - accepted if completion_tokens and accepted is not None else 0
+        spec["verify_ct"] = max(steps, undrafted_floor) or None
+    return spec
 
 
 def from_llamacpp(timings: dict[str, Any]) -> SpecFields | None:

@@ -78,13 +78,13 @@ def verify_passes(record: RequestRecord) -> float | None:
 def verify_passes_source(record: RequestRecord) -> tuple[float, str] | None:
     """Verify passes of a speculative request and the record field they came from.
 
-    ``spec.verify_ct`` when the server reported it; else tokens / ``spec.accept_length``; else, from
-    llama.cpp's ``draft_n_accepted`` or vLLM's ``num_accepted_draft_tokens`` (vLLM's ``num_spec_steps`` leaves out
-    the steps that proposed nothing, so it is not a pass count: ``locustfiles.specfields.from_vllm``): every
+    ``spec.verify_ct`` when the server reported it (for vLLM, the larger of ``num_spec_steps`` and the count
+    below: ``locustfiles.specfields.from_vllm``); else tokens / ``spec.accept_length``; else, from
+    llama.cpp's ``draft_n_accepted``: every
     decode pass yields its accepted drafts plus one token of its own, and the first token comes from the prompt
     pass, so passes = output tokens - accepted drafts - 1 (with SGLang's counting, which also leaves the prompt
     pass out of ``spec_verify_ct``); short by the drafts of a last pass cut at the answer's end, where the server
-    counted them before the cut (vLLM does). The field is returned so a figure built on passes can say which of
+    counted them before the cut. The field is returned so a figure built on passes can say which of
     the three it rests on.
     """
     spec = record.get("spec") or {}

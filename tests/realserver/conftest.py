@@ -148,3 +148,15 @@ def ladder_servers(
             )
             servers[name] = stack.enter_context(server)
         yield servers
+
+
+@pytest.fixture(scope="module")
+def vllm_setup() -> tuple[Path, Path]:
+    """The vLLM venv's python and the generated tiny model, or skip/fail naming install_vllm.sh."""
+    from .vllm_server import INSTALL_VLLM_SCRIPT, tiny_model, vllm_python
+
+    python = vllm_python()
+    if python is None:
+        _unavailable(f"vLLM (CPU) is not installed: run {INSTALL_VLLM_SCRIPT}")
+    assert python is not None
+    return python, tiny_model(python)
