@@ -1,4 +1,4 @@
-"""Entry point for ``python -m analysis``.
+"""Entry point for ``python -m specbench.analysis``.
 
 SIGINT, SIGTERM and SIGHUP end the command as Ctrl-C does (one line, exit 130, never a traceback), SIGINT too
 where it was ignored at start (a background job of a script). Installed here, for the command only: ``main``
@@ -7,11 +7,11 @@ also runs inside other processes (``specbench summarize``, tests), whose signals
 
 import sys
 
-from contract import interrupts
+from specbench.contract import interrupts
 
 interrupts.install()
 try:  # the import takes most of a second: an interrupt during it ends the command the same way
-    from analysis.cli import main
+    from specbench.analysis.cli import main
 except KeyboardInterrupt as exc:
     print(f"interrupted ({exc.args[0] if exc.args else 'SIGINT'})", file=sys.stderr)
     sys.exit(130)

@@ -1,4 +1,4 @@
-"""``python -m analysis``: summarize one run, or compare a baseline run with one or more speculative runs.
+"""``python -m specbench.analysis``: summarize one run, or compare a baseline run with one or more speculative runs.
 
 Bad input (not a run directory, a malformed file) prints one line naming the file and exits 2.
 """
@@ -12,17 +12,17 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from analysis.outputs import write_outputs, write_summary_outputs
-from analysis.records.energy import Prices
-from analysis.records.load import load_run
-from analysis.records.summary import run_label, summarize_run
-from analysis.reporting.files import OutputWriteError
-from analysis.reporting.render import render_comparison, render_summary_table
-from analysis.reporting.serialize import comparison_json, summary_json
-from analysis.verdicts.compare import DEFAULT_N_BOOT, DEFAULT_SEED
-from analysis.verdicts.multi import compare_many
-from contract.schema import RECORDS_FILE, RunData, RunFormatError
-from contract.slo import Slo, SloError, parse_slo
+from specbench.analysis.outputs import write_outputs, write_summary_outputs
+from specbench.analysis.records.energy import Prices
+from specbench.analysis.records.load import load_run
+from specbench.analysis.records.summary import run_label, summarize_run
+from specbench.analysis.reporting.files import OutputWriteError
+from specbench.analysis.reporting.render import render_comparison, render_summary_table
+from specbench.analysis.reporting.serialize import comparison_json, summary_json
+from specbench.analysis.verdicts.compare import DEFAULT_N_BOOT, DEFAULT_SEED
+from specbench.analysis.verdicts.multi import compare_many
+from specbench.contract.schema import RECORDS_FILE, RunData, RunFormatError
+from specbench.contract.slo import Slo, SloError, parse_slo
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # as the shell reports Ctrl-C, and as specbench exits
@@ -63,7 +63,7 @@ def _prices(args: argparse.Namespace) -> Prices:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m specbench.analysis", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     summ = sub.add_parser("summarize", help="per-step table of one run directory")
     summ.add_argument("run_dir", help="run directory (records.jsonl, steps.jsonl, meta.json)")
@@ -143,8 +143,8 @@ def _compare(args: argparse.Namespace) -> int:
         comparison = multi.pairs[0]
         print(json.dumps(comparison_json(comparison), indent=2) if args.json else render_comparison(comparison))
     else:
-        from analysis.reporting.multi_render import render_multi
-        from analysis.reporting.multi_serialize import multi_json
+        from specbench.analysis.reporting.multi_render import render_multi
+        from specbench.analysis.reporting.multi_serialize import multi_json
 
         print(json.dumps(multi_json(multi), indent=2) if args.json else render_multi(multi))
     if args.out:

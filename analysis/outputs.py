@@ -5,22 +5,28 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analysis.records.summary import RunSummary
-from analysis.reporting.equivalence_report import Named, equivalence_csv
-from analysis.reporting.files import make_out_dir, write_whole
-from analysis.reporting.html import write_html
-from analysis.reporting.render import render_comparison, render_summary_table
-from analysis.reporting.report import render_report
-from analysis.reporting.serialize import comparison_csv, comparison_json, decomposition_csv, steps_csv, summary_json
-from analysis.verdicts.compare import Comparison
-from analysis.verdicts.multi import MultiComparison, multi_equivalences
+from specbench.analysis.records.summary import RunSummary
+from specbench.analysis.reporting.equivalence_report import Named, equivalence_csv
+from specbench.analysis.reporting.files import make_out_dir, write_whole
+from specbench.analysis.reporting.html import write_html
+from specbench.analysis.reporting.render import render_comparison, render_summary_table
+from specbench.analysis.reporting.report import render_report
+from specbench.analysis.reporting.serialize import (
+    comparison_csv,
+    comparison_json,
+    decomposition_csv,
+    steps_csv,
+    summary_json,
+)
+from specbench.analysis.verdicts.compare import Comparison
+from specbench.analysis.verdicts.multi import MultiComparison, multi_equivalences
 
 
 def _equivalence_plot(named: Named, out: Path, baseline_name: str) -> list[Path]:
     """equivalence_vs_c.png when at least one pair's answers were checked."""
     if not any(eq.checked for _, eq in named):
         return []
-    from analysis.charts.equivalence_plots import plot_equivalence
+    from specbench.analysis.charts.equivalence_plots import plot_equivalence
 
     return [plot_equivalence(named, out / "equivalence_vs_c.png", baseline_name)]
 
@@ -31,7 +37,7 @@ def _write(path: Path, text: str) -> Path:
 
 def write_summary_outputs(summary: RunSummary, out_dir: str | Path) -> list[Path]:
     """summary.txt, summary.json, summary.csv and the run's plots; returns the paths written."""
-    from analysis.charts.plots import summary_plots  # matplotlib only when files are asked for
+    from specbench.analysis.charts.plots import summary_plots  # matplotlib only when files are asked for
 
     out = make_out_dir(Path(out_dir))
     return [
@@ -44,7 +50,7 @@ def write_summary_outputs(summary: RunSummary, out_dir: str | Path) -> list[Path
 
 def write_comparison_outputs(comparison: Comparison, out_dir: str | Path) -> list[Path]:
     """comparison.txt, report.md, report.html, comparison.csv, comparison.json and four plots; the paths."""
-    from analysis.charts.plots import comparison_plots  # matplotlib only when files are asked for
+    from specbench.analysis.charts.plots import comparison_plots  # matplotlib only when files are asked for
 
     out = make_out_dir(Path(out_dir))
     plots = comparison_plots(comparison, out)
@@ -76,9 +82,9 @@ def write_multi_outputs(multi: MultiComparison, out_dir: str | Path) -> list[Pat
     Each ``pairs/NAME/`` holds that configuration's full two-run report against the baseline (latency and
     per-category figures included), so nothing the two-run report shows is lost in the combined one.
     """
-    from analysis.charts.multi_plots import multi_plots  # matplotlib only when files are asked for
-    from analysis.reporting.multi_render import render_multi, render_multi_report
-    from analysis.reporting.multi_serialize import multi_csv, multi_json
+    from specbench.analysis.charts.multi_plots import multi_plots  # matplotlib only when files are asked for
+    from specbench.analysis.reporting.multi_render import render_multi, render_multi_report
+    from specbench.analysis.reporting.multi_serialize import multi_csv, multi_json
 
     out = make_out_dir(Path(out_dir))
     named = multi_equivalences(multi)

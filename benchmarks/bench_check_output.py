@@ -23,10 +23,10 @@ from pathlib import Path
 
 import requests
 
-from contract.schema import answer_digest
-from locustfiles.sse import iter_events
-from locustfiles.streams import StreamState
-from locustfiles.target import start_emulator_process
+from specbench.contract.schema import answer_digest
+from specbench.locustfiles.sse import iter_events
+from specbench.locustfiles.streams import StreamState
+from specbench.locustfiles.target import start_emulator_process
 
 from floodrun import flood
 

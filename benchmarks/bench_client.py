@@ -43,8 +43,8 @@ from locust import FastHttpUser, HttpUser, constant
 from locust.env import Environment
 from locust.event import Events
 
-from locustfiles.sse import DONE, iter_events
-from locustfiles.transport import Endpoint, StreamClient
+from specbench.locustfiles.sse import DONE, iter_events
+from specbench.locustfiles.transport import Endpoint, StreamClient
 
 READ_SIZE = 65536  # as in locustfiles.transport
 HEADERS = {"Accept": "text/event-stream", "Accept-Encoding": "identity", "Content-Type": "application/json"}

@@ -15,8 +15,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from locustfiles.target import start_emulator_process
 from specbench.loadrun import free_port
+from specbench.locustfiles.target import start_emulator_process
 
 from floodrun import flood
 

@@ -38,8 +38,8 @@ from urllib.parse import urlsplit
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from locustfiles.target import start_emulator_process  # noqa: E402
 from specbench.loadrun import LOCUSTFILE  # noqa: E402
+from specbench.locustfiles.target import start_emulator_process  # noqa: E402
 
 STREAM_PROFILE = """base: baseline
 step_a_ms: {step_ms}

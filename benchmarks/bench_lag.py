@@ -23,9 +23,9 @@ from typing import Any
 import gevent
 import gevent.event
 
-from emulator import costmodel
-from emulator.profile import load_profile
-from locustfiles.target import start_emulator_process
+from specbench.emulator import costmodel
+from specbench.emulator.profile import load_profile
+from specbench.locustfiles.target import start_emulator_process
 
 from loadclient import Connection, closed_loop, window_throughput
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from contract.redact import clip, redact, redacted_json_line, register_key
+from specbench.contract.redact import clip, redact, redacted_json_line, register_key
 
 KEY = ("sk-proj-" + "A1b2C3d4_-" * 16)[:160] + "/Zx+"
 RECORD = {"schema": 3, "step": 4, "concurrency": 16, "user": 7, "prompt_id": "sharegpt-00123", "api": "chat",

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from costcross import model_crossing
 
-from locustfiles.target import start_emulator_process
+from specbench.locustfiles.target import start_emulator_process
 
 PAIRS = {"steps5": ("baseline", "eagle3-steps5"), "steps3": ("baseline", "eagle3-steps3"),
          "s1-s5": ("eagle3-steps1", "eagle3-steps5")}

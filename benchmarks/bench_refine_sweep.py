@@ -37,7 +37,7 @@ def main() -> int:
         lines = ["ready_timeout_s: 60", "stop_timeout_s: 10", "configurations:"]
         for name, profile in PROFILES.items():
             lines += [f"  - name: '{name}'", *(["    baseline: true"] if name == "off" else []),
-                      f"    command: [{py}, -m, emulator, --profile, {profile}, --port, '{{port}}', --speed, "
+                      f"    command: [{py}, -m, specbench.emulator, --profile, {profile}, --port, '{{port}}', --speed, "
                       f"'{args.speed:g}']", "    ready: {url: 'http://127.0.0.1:{port}/ready', interval_s: 0.1}"]
         sweep = Path(tmp) / "sweep.yaml"
         sweep.write_text("\n".join(lines) + "\n")

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from emulator.profile import load_profile
-from locustfiles.target import start_emulator_process
+from specbench.emulator.profile import load_profile
+from specbench.locustfiles.target import start_emulator_process
 
 LADDER = [1, 2, 5, 10, 30, 70, 100, 150, 250]
 

@@ -1,4 +1,4 @@
-"""Memory and time of ``specbench report`` (``python -m analysis summarize``) on a large run directory.
+"""Memory and time of ``specbench report`` (``python -m specbench.analysis summarize``) on a large run directory.
 
 Why a script and not a test: the figure is a machine's, and the suite's claim (peak memory per million records)
 is printed for the docs. It makes a run directory of ``--records`` records from a template run (its meta.json,
@@ -66,7 +66,7 @@ def main() -> int:
         print(f"made {args.records:,} records of {args.tokens} chunks: {size / 1e9:.2f} GB, "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "analysis", "summarize", str(run), "--json"], cwd=ROOT,
+        proc = subprocess.run([sys.executable, "-m", "specbench.analysis", "summarize", str(run), "--json"], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         wall = time.perf_counter() - t0
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # kB on Linux

@@ -23,10 +23,10 @@ import numpy as np
 import requests
 from make_traces import mooncake_rows, write_mooncake
 
-from contract.schema import read_run
-from contract.traces import block_reuse_share, load_trace
-from locustfiles.target import start_emulator_process
+from specbench.contract.schema import read_run
+from specbench.contract.traces import block_reuse_share, load_trace
 from specbench.loadrun import free_port
+from specbench.locustfiles.target import start_emulator_process
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import gevent
 
-from emulator import costmodel
-from emulator.profile import Profile, ProfileError, load_profile
-from emulator.textmodel import prompt_tokens
-from locustfiles.target import start_emulator_process
+from specbench.emulator import costmodel
+from specbench.emulator.profile import Profile, ProfileError, load_profile
+from specbench.emulator.textmodel import prompt_tokens
+from specbench.locustfiles.target import start_emulator_process
 
 from loadclient import Connection, StreamResult, closed_loop, window_throughput
 from suiteprompts import PromptLike, load_suite_prompts

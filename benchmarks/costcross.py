@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from emulator.costmodel import expected_throughput_for_prompts
-from emulator.profile import load_profile
+from specbench.emulator.costmodel import expected_throughput_for_prompts
+from specbench.emulator.profile import load_profile
 
 from suiteprompts import load_suite_prompts
 

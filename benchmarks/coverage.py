@@ -29,12 +29,12 @@ from typing import Any
 import gevent
 import numpy as np
 
-from analysis.stats.batch_means import LIFETIME, batch_means_estimate, ratio_interval_t
-from analysis.stats.bootstrap import ratio_interval, window_batches
-from contract.window import t975, window_throughput
-from emulator import costmodel
-from emulator.profile import load_profile
-from locustfiles.target import start_emulator_process
+from specbench.analysis.stats.batch_means import LIFETIME, batch_means_estimate, ratio_interval_t
+from specbench.analysis.stats.bootstrap import ratio_interval, window_batches
+from specbench.contract.window import t975, window_throughput
+from specbench.emulator import costmodel
+from specbench.emulator.profile import load_profile
+from specbench.locustfiles.target import start_emulator_process
 
 from calibrate import CHAT_PATH, as_chat
 from loadclient import Connection, StreamResult, closed_loop

@@ -21,9 +21,9 @@ import sys
 import numpy as np
 from costcross import model_crossing
 
-from analysis.verdicts import crossover
-from emulator.costmodel import expected_throughput_for_prompts
-from emulator.profile import load_profile
+from specbench.analysis.verdicts import crossover
+from specbench.emulator.costmodel import expected_throughput_for_prompts
+from specbench.emulator.profile import load_profile
 
 from suiteprompts import load_suite_prompts
 

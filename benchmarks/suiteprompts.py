@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specbench_config import data_path
+from specbench.config import data_path
 
 __all__ = ["FALLBACK_PROMPTS", "SUITE_PROMPTS", "PromptLike", "load_suite_prompts"]
 

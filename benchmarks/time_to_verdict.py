@@ -24,13 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from analysis import load_run
-from analysis.records.steps import overlapping, step_windows
-from analysis.records.summary import summarize_run
-from analysis.stats.batch_means import estimate_throughput
-from analysis.stats.bootstrap import window_batches
-from contract.window import t975
-from locustfiles.target import start_emulator_process
+from specbench.analysis import load_run
+from specbench.analysis.records.steps import overlapping, step_windows
+from specbench.analysis.records.summary import summarize_run
+from specbench.analysis.stats.batch_means import estimate_throughput
+from specbench.analysis.stats.bootstrap import window_batches
+from specbench.contract.window import t975
+from specbench.locustfiles.target import start_emulator_process
 
 REPO = Path(__file__).resolve().parent.parent
 LADDER = "1,2,5,10,30,70,100,250"

@@ -37,8 +37,8 @@ from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from contract.runformat import RunFormatError, read_versioned_lines
-from contract.urls import UrlError, check_url
+from specbench.contract.runformat import RunFormatError, read_versioned_lines
+from specbench.contract.urls import UrlError, check_url
 
 GPU_METRICS_FILE = "gpu_metrics.jsonl"
 GPU_METRICS_SCHEMA = 1

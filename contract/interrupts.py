@@ -1,6 +1,6 @@
 """SIGINT, SIGTERM and SIGHUP end a command as Ctrl-C does, and are never lost.
 
-For the suite's plain-Python commands (``specbench``, ``python -m analysis``); it lives in ``contract`` so each
+For the suite's plain-Python commands (``specbench``, ``python -m specbench.analysis``); it lives in ``contract`` so each
 layer's command can use it. Locust's processes use gevent's handlers instead (``locustfiles.hooks``,
 ``locustfiles.uisignals``).
 

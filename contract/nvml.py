@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, cast
 
-from contract.gpu_metrics import GpuReading
+from specbench.contract.gpu_metrics import GpuReading
 
 _MIB = 1024 * 1024
 

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
-from contract.apis import APIS, Api  # noqa: F401 - re-exported: the contract names its routes
-from contract.compact import compact_record
-from contract.gpu_metrics import GPU_METRICS_FILE, GpuMetricsSample, read_gpu_metrics
-from contract.runformat import RunFormatError  # schema.py raises it too; readers of a run catch it from here
-from contract.server_metrics import SERVER_METRICS_FILE, ServerMetricsSample, read_server_metrics
-from contract.settings import SuiteSettings
+from specbench.contract.apis import APIS, Api  # noqa: F401 - re-exported: the contract names its routes
+from specbench.contract.compact import compact_record
+from specbench.contract.gpu_metrics import GPU_METRICS_FILE, GpuMetricsSample, read_gpu_metrics
+from specbench.contract.runformat import RunFormatError  # schema.py raises it too; readers of a run catch it from here
+from specbench.contract.server_metrics import SERVER_METRICS_FILE, ServerMetricsSample, read_server_metrics
+from specbench.contract.settings import SuiteSettings
 
 # 1: the first; 2: meta.json holds each setting once, in "settings" (1 also wrote label, max_tokens,
 # ignore_eos and temperature at its top level). Records, steps and answers did not change shape in 2.

@@ -20,7 +20,7 @@ from typing import NotRequired, TypedDict, cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from contract.runformat import RunFormatError, read_versioned_lines
+from specbench.contract.runformat import RunFormatError, read_versioned_lines
 
 SERVER_METRICS_FILE = "server_metrics.jsonl"
 SERVER_METRICS_SCHEMA = 1

@@ -43,20 +43,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contract.apis import APIS
-from contract.gpu_metrics import is_nvml, parse_exporter_urls
-from contract.lengths import LengthError, parse_length, parse_shared_prefix
-from contract.limits import LIMITS, LimitError, check_limit, check_processes, check_scale, load_processes
-from contract.nvml import NvmlError, check_nvml
-from contract.policy import DEFAULT_LADDER, DRAIN_RESERVE, MIN_STEP_SHARE_S
-from contract.redact import key_problem, looks_like_env_name, register_key_env
-from contract.slo import SloError, parse_rates, parse_slo
-from contract.tls import CaBundleError, check_ca_bundle, trust
-from contract.traces import FORMATS as TRACE_FORMATS
-from contract.traces import ReplayStep, TraceError, load_trace, parse_windows, replay_steps
-from contract.urls import UrlError
-from specbench_config import data_path
-from specbench_config.yamlload import YamlInputError, load_yaml
+from specbench.config import data_path
+from specbench.config.yamlload import YamlInputError, load_yaml
+from specbench.contract.apis import APIS
+from specbench.contract.gpu_metrics import is_nvml, parse_exporter_urls
+from specbench.contract.lengths import LengthError, parse_length, parse_shared_prefix
+from specbench.contract.limits import LIMITS, LimitError, check_limit, check_processes, check_scale, load_processes
+from specbench.contract.nvml import NvmlError, check_nvml
+from specbench.contract.policy import DEFAULT_LADDER, DRAIN_RESERVE, MIN_STEP_SHARE_S
+from specbench.contract.redact import key_problem, looks_like_env_name, register_key_env
+from specbench.contract.slo import SloError, parse_rates, parse_slo
+from specbench.contract.tls import CaBundleError, check_ca_bundle, trust
+from specbench.contract.traces import FORMATS as TRACE_FORMATS
+from specbench.contract.traces import ReplayStep, TraceError, load_trace, parse_windows, replay_steps
+from specbench.contract.urls import UrlError
 
 LOAD_MODES: tuple[str, ...] = ("ladder", "users")
 _OPTION = "specbench_option"  # key of an option's declaration in its field's metadata

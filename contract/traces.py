@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from contract.jsonlines import json_objects
+from specbench.contract.jsonlines import json_objects
 
 FORMATS: tuple[str, ...] = ("mooncake", "burstgpt", "azure")
 #: Tokens per Mooncake ``hash_ids`` block.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from contract.redact import MASK, redact, register_url_credentials
+from specbench.contract.redact import MASK, redact, register_url_credentials
 
 
 class UrlError(ValueError):

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from contract.schema import RequestRecord
-from contract.student_t import t975
+from specbench.contract.schema import RequestRecord
+from specbench.contract.student_t import t975
 
 
 def token_arrivals(record: RequestRecord) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ Endpoints: ``POST /generate`` (also PUT), ``POST /v1/completions``, ``POST /v1/c
 ``/_emulator/gauges`` (each gauge refresh: time, running, waiting), ``/_emulator/profile``.
 
 Profiles live in ``config/emulator/`` (keys in its README); the closed-form cost model is in
-``emulator.costmodel``. Standalone: ``python -m emulator --profile eagle3 --port 30001``.
+``emulator.costmodel``. Standalone: ``python -m specbench.emulator --profile eagle3 --port 30001``.
 """
 
 from .hosting import EmulatorHandle, start_emulator

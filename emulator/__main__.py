@@ -1,4 +1,4 @@
-"""``python -m emulator``: see ``emulator.cli``."""
+"""``python -m specbench.emulator``: see ``emulator.cli``."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m emulator --profile eagle3 --port 30001 [--speed N] [fault flags]``.
+"""Command line: ``python -m specbench.emulator --profile eagle3 --port 30001 [--speed N] [fault flags]``.
 
 Prints the server URL as the single line on stdout (a human summary goes to stderr), serves until
 SIGINT or SIGTERM (or, with ``--parent-pid``, until its launcher is gone), then exits 0. A bad profile
@@ -39,7 +39,7 @@ _FAULT_FLAGS = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m emulator", description="Emulated SGLang server.")
+    parser = argparse.ArgumentParser(prog="python -m specbench.emulator", description="Emulated SGLang server.")
     parser.add_argument("--profile", default="baseline",
                         help=f"built-in name ({', '.join(available_profiles())}) or path to a YAML file")
     parser.add_argument("--host", default="127.0.0.1")

@@ -1,13 +1,13 @@
 """Start an emulator in-process, for tests that read its ledger in memory (in a gevent-patched or plain process).
 
 The suite itself never runs the emulator in its own process: the locustfile, ``specbench demo`` and the
-benchmarks start ``python -m emulator`` through the one launcher, ``locustfiles.target``.
+benchmarks start ``python -m specbench.emulator`` through the one launcher, ``locustfiles.target``.
 
 Choice: if ``socket`` is monkey-patched, the caller's own I/O is cooperative, so the server runs as
 greenlets in the caller's hub and needs no thread. Otherwise the server gets a daemon thread with its
 own gevent hub; the caller's blocking I/O releases the GIL, and the ledger is shared memory either way.
 In thread mode, CPU-bound work in the caller can hold the GIL for up to ``sys.getswitchinterval()``
-(5 ms) and delay a step by as much: keep modelled steps well above that, or use ``python -m emulator``
+(5 ms) and delay a step by as much: keep modelled steps well above that, or use ``python -m specbench.emulator``
 in its own process when timing matters.
 """
 

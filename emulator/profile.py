@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specbench_config import data_path
-from specbench_config.yamlload import YamlInputError, load_yaml
+from specbench.config import data_path
+from specbench.config.yamlload import YamlInputError, load_yaml
 
 from .divergence import Divergence, parse_divergence
 from .vintage import DEFAULT_VINTAGE, VINTAGES, Vintage

@@ -126,7 +126,7 @@ def build_server_info(emu: Served) -> dict[str, Any]:
         "cuda_graph_max_bs_decode": p.max_running_requests,
         "cuda_graph_bs_decode": None,
         "cuda_graph_max_bs": p.max_running_requests,
-        "launch_command": f"python -m emulator --profile {p.name} --speed {p.speed:g}",
+        "launch_command": f"python -m specbench.emulator --profile {p.name} --speed {p.speed:g}",
         "startup_time": emu.started_wall,
         "internal_states": states,  # one per DP rank
         "version": p.version,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from contract.redact import RedactingFilter
+from specbench.contract.redact import RedactingFilter
 
 SUITE_LOGGER = "specbench"
 STATS_LOGGER = "locust.stats_logger"  # Locust's tables (plain text, no prefix)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from locustfiles.prompts import Prompt
+from specbench.locustfiles.prompts import Prompt
 
 #: Follow-up questions a user asks after an answer; short and generic, so they fit any first prompt.
 FOLLOW_UPS: tuple[str, ...] = (

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from contract.schema import APIS, TokenSource
-from locustfiles import specfields
-from locustfiles.prompts import Prompt
-from locustfiles.streamfacts import StreamFacts
+from specbench.contract.schema import APIS, TokenSource
+from specbench.locustfiles import specfields
+from specbench.locustfiles.prompts import Prompt
+from specbench.locustfiles.streamfacts import StreamFacts
 
 #: What preflight sends to check that a route streams.
 PROBE_PROMPT = Prompt(id="preflight", category="preflight", text="Say hi.")

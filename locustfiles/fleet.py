@@ -20,8 +20,8 @@ import gevent
 from locust.rpc import Message
 from locust.runners import STATE_MISSING, MasterRunner
 
-from contract import laghist
-from contract.messages import WELCOME_MESSAGE
+from specbench.contract import laghist
+from specbench.contract.messages import WELCOME_MESSAGE
 
 log = logging.getLogger("specbench")
 

@@ -18,7 +18,7 @@ import gevent
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
-from contract.gpu_metrics import (
+from specbench.contract.gpu_metrics import (
     GPU_METRICS_FILE,
     GpuMetricsParseError,
     GpuMetricsSample,
@@ -26,11 +26,11 @@ from contract.gpu_metrics import (
     new_sample,
     parse_dcgm,
 )
-from contract.nvml import NvmlError, NvmlGpus
-from contract.redact import redact
-from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
-from locustfiles.httpsession import new_session
-from locustfiles.recorder import JsonlAppender
+from specbench.contract.nvml import NvmlError, NvmlGpus
+from specbench.contract.redact import redact
+from specbench.locustfiles.deadline import Deadline, DeadlineExceeded, fetch
+from specbench.locustfiles.httpsession import new_session
+from specbench.locustfiles.recorder import JsonlAppender
 
 log = logging.getLogger("specbench")
 

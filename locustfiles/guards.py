@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from contract.redact import redact
-from contract.schema import LOG_FILE, RUN_FILES
-from contract.settings import OPTIONS, SettingsError, SuiteSettings
-from locustfiles.webguard import install_origin_guard, unshown_fields
+from specbench.contract.redact import redact
+from specbench.contract.schema import LOG_FILE, RUN_FILES
+from specbench.contract.settings import OPTIONS, SettingsError, SuiteSettings
+from specbench.locustfiles.webguard import install_origin_guard, unshown_fields
 
 EXIT_TOO_MANY_ERRORS = 3
 HOST_CHANGE_REFUSED = ("the host differs from the one given at start while an API key is in use; the key "
@@ -83,7 +83,7 @@ def trial_options(options: Any, form: Any) -> Any:
 
 def check_start_form(options: Any, form: Any) -> str | None:
     """Why a Start with this form would fail (one line), or None: checked before Locust takes the values."""
-    from locustfiles.prompts import PromptError, PromptOrder, load_prompts
+    from specbench.locustfiles.prompts import PromptError, PromptOrder, load_prompts
 
     try:
         settings = SuiteSettings.from_options(trial_options(options, form))

@@ -21,8 +21,8 @@ import gevent
 from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
-from contract.limits import LimitError, check_processes
-from contract.messages import (
+from specbench.contract.limits import LimitError, check_processes
+from specbench.contract.messages import (
     CLOCK_MESSAGE,
     CPU_MESSAGE,
     DROP_MESSAGE,
@@ -35,27 +35,27 @@ from contract.messages import (
     STEP_MESSAGE,
     WELCOME_MESSAGE,
 )
-from contract.redact import install_log_filter, redact
-from contract.schema import RunMeta
-from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile, settings_of
-from contract.urls import UrlError, check_url, has_credentials
-from locustfiles import guards
-from locustfiles import run as runmod
-from locustfiles.console import install_console
-from locustfiles.deferred import AFTER_SENDS
-from locustfiles.fleet import Fleet
-from locustfiles.gpu_sampler import GpuMetricsSampler
-from locustfiles.link import WorkerLink, add_link_options, run_token
-from locustfiles.looplag import LOOP_LAG
-from locustfiles.masterwatch import watch_master
-from locustfiles.prompts import PromptError
-from locustfiles.recorder import WRITE_FAILURES, on_write_failure, write_meta
-from locustfiles.sequencer import LocalSequence, StepCounters, WorkerSequence
-from locustfiles.server_metrics import ServerMetricsSampler
-from locustfiles.target import EmulatorProcess, start_emulator_process
-from locustfiles.uisignals import install_ui_signals, stop_running_test
-from shapes.ladder import ConcurrencyLadder
-from shapes.live import LiveStep
+from specbench.contract.redact import install_log_filter, redact
+from specbench.contract.schema import RunMeta
+from specbench.contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile, settings_of
+from specbench.contract.urls import UrlError, check_url, has_credentials
+from specbench.locustfiles import guards
+from specbench.locustfiles import run as runmod
+from specbench.locustfiles.console import install_console
+from specbench.locustfiles.deferred import AFTER_SENDS
+from specbench.locustfiles.fleet import Fleet
+from specbench.locustfiles.gpu_sampler import GpuMetricsSampler
+from specbench.locustfiles.link import WorkerLink, add_link_options, run_token
+from specbench.locustfiles.looplag import LOOP_LAG
+from specbench.locustfiles.masterwatch import watch_master
+from specbench.locustfiles.prompts import PromptError
+from specbench.locustfiles.recorder import WRITE_FAILURES, on_write_failure, write_meta
+from specbench.locustfiles.sequencer import LocalSequence, StepCounters, WorkerSequence
+from specbench.locustfiles.server_metrics import ServerMetricsSampler
+from specbench.locustfiles.target import EmulatorProcess, start_emulator_process
+from specbench.locustfiles.uisignals import install_ui_signals, stop_running_test
+from specbench.shapes.ladder import ConcurrencyLadder
+from specbench.shapes.live import LiveStep
 
 log = logging.getLogger("specbench")
 
@@ -221,7 +221,7 @@ class CoordinatorHooks(RunHooks):
             self.shape.on_step_closed.append(self.steps)
             self.shape.on_step_closed.append(self._check_error_rate)
         if self.env.web_ui is not None:
-            from locustfiles.webui import install_tokens_tab  # only where a web UI is served
+            from specbench.locustfiles.webui import install_tokens_tab  # only where a web UI is served
 
             self.tokens_tab = install_tokens_tab(self.env, self)
 

@@ -18,7 +18,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from contract import tls
+from specbench.contract import tls
 
 
 class _SkipInterimResponse(http.client.HTTPResponse):

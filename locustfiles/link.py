@@ -23,9 +23,9 @@ from typing import Any
 
 import gevent
 
-from contract.messages import CLOCK_MESSAGE, CPU_MESSAGE, HELLO_MESSAGE
-from locustfiles.looplag import LOOP_LAG
-from shapes.loadcpu import process_busy_seconds
+from specbench.contract.messages import CLOCK_MESSAGE, CPU_MESSAGE, HELLO_MESSAGE
+from specbench.locustfiles.looplag import LOOP_LAG
+from specbench.shapes.loadcpu import process_busy_seconds
 
 log = logging.getLogger("specbench")
 

@@ -7,7 +7,7 @@ to the default ``diverse`` order would change every default run and overflow sma
 Why generated at load time rather than committed: the set is ~1.1 MB of text, all of it composed from the
 passages of ``config/prompts/diverse.jsonl``; generating it (a few milliseconds, a pure function of that file
 and this module) keeps the repository small, and its sha256 is as stable as the two (a test pins it).
-``python -m locustfiles.longcontext OUT.jsonl`` writes it out for other tools; loading that file gives the same
+``python -m specbench.locustfiles.longcontext OUT.jsonl`` writes it out for other tools; loading that file gives the same
 sha256.
 
 Each prompt is a multi-document context with a real task at the end: the passages of the diverse set's
@@ -29,8 +29,8 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
-from locustfiles.promptfile import load_builtin
-from locustfiles.promptset import Prompt, PromptSet, content_sha256
+from specbench.locustfiles.promptfile import load_builtin
+from specbench.locustfiles.promptset import Prompt, PromptSet, content_sha256
 
 NAME = "long-context"
 CATEGORY = "long_context"
@@ -152,5 +152,5 @@ def write_jsonl(path: str) -> None:
 
 if __name__ == "__main__":  # pragma: no cover - a convenience for other tools
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m locustfiles.longcontext OUT.jsonl")
+        sys.exit("usage: python -m specbench.locustfiles.longcontext OUT.jsonl")
     write_jsonl(sys.argv[1])

@@ -10,7 +10,7 @@ import time
 
 import gevent
 
-from contract import laghist
+from specbench.contract import laghist
 
 TICK_S = 0.02
 

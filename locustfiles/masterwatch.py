@@ -20,7 +20,7 @@ import gevent
 import zmq.green as zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from contract.policy import MASTER_GONE_S, MASTER_LOST_S
+from specbench.contract.policy import MASTER_GONE_S, MASTER_LOST_S
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from gevent.lock import Semaphore
 
-from contract.messages import DROP_MESSAGE
-from locustfiles.schedule import Schedule
-from shapes.arrivals import Claim
+from specbench.contract.messages import DROP_MESSAGE
+from specbench.locustfiles.schedule import Schedule
+from specbench.shapes.arrivals import Claim
 
 if TYPE_CHECKING:
-    from locustfiles.run import RunContext
+    from specbench.locustfiles.run import RunContext
 
 
 _LOCKS: weakref.WeakKeyDictionary[Schedule, Semaphore] = weakref.WeakKeyDictionary()

@@ -24,9 +24,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from contract.jsonlines import decode_problem, json_objects
-from locustfiles.promptset import Prompt, PromptError, PromptSet, content_sha256
-from specbench_config import data_path
+from specbench.config import data_path
+from specbench.contract.jsonlines import decode_problem, json_objects
+from specbench.locustfiles.promptset import Prompt, PromptError, PromptSet, content_sha256
 
 __all__ = ["BUILTIN_DIR", "first_turn", "load_builtin", "load_file"]
 

@@ -27,9 +27,9 @@ import threading
 from pathlib import Path
 from typing import Literal
 
-from locustfiles import longcontext
-from locustfiles.promptfile import BUILTIN_DIR, load_builtin, load_file
-from locustfiles.promptset import Prompt, PromptError, PromptSet, content_sha256
+from specbench.locustfiles import longcontext
+from specbench.locustfiles.promptfile import BUILTIN_DIR, load_builtin, load_file
+from specbench.locustfiles.promptset import Prompt, PromptError, PromptSet, content_sha256
 
 __all__ = [
     "BUILTIN_DIR",

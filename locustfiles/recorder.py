@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from contract.childstatus import DISK, tell_parent
-from contract.redact import redact_obj, redacted_json_line
-from contract.schema import META_FILE, RunMeta
+from specbench.contract.childstatus import DISK, tell_parent
+from specbench.contract.redact import redact_obj, redacted_json_line
+from specbench.contract.schema import META_FILE, RunMeta
 
 
 class WriteFailures:

@@ -23,12 +23,12 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from contract.settings import SuiteSettings
-from contract.traces import BLOCK_TOKENS, ReplayStep, TraceRow
-from locustfiles.prompts import Prompt, PromptSet
-from locustfiles.workload import CHARS_PER_TOKEN
-from shapes.arrivals import Claim
-from shapes.live import LiveStep
+from specbench.contract.settings import SuiteSettings
+from specbench.contract.traces import BLOCK_TOKENS, ReplayStep, TraceRow
+from specbench.locustfiles.prompts import Prompt, PromptSet
+from specbench.locustfiles.workload import CHARS_PER_TOKEN
+from specbench.shapes.arrivals import Claim
+from specbench.shapes.live import LiveStep
 
 
 @dataclass

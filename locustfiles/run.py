@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from contract.redact import redact
-from contract.schema import (
+from specbench.contract.redact import redact
+from specbench.contract.schema import (
     ANSWERS_FILE,
     RECORDS_FILE,
     SCHEMA_VERSION,
@@ -29,20 +29,20 @@ from contract.schema import (
     RunMeta,
     StepRecord,
 )
-from contract.settings import SettingsError, SuiteSettings, default_run_dir
-from contract.version import SUITE_VERSION
-from locustfiles.deadline import DeadlineExceeded
-from locustfiles.dialects import Dialect, Sampling, dialect
-from locustfiles.link import ClockOffset
-from locustfiles.prompts import PromptOrder, PromptSet, load_prompts
-from locustfiles.recorder import JsonlAppender, write_meta
-from locustfiles.replay import Replay, TraceSchedule
-from locustfiles.schedule import Schedule
-from locustfiles.sequencer import LocalSequence, WorkerSequence
-from locustfiles.serverinfo import ServerIdentity, identify
-from locustfiles.workload import Workload
-from shapes.arrivals import ArrivalClock
-from shapes.live import LiveStep
+from specbench.contract.settings import SettingsError, SuiteSettings, default_run_dir
+from specbench.contract.version import SUITE_VERSION
+from specbench.locustfiles.deadline import DeadlineExceeded
+from specbench.locustfiles.dialects import Dialect, Sampling, dialect
+from specbench.locustfiles.link import ClockOffset
+from specbench.locustfiles.prompts import PromptOrder, PromptSet, load_prompts
+from specbench.locustfiles.recorder import JsonlAppender, write_meta
+from specbench.locustfiles.replay import Replay, TraceSchedule
+from specbench.locustfiles.schedule import Schedule
+from specbench.locustfiles.sequencer import LocalSequence, WorkerSequence
+from specbench.locustfiles.serverinfo import ServerIdentity, identify
+from specbench.locustfiles.workload import Workload
+from specbench.shapes.arrivals import ArrivalClock
+from specbench.shapes.live import LiveStep
 
 log = logging.getLogger("specbench")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from shapes.arrivals import Claim
-from shapes.live import LiveStep
+from specbench.shapes.arrivals import Claim
+from specbench.shapes.live import LiveStep
 
 __all__ = ["Schedule"]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from gevent.event import Event
 
-from contract.messages import SEQ_ASK_MESSAGE
+from specbench.contract.messages import SEQ_ASK_MESSAGE
 
 log = logging.getLogger("specbench")
 

@@ -16,11 +16,11 @@ import gevent
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
-from contract.server_metrics import SERVER_METRICS_FILE, MetricsParseError, parse_metrics
-from locustfiles.auth import auth_headers
-from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
-from locustfiles.httpsession import new_session
-from locustfiles.recorder import JsonlAppender
+from specbench.contract.server_metrics import SERVER_METRICS_FILE, MetricsParseError, parse_metrics
+from specbench.locustfiles.auth import auth_headers
+from specbench.locustfiles.deadline import Deadline, DeadlineExceeded, fetch
+from specbench.locustfiles.httpsession import new_session
+from specbench.locustfiles.recorder import JsonlAppender
 
 log = logging.getLogger("specbench")
 

@@ -15,10 +15,10 @@ from typing import Any
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
-from contract.server_metrics import MetricsParseError, parse_metrics
-from locustfiles.auth import auth_headers
-from locustfiles.deadline import Deadline, fetch
-from locustfiles.httpsession import new_session
+from specbench.contract.server_metrics import MetricsParseError, parse_metrics
+from specbench.locustfiles.auth import auth_headers
+from specbench.locustfiles.deadline import Deadline, fetch
+from specbench.locustfiles.httpsession import new_session
 
 _SGLANG_SPEC_KEYS = (
     "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",

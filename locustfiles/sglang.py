@@ -5,7 +5,7 @@
     locust -f locustfiles/sglang.py                # web UI; with no --host the built-in emulator starts
 
 Every finished request becomes one line of RUN_DIR/records.jsonl; every ladder step one line of
-RUN_DIR/steps.jsonl; ``python -m analysis summarize RUN_DIR`` turns them into tables.
+RUN_DIR/steps.jsonl; ``python -m specbench.analysis summarize RUN_DIR`` turns them into tables.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 from locust import events
 
-from contract.lifecycle import forked_children_die_with_parent
-from locustfiles import hooks
-from locustfiles.user import LLMUser
-from shapes.rate import RateLadder  # the concurrency ladder, or the rate ladder with --rate-ladder
+from specbench.contract.lifecycle import forked_children_die_with_parent
+from specbench.locustfiles import hooks
+from specbench.locustfiles.user import LLMUser
+from specbench.shapes.rate import RateLadder  # the concurrency ladder, or the rate ladder with --rate-ladder
 
 __all__ = ["RateLadder", "SGLangUser"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from contract.schema import SpecFields
+from specbench.contract.schema import SpecFields
 
 # Normalised speculative field -> the server's keys, newest first.
 _SPEC_KEYS: dict[str, dict[str, tuple[str, ...]]] = {

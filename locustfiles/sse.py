@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 
-from locustfiles.wakeclock import wake_clock
+from specbench.locustfiles.wakeclock import wake_clock
 
 DONE = b"[DONE]"
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from contract.evidence import token_count_problem
-from contract.redact import clip
-from contract.schema import ChunkTokenSource, SpecFields, TokenSource
-from locustfiles import specfields
+from specbench.contract.evidence import token_count_problem
+from specbench.contract.redact import clip
+from specbench.contract.schema import ChunkTokenSource, SpecFields, TokenSource
+from specbench.locustfiles import specfields
 
 ERROR_TEXT_LIMIT = 200  # of a server's error message kept for the record (redacted before the cut)
 

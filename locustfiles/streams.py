@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
-from contract.redact import clip
-from locustfiles.dialects import Dialect, dialect
-from locustfiles.sse import DONE
-from locustfiles.streamfacts import ERROR_TEXT_LIMIT, StreamFacts, TokenCounts
+from specbench.contract.redact import clip
+from specbench.locustfiles.dialects import Dialect, dialect
+from specbench.locustfiles.sse import DONE
+from specbench.locustfiles.streamfacts import ERROR_TEXT_LIMIT, StreamFacts, TokenCounts
 
 __all__ = ["StreamState", "TokenCounts", "parse_payload"]
 

@@ -1,4 +1,4 @@
-"""The one launcher of the built-in emulator: ``python -m emulator`` in its own process, tied to this one.
+"""The one launcher of the built-in emulator: ``python -m specbench.emulator`` in its own process, tied to this one.
 
 The load side never imports the emulator: the emulator is a separate program, as a real server would be, so it
 never shares a core's event loop with the load that measures it. It listens on ``--port 0`` and prints its URL
@@ -23,14 +23,14 @@ from urllib.parse import urlsplit
 
 import requests
 
-from locustfiles.httpsession import new_session
+from specbench.locustfiles.httpsession import new_session
 
 __all__ = ["EmulatorProcess", "start_emulator_process"]
 
 
 @dataclass
 class EmulatorProcess:
-    """A running ``python -m emulator``: ``url``, ``port``, ``process``; ``stop()`` is idempotent."""
+    """A running ``python -m specbench.emulator``: ``url``, ``port``, ``process``; ``stop()`` is idempotent."""
 
     profile: str
     url: str
@@ -64,10 +64,10 @@ def start_emulator_process(profile: str = "baseline", *, speed: float | None = N
                            ready_timeout: float = 30.0) -> EmulatorProcess:
     """Start an emulator on a free loopback port and return once it answers ``/ready`` with 200.
 
-    ``extra`` goes to ``python -m emulator`` as it is (``--fault-503 0.1``, ``--max-running-requests 8``, ...).
+    ``extra`` goes to ``python -m specbench.emulator`` as it is (``--fault-503 0.1``, ``--max-running-requests 8``, ...).
     Raises ``RuntimeError`` with the emulator's own error line if it exits or does not become ready in time.
     """
-    cmd = [sys.executable, "-m", "emulator", "--profile", profile, "--port", "0", "--parent-pid", str(os.getpid())]
+    cmd = [sys.executable, "-m", "specbench.emulator", "--profile", profile, "--port", "0", "--parent-pid", str(os.getpid())]
     if speed is not None:
         cmd += ["--speed", str(speed)]
     log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the emulator; a stderr pipe could fill

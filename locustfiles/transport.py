@@ -37,9 +37,9 @@ from urllib.parse import unquote, urlsplit
 from gevent.monkey import get_original
 from gevent.socket import socket as _GreenSocket
 
-from contract.redact import clip
-from contract.schema import Status
-from locustfiles.silence import DeadlinePassed, SilenceTimer
+from specbench.contract.redact import clip
+from specbench.contract.schema import Status
+from specbench.locustfiles.silence import DeadlinePassed, SilenceTimer
 
 _select = get_original("select", "select")
 

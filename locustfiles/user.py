@@ -22,20 +22,20 @@ from locust import HttpUser, constant, task
 from locust.exception import CatchResponseError
 from locust.user.task import LOCUST_STATE_RUNNING
 
-from contract import tls
-from contract.messages import RECORD_MESSAGE, START_MESSAGE
-from contract.redact import clip
-from contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, Status, answer_digest
-from locustfiles.auth import auth_headers
-from locustfiles.conversation import Conversation
-from locustfiles.deferred import AFTER_SENDS
-from locustfiles.pacer import wait_for_turn
-from locustfiles.prompts import Prompt
-from locustfiles.run import RunContext
-from locustfiles.silence import DeadlinePassed
-from locustfiles.sse import EventReader
-from locustfiles.streams import StreamState
-from locustfiles.transport import Response, SendFailed, StreamClient, endpoint
+from specbench.contract import tls
+from specbench.contract.messages import RECORD_MESSAGE, START_MESSAGE
+from specbench.contract.redact import clip
+from specbench.contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, Status, answer_digest
+from specbench.locustfiles.auth import auth_headers
+from specbench.locustfiles.conversation import Conversation
+from specbench.locustfiles.deferred import AFTER_SENDS
+from specbench.locustfiles.pacer import wait_for_turn
+from specbench.locustfiles.prompts import Prompt
+from specbench.locustfiles.run import RunContext
+from specbench.locustfiles.silence import DeadlinePassed
+from specbench.locustfiles.sse import EventReader
+from specbench.locustfiles.streams import StreamState
+from specbench.locustfiles.transport import Response, SendFailed, StreamClient, endpoint
 
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 2.0

@@ -20,7 +20,7 @@ from flask import Response, request, send_from_directory
 from locust.env import Environment
 from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
-from analysis.reporting.live import (
+from specbench.analysis.reporting.live import (
     OpenStep,
     TabRow,
     closing_row,
@@ -30,7 +30,7 @@ from analysis.reporting.live import (
     tab_csv,
     tab_structure,
 )
-from contract.schema import RunFormatError, StepRecord
+from specbench.contract.schema import RunFormatError, StepRecord
 
 log = logging.getLogger("specbench.webui")
 
@@ -120,10 +120,10 @@ class TokensTab:
 
 def _render_report(run_dir: Path, base: str) -> str:
     # matplotlib and the rest of the analysis only when a report is asked for
-    from analysis.outputs import write_summary_outputs
-    from analysis.records.load import load_run
-    from analysis.records.summary import summarize_run
-    from analysis.reporting.render import render_summary_table
+    from specbench.analysis.outputs import write_summary_outputs
+    from specbench.analysis.records.load import load_run
+    from specbench.analysis.records.summary import summarize_run
+    from specbench.analysis.reporting.render import render_summary_table
 
     try:
         summary = summarize_run(load_run(run_dir))
@@ -132,7 +132,7 @@ def _render_report(run_dir: Path, base: str) -> str:
     write_summary_outputs(summary, run_dir / REPORT_DIR)
     images = "".join(f'<p><img src="{base}/tokens/report/{name}" alt="{name}"></p>' for name in REPORT_PLOTS)
     body = (f"<p>Run directory <code>{html.escape(str(run_dir))}</code>; these files are in its "
-            f"<code>{REPORT_DIR}/</code> folder. Same as <code>python -m analysis summarize "
+            f"<code>{REPORT_DIR}/</code> folder. Same as <code>python -m specbench.analysis summarize "
             f"{html.escape(str(run_dir))}</code>.</p><pre>{html.escape(render_summary_table(summary))}</pre>{images}")
     return _page(f"Report: {summary.name}", body)
 

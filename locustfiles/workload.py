@@ -16,9 +16,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from contract.lengths import LengthDist, parse_length, parse_shared_prefix
-from contract.settings import SuiteSettings
-from locustfiles.prompts import Prompt, PromptOrder, PromptSet
+from specbench.contract.lengths import LengthDist, parse_length, parse_shared_prefix
+from specbench.contract.settings import SuiteSettings
+from specbench.locustfiles.prompts import Prompt, PromptOrder, PromptSet
 
 #: Characters per token for English text (the usual rule of thumb; also the emulator's tokenizer).
 CHARS_PER_TOKEN = 4.0

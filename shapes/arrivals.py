@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from shapes.live import LiveStep
+from specbench.shapes.live import LiveStep
 
 
 class Claim(NamedTuple):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contract.policy import (
+from specbench.contract.policy import (
     MIN_ACHIEVED_FRACTION,
     MIN_PERCENTILE_REQUESTS,
     client_lagged,
@@ -18,9 +18,9 @@ from contract.policy import (
     rate_held,
     read_lagged,
 )
-from contract.schema import NOT_SERVER_FAILURES, SCHEMA_VERSION, RequestRecord, StepRecord
-from contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
-from shapes.loadcpu import client_bound
+from specbench.contract.schema import NOT_SERVER_FAILURES, SCHEMA_VERSION, RequestRecord, StepRecord
+from specbench.contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
+from specbench.shapes.loadcpu import client_bound
 
 # Users left over from a higher step still in flight: the step ran above its target C.
 ABOVE_TARGET_FRACTION = 1.05

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 
-from contract.policy import DRAIN_RESERVE
-from contract.settings import SettingsError, parse_duration
+from specbench.contract.policy import DRAIN_RESERVE
+from specbench.contract.settings import SettingsError, parse_duration
 
 BudgetError = SettingsError  # a duration that cannot be read; the message names the flag and what was expected
 __all__ = ["BudgetError", "budget_grace_s", "describe_forecast", "describe_plan", "fmt_duration", "halfwidth_for",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from contract.schema import RequestRecord
+from specbench.contract.schema import RequestRecord
 
 
 class RequestCollector:

@@ -21,14 +21,14 @@ from collections.abc import Callable
 from locust import LoadTestShape
 from locust.runners import MasterRunner
 
-from analysis.records.summary import closed_step_row
-from analysis.reporting.stepline import step_line
-from analysis.stats.batch_means import window_precision
-from contract.messages import STEP_MESSAGE
-from contract.policy import STALL_MS
-from contract.schema import RequestRecord, StepRecord
-from contract.settings import SuiteSettings, parse_budget, settings_of
-from shapes.books import (
+from specbench.analysis.records.summary import closed_step_row
+from specbench.analysis.reporting.stepline import step_line
+from specbench.analysis.stats.batch_means import window_precision
+from specbench.contract.messages import STEP_MESSAGE
+from specbench.contract.policy import STALL_MS
+from specbench.contract.schema import RequestRecord, StepRecord
+from specbench.contract.settings import SuiteSettings, parse_budget, settings_of
+from specbench.shapes.books import (
     StepBook,
     close_step,
     count_measured,
@@ -38,12 +38,12 @@ from shapes.books import (
     warmup_end,
     warmup_stable_s,
 )
-from shapes.budget import budget_grace_s, describe_forecast, describe_plan, step_share
-from shapes.collector import RequestCollector
-from shapes.live import LOG_ONLY, LiveStep
-from shapes.loadcpu import LoadCpu
-from shapes.pauses import PauseWatch, steady_clock
-from shapes.satstop import HOLD_MAX_S, SaturationStop
+from specbench.shapes.budget import budget_grace_s, describe_forecast, describe_plan, step_share
+from specbench.shapes.collector import RequestCollector
+from specbench.shapes.live import LOG_ONLY, LiveStep
+from specbench.shapes.loadcpu import LoadCpu
+from specbench.shapes.pauses import PauseWatch, steady_clock
+from specbench.shapes.satstop import HOLD_MAX_S, SaturationStop
 
 log = logging.getLogger("specbench.ladder")
 STOP_MARGIN = 0.9  # a step stops once its recorded part is within 90% of --step-ci

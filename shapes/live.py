@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from contract.schema import Phase
+from specbench.contract.schema import Phase
 
 # ``extra=`` of a progress line that belongs in the run's log but not on a ``--console progress`` terminal,
 # which shows one line per step (its figures) rather than a line at each start as well

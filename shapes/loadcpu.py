@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import psutil
 
-from contract import laghist
-from contract.policy import CLIENT_BOUND_CPU
+from specbench.contract import laghist
+from specbench.contract.policy import CLIENT_BOUND_CPU
 
 CLIENT_BOUND_PCT = 100.0 * CLIENT_BOUND_CPU
 SCHEDSTAT = "/proc/self/schedstat"

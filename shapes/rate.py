@@ -22,10 +22,10 @@ hooks stand in for the ladder's of the same name for that run.
 
 from __future__ import annotations
 
-from contract.policy import default_min_requests_at_rate
-from contract.traces import ReplayStep
-from shapes.books import StepBook
-from shapes.ladder import ConcurrencyLadder
+from specbench.contract.policy import default_min_requests_at_rate
+from specbench.contract.traces import ReplayStep
+from specbench.shapes.books import StepBook
+from specbench.shapes.ladder import ConcurrencyLadder
 
 LEAD_S = 0.5  # the first row of a window is due this long after the window is announced
 USERS_WAIT_S = 10.0  # at most this long for the pool's users to be running before a replay window opens

@@ -13,9 +13,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from analysis.verdicts.saturation import LoadPoint, Saturation, find_saturation
-from contract.schema import RequestRecord, StepRecord
-from contract.settings import SuiteSettings
+from specbench.analysis.verdicts.saturation import LoadPoint, Saturation, find_saturation
+from specbench.contract.schema import RequestRecord, StepRecord
+from specbench.contract.settings import SuiteSettings
 
 HOLD_MAX_S = 30.0  # longest wait for a step's books before deciding without it
 

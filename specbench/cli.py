@@ -7,8 +7,8 @@
     specbench compare --baseline URL --spec URL --trace FILE --slo ...   # trace replay (#28): both replay FILE
     specbench sweep sweep.yaml                       # start, measure and stop each configured server in turn
     specbench run --host URL --label NAME            # one ladder, one run directory
-    specbench report RUN_DIR                         # python -m analysis summarize RUN_DIR
-    specbench compare-runs BASE_RUN RUN [RUN ...]    # python -m analysis compare BASE_RUN RUN [RUN ...]
+    specbench report RUN_DIR                         # python -m specbench.analysis summarize RUN_DIR
+    specbench compare-runs BASE_RUN RUN [RUN ...]    # python -m specbench.analysis compare BASE_RUN RUN [RUN ...]
 
 Options it does not know (``--ladder``, ``--max-tokens``, ``--prompts``, ...) go to the Locust runs as they are.
 Exit codes: 0 done, 2 a user or server problem (one line on stderr), 3 a distributed run lost data (a worker
@@ -23,12 +23,13 @@ import sys
 import time
 from pathlib import Path
 
-from analysis.reporting.files import OutputWriteError
-from contract import interrupts
-from contract.limits import auto_processes
-from contract.redact import redact
-from contract.schema import LOG_FILE
-from contract.settings import (
+from specbench.analysis.reporting.files import OutputWriteError
+from specbench.config import data_path
+from specbench.contract import interrupts
+from specbench.contract.limits import auto_processes
+from specbench.contract.redact import redact
+from specbench.contract.schema import LOG_FILE
+from specbench.contract.settings import (
     OPTIONS,
     SettingsError,
     SuiteSettings,
@@ -40,14 +41,13 @@ from contract.settings import (
     parse_budget,
     passthrough_argv,
 )
-from contract.version import SUITE_VERSION
-from locustfiles.target import start_emulator_process
+from specbench.contract.version import SUITE_VERSION
 from specbench.inputs import InputError, check_fresh_dir, check_host, check_key_and_url, check_load_options, check_speed
 from specbench.launch import LaunchError
+from specbench.locustfiles.target import start_emulator_process
 from specbench.preflight import PreflightError, check_server
 from specbench.sweepfile import SweepFileError
 from specbench.terminal import OneLineParser, closed_pipe, did_you_mean, stdout_on_stderr
-from specbench_config import data_path
 
 DEMO_CONFIG = data_path("suite", "demo.yaml")
 DEMO_RATE_CONFIG = data_path("suite", "demo-rate.yaml")
@@ -236,17 +236,17 @@ def _main(argv: list[str] | None) -> int:
 
 
 def cmd_analysis(args: argparse.Namespace, extra: list[str]) -> int:
-    """report and compare-runs: thin wrappers over ``python -m analysis``."""
+    """report and compare-runs: thin wrappers over ``python -m specbench.analysis``."""
     if extra:
         known = subcommands()[args.command]._option_string_actions
         hint = did_you_mean(extra[0], known)
         raise UsageError(f"unknown options for {args.command}: {' '.join(extra)}{f' ({hint})' if hint else ''}")
-    from analysis.cli import main as analysis_main
+    from specbench.analysis.cli import main as analysis_main
 
     if args.command == "report":
         return analysis_main(["summarize", args.run_dir] + (["--json"] if args.json else []))
-    from analysis.cli import UsageError as AnalysisUsageError
-    from analysis.cli import check_distinct_runs, check_report_dir
+    from specbench.analysis.cli import UsageError as AnalysisUsageError
+    from specbench.analysis.cli import check_distinct_runs, check_report_dir
 
     out = Path(args.out) if args.out else Path("reports") / f"compare-runs-{time.strftime('%Y%m%d-%H%M%S')}"
     check_fresh_dir(out, "--out", args.overwrite, marker="report.md")
@@ -260,11 +260,11 @@ def cmd_analysis(args: argparse.Namespace, extra: list[str]) -> int:
 
 def compare_finished_runs(args: argparse.Namespace, out: Path) -> int:
     """compare-runs as compare ends: the answer first (the whole report with --verbose), then the report's place."""
-    from analysis import compare_many, load_run, write_outputs
-    from analysis.cli import UsageError as AnalysisUsageError
-    from analysis.cli import named_runs
-    from contract.runformat import RunFormatError
+    from specbench.analysis import compare_many, load_run, write_outputs
+    from specbench.analysis.cli import UsageError as AnalysisUsageError
+    from specbench.analysis.cli import named_runs
     from specbench.compare import report_line, terminal_text
+    from specbench.contract.runformat import RunFormatError
 
     try:
         multi = compare_many(load_run(args.base_run), named_runs(args.spec_runs, args.baseline_name),
@@ -385,8 +385,8 @@ def _budget(args: argparse.Namespace) -> float:
 
 def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
     """--spec values as (name, URL): a single plain URL is named ``spec``; several need NAME=URL each."""
-    from analysis.cli import UsageError as NameUsageError
-    from analysis.cli import check_names, split_name
+    from specbench.analysis.cli import UsageError as NameUsageError
+    from specbench.analysis.cli import check_names, split_name
 
     pairs = [split_name(s) for s in specs]
     if len(pairs) == 1 and pairs[0][0] is None:
@@ -491,7 +491,7 @@ def demo_sweep(speed: float):  # -> Sweep (typed lazily: the sweep module is onl
     from specbench.sweepfile import parse_sweep
 
     entries = [{"name": name, "baseline": name == DEMO_SWEEP[0][0],
-                "command": [sys.executable, "-m", "emulator", "--profile", profile, "--port", "{port}",
+                "command": [sys.executable, "-m", "specbench.emulator", "--profile", profile, "--port", "{port}",
                             "--speed", f"{speed:g}"],
                 "ready": {"url": "http://127.0.0.1:{port}/ready", "timeout_s": 60, "interval_s": 0.1},
                 "stop_timeout_s": 10}

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING
 
 import requests
 
-from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
-from contract.redact import redact
-from contract.schema import LOG_FILE
-from contract.settings import duration_arg
-from locustfiles.auth import auth_headers
-from locustfiles.guards import EXIT_TOO_MANY_ERRORS
-from locustfiles.httpsession import new_session
-from shapes.budget import fmt_duration
+from specbench.analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
+from specbench.config.yamlload import load_yaml
+from specbench.contract.redact import redact
+from specbench.contract.schema import LOG_FILE
+from specbench.contract.settings import duration_arg
 from specbench.exporters import with_own_exporters
 from specbench.loadrun import LoadRun, execute
+from specbench.locustfiles.auth import auth_headers
+from specbench.locustfiles.guards import EXIT_TOO_MANY_ERRORS
+from specbench.locustfiles.httpsession import new_session
 from specbench.preflight import Preflight
 from specbench.refine import (
     REFINE_SHARE,
@@ -35,13 +35,13 @@ from specbench.refine import (
     pair_levels,
     refine_by_mode,
 )
+from specbench.shapes.budget import fmt_duration
 from specbench.topup import top_up
-from specbench_config.yamlload import load_yaml
 
 EXIT_DISK = 2  # the disk refused a run's files: a user's environment, as bad input is (docs/reference/errors.md)
 
 if TYPE_CHECKING:
-    from analysis.verdicts.multi import MultiComparison
+    from specbench.analysis.verdicts.multi import MultiComparison
 
 
 @dataclass
@@ -156,7 +156,7 @@ def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str,
                  verbose: bool = False) -> int:
     """Compare what was recorded and write the report; one configuration gives the two-run report. The terminal
     gets the answer and one table (``analysis.reporting.brief``); ``verbose``, the whole report."""
-    from analysis import compare_many, load_run, write_outputs
+    from specbench.analysis import compare_many, load_run, write_outputs
 
     recorded = [(name, path) for name, path in configs if (path / "records.jsonl").exists()]
     if not (baseline[1] / "records.jsonl").exists() or not recorded:
@@ -173,8 +173,8 @@ def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str,
 
 def terminal_text(multi: MultiComparison, verbose: bool) -> str:
     """What a comparison shows on the terminal: the answer and one table; ``verbose``, the whole report."""
-    from analysis import render_comparison, render_multi
-    from analysis.reporting.brief import brief_comparison, brief_multi
+    from specbench.analysis import render_comparison, render_multi
+    from specbench.analysis.reporting.brief import brief_comparison, brief_multi
 
     if len(multi.pairs) == 1:
         return (render_comparison if verbose else brief_comparison)(multi.pairs[0])
@@ -191,9 +191,9 @@ def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tup
     report.md and written to trace.json."""
     import json
 
-    from analysis import load_run  # the records screened as every other figure's (contract.evidence)
-    from analysis.reporting.files import OutputWriteError, describe, write_whole
-    from analysis.verdicts.trace_compare import compare_trace
+    from specbench.analysis import load_run  # the records screened as every other figure's (contract.evidence)
+    from specbench.analysis.reporting.files import OutputWriteError, describe, write_whole
+    from specbench.analysis.verdicts.trace_compare import compare_trace
 
     base = load_run(baseline[1])
     found = [c for name, path in configs

@@ -13,8 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from contract.settings import OPTIONS
 from specbench.cli import _parser, subcommands
+from specbench.contract.settings import OPTIONS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "reference"
 WIDTH = 110  # the help text's wrapping width, fixed so the pages do not depend on the terminal

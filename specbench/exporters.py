@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contract.gpu_metrics import is_nvml, parse_exporter_urls
-from contract.nvml import NvmlError, check_nvml
-from contract.urls import UrlError, shown_url
+from specbench.contract.gpu_metrics import is_nvml, parse_exporter_urls
+from specbench.contract.nvml import NvmlError, check_nvml
+from specbench.contract.urls import UrlError, shown_url
 from specbench.inputs import InputError
 
 BASELINE_FLAG = "--baseline-gpu-metrics"
@@ -45,7 +45,9 @@ def _urls(text: str, flag: str) -> str:
 
 def _spec_entry(text: str, names: Sequence[str]) -> tuple[str, str]:
     """One --spec-gpu-metrics value -> (the --spec name it is for, its URLs)."""
-    from analysis.cli import split_name  # as --spec NAME=URL is read (specbench.cli); here, not at import: heavy
+    from specbench.analysis.cli import (
+        split_name,  # as --spec NAME=URL is read (specbench.cli); here, not at import: heavy
+    )
 
     name, urls = split_name(text.strip())
     if name is None:

@@ -16,7 +16,7 @@ import signal
 import sys
 from types import FrameType
 
-from contract.lifecycle import die_with_parent, stop_group
+from specbench.contract.lifecycle import die_with_parent, stop_group
 
 
 def main(argv: list[str]) -> int:

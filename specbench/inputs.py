@@ -17,10 +17,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from contract.limits import LimitError, check_limit, check_processes
-from contract.redact import redact
-from contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile
-from contract.urls import UrlError, check_url, has_credentials
+from specbench.contract.limits import LimitError, check_limit, check_processes
+from specbench.contract.redact import redact
+from specbench.contract.settings import SettingsError, SuiteSettings, add_arguments, apply_profile
+from specbench.contract.urls import UrlError, check_url, has_credentials
 from specbench.terminal import did_you_mean
 
 
@@ -90,7 +90,7 @@ def check_load_options(options: list[str], processes: int = 0, own_flags: Iterab
 
 def check_prompts(settings: SuiteSettings) -> None:
     """The prompt set loads and the fixed prompt id is in it (what the Locust child would find out later)."""
-    from locustfiles.prompts import PromptError, PromptOrder, load_prompts
+    from specbench.locustfiles.prompts import PromptError, PromptOrder, load_prompts
 
     try:
         prompt_set = load_prompts(settings.prompts)

@@ -22,9 +22,9 @@ from pathlib import Path
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
-from contract.lifecycle import signal_group, stop_group
-from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
-from locustfiles.httpsession import new_session
+from specbench.contract.lifecycle import signal_group, stop_group
+from specbench.locustfiles.deadline import Deadline, DeadlineExceeded, fetch
+from specbench.locustfiles.httpsession import new_session
 
 
 def free_port() -> int:

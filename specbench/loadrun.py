@@ -16,12 +16,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import locustfiles
-from analysis.reporting.files import OutputWriteError, describe
-from contract import interrupts
-from contract.childstatus import DISK, STATUS_FD_ENV, read_status
-from contract.lifecycle import die_with_parent
-from contract.schema import LOG_FILE, META_FILE
+from specbench import locustfiles
+from specbench.analysis.reporting.files import OutputWriteError, describe
+from specbench.contract import interrupts
+from specbench.contract.childstatus import DISK, STATUS_FD_ENV, read_status
+from specbench.contract.lifecycle import die_with_parent
+from specbench.contract.schema import LOG_FILE, META_FILE
 from specbench.launch import free_port
 from specbench.progress import watch_on_terminal
 

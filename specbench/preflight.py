@@ -10,15 +10,15 @@ from dataclasses import dataclass
 import requests
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
-from contract import tls
-from contract.redact import clip
-from contract.servertext import describe_speculative, plain
-from locustfiles.auth import auth_headers
-from locustfiles.deadline import Deadline, DeadlineExceeded, fetch
-from locustfiles.dialects import dialect
-from locustfiles.httpsession import new_session
-from locustfiles.run import resolve_api
-from locustfiles.serverinfo import ServerIdentity, identify
+from specbench.contract import tls
+from specbench.contract.redact import clip
+from specbench.contract.servertext import describe_speculative, plain
+from specbench.locustfiles.auth import auth_headers
+from specbench.locustfiles.deadline import Deadline, DeadlineExceeded, fetch
+from specbench.locustfiles.dialects import dialect
+from specbench.locustfiles.httpsession import new_session
+from specbench.locustfiles.run import resolve_api
+from specbench.locustfiles.serverinfo import ServerIdentity, identify
 
 
 class PreflightError(Exception):

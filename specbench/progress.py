@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE
-from contract.settings import parse_budget
-from shapes.budget import fmt_duration, step_share
+from specbench.contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE
+from specbench.contract.settings import parse_budget
+from specbench.shapes.budget import fmt_duration, step_share
 
 
 class StepWatch:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.verdicts.refine import (
+from specbench.analysis.verdicts.refine import (
     DEFAULT_REFINE_LEVELS,
     Crossing,
     RefinePlan,
@@ -27,11 +27,11 @@ from analysis.verdicts.refine import (
     plan_rate_round,
     plan_round,
 )
-from analysis.verdicts.slo_compare import Capacity, capacity
-from contract.schema import ANSWERS_FILE, RECORDS_FILE, STEPS_FILE, iter_jsonl, read_steps
-from contract.server_metrics import SERVER_METRICS_FILE
-from contract.settings import duration_arg
-from shapes.budget import fmt_duration
+from specbench.analysis.verdicts.slo_compare import Capacity, capacity
+from specbench.contract.schema import ANSWERS_FILE, RECORDS_FILE, STEPS_FILE, iter_jsonl, read_steps
+from specbench.contract.server_metrics import SERVER_METRICS_FILE
+from specbench.contract.settings import duration_arg
+from specbench.shapes.budget import fmt_duration
 
 REFINE_SHARE = 0.25  # of a --time-budget kept for refinement when it is on (the ladders share the rest)
 ROUND_OVERHEAD_S = 6.0  # starting Locust and closing a one-level ladder, on top of the step itself
@@ -62,7 +62,7 @@ def crossings_of(out: Path, baseline: tuple[str, Path], configs: Sequence[tuple[
                  ) -> tuple[list[Crossing], list[int], list[int]]:
     """The crossings to pin (the crossover, or each switch point of the policy), the levels every run measured,
     and which of those were added."""
-    from analysis import compare_many, load_run
+    from specbench.analysis import compare_many, load_run
 
     recorded = [(name, path) for name, path in configs if (path / RECORDS_FILE).exists()]
     if not recorded or not (baseline[1] / RECORDS_FILE).exists():
@@ -188,7 +188,7 @@ def _run_round(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRun
 def capacities_of(order: Sequence[str], dirs: dict[str, Path]
                   ) -> tuple[dict[str, Capacity], list[float], list[float]]:
     """Each server's capacity under its run's SLO (rates with a window), every tested rate, the added ones."""
-    from analysis import load_run, summarize_run
+    from specbench.analysis import load_run, summarize_run
 
     capacities: dict[str, Capacity] = {}
     tested: set[float] = set()

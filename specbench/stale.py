@@ -3,7 +3,7 @@
 A comparison's output holds one run directory per configuration (``OUT/NAME``), refinement rounds inside them
 (``refined/round-N``, ``paired``) and, for a sweep, each server's log (``servers/NAME.log``). Rerun into the same
 directory with other configurations, the old ones would stay beside the new report, and a reader (or a later
-``python -m analysis compare``) would take them for this job's. Only what the suite recognisably made is removed:
+``python -m specbench.analysis compare``) would take them for this job's. Only what the suite recognisably made is removed:
 a directory whose ``meta.json`` names the run's label as the directory's name (every compare and sweep run is
 labelled by its configuration's name), and in it only the run files (``contract.schema.RUN_FILES``) and Locust's
 log; a directory holding anything else is left whole.
@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from contract.schema import LOG_FILE, META_FILE, RUN_FILES
+from specbench.contract.schema import LOG_FILE, META_FILE, RUN_FILES
 
 REFINE_DIRS = ("refined", "paired")  # specbench.refine's sub-runs inside a configuration's run directory
 SERVER_LOGS = "servers"  # a sweep's server logs, SERVER_LOGS/NAME.log

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
-from contract.urls import UrlError
+from specbench.analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from specbench.compare import run_ladder, write_report
+from specbench.contract.urls import UrlError
 from specbench.exporters import with_own_exporters
 from specbench.launch import LaunchError, ServerCommand, free_port
 from specbench.preflight import check_server

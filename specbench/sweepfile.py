@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from contract.gpu_metrics import parse_exporter_urls
-from contract.urls import UrlError, check_url
-from specbench_config.yamlload import YamlInputError, load_yaml
+from specbench.config.yamlload import YamlInputError, load_yaml
+from specbench.contract.gpu_metrics import parse_exporter_urls
+from specbench.contract.urls import UrlError, check_url
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 RESERVED = {"pairs", "servers"}  # directories of the report itself

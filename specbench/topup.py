@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from contract.schema import RECORDS_FILE
-from shapes.budget import fmt_duration
+from specbench.contract.schema import RECORDS_FILE
 from specbench.refine import ROUND_OVERHEAD_S, LevelRunner, merge_refined
+from specbench.shapes.budget import fmt_duration
 
 #: The least time worth a second try at a level: Locust's start and close, and a step's warm-up and window.
 MIN_TRY_S = ROUND_OVERHEAD_S + 10.0
@@ -23,7 +23,7 @@ MIN_TRY_S = ROUND_OVERHEAD_S + 10.0
 
 def short_levels(run_dir: Path) -> list[int]:
     """Closed-loop ladder levels of this run with no measured window, or a window no request finished in."""
-    from analysis import load_run, summarize_run
+    from specbench.analysis import load_run, summarize_run
 
     if not (run_dir / RECORDS_FILE).exists():
         return []

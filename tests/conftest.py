@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 import pytest
 import requests
 
-from locustfiles.target import EmulatorProcess, start_emulator_process
 from specbench.launch import free_port
+from specbench.locustfiles.target import EmulatorProcess, start_emulator_process
 
 REPO = Path(__file__).resolve().parent.parent
 # The benchmark scripts (benchmarks/, not installed) import their siblings by bare name, as when run as scripts;

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from analysis import compare_runs, load_run, render_comparison, render_summary_table, summarize_run
-from analysis.outputs import write_comparison_outputs
-from analysis.records.server_side import ACCEPT_BY_POSITION
-from analysis.reporting.serialize import comparison_json
+from specbench.analysis import compare_runs, load_run, render_comparison, render_summary_table, summarize_run
+from specbench.analysis.outputs import write_comparison_outputs
+from specbench.analysis.records.server_side import ACCEPT_BY_POSITION
+from specbench.analysis.reporting.serialize import comparison_json
 from tests.conftest import FAST_LADDER, runs_on_profiles
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import compare_runs, load_run, summarize_run
+from specbench.analysis import compare_runs, load_run, summarize_run
 from tests.conftest import locust_cmd, run_locust, wait_until_or_timeout
 
 QUICK = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "12", "--min-step-time", "1",
@@ -22,7 +22,7 @@ QUICK = ("--ladder", "2,6", "--max-tokens", "32", "--min-requests", "12", "--min
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    from locustfiles.target import start_emulator_process
+    from specbench.locustfiles.target import start_emulator_process
 
     root = tmp_path_factory.mktemp("real_runs")
     # The spec server runs at most 4 requests at once (as SGLang caps speculative servers at 48), so at C=6 its

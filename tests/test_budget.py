@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from contract.settings import SettingsError, SuiteSettings, check_budget_fits, duration_arg, parse_budget
-from shapes.books import own_stable_s, step_min_requests, warmup_stable_s
-from shapes.budget import (
+from specbench.contract.settings import SettingsError, SuiteSettings, check_budget_fits, duration_arg, parse_budget
+from specbench.launch import free_port
+from specbench.shapes.books import own_stable_s, step_min_requests, warmup_stable_s
+from specbench.shapes.budget import (
     BudgetError,
     describe_forecast,
     describe_plan,
@@ -21,7 +22,6 @@ from shapes.budget import (
     step_share,
     time_for,
 )
-from specbench.launch import free_port
 from tests.conftest import REPO
 
 
@@ -123,7 +123,7 @@ def test_a_budget_too_small_for_the_ladder_is_refused_before_any_server_is_asked
 
 
 def test_processes_auto_follows_the_ladder_top_and_the_cores() -> None:
-    from contract.limits import auto_processes
+    from specbench.contract.limits import auto_processes
 
     assert auto_processes([1, 2, 100], [], cores=8) == (0, "--processes auto: 1 load process(es) (C=100 at up to "
                                                           "100 users per process needs 1)")

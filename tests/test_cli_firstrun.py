@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from contract.settings import OPTIONS, add_option
-from contract.version import SUITE_VERSION
-from locustfiles.target import start_emulator_process
 from specbench.cli import _parser, subcommands
+from specbench.contract.settings import OPTIONS, add_option
+from specbench.contract.version import SUITE_VERSION
+from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import REPO
 
 SHORT = ["--ladder", "1,4", "--max-tokens", "32", "--min-requests", "10", "--min-step-time", "1",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from contract.schema import read_run
-from contract.settings import OPTIONS
+from specbench.contract.schema import read_run
+from specbench.contract.settings import OPTIONS
 from specbench.inputs import InputError, check_load_options
 from tests.conftest import REPO, locust_cmd, wait_until_or_timeout
 

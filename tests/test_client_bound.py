@@ -21,8 +21,8 @@ from typing import ClassVar
 
 import pytest
 
-from analysis import load_run, summarize_run
-from shapes.loadcpu import CLIENT_BOUND_PCT
+from specbench.analysis import load_run, summarize_run
+from specbench.shapes.loadcpu import CLIENT_BOUND_PCT
 from tests.conftest import read_jsonl, run_locust
 from tests.tinyservers import serving
 

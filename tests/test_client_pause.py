@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from analysis import compare_runs, load_run, summarize_run
-from contract import laghist
-from contract.policy import STALL_MS
-from shapes.pauses import PAUSE_S, PauseWatch
+from specbench.analysis import compare_runs, load_run, summarize_run
+from specbench.contract import laghist
+from specbench.contract.policy import STALL_MS
 from specbench.launch import free_port
+from specbench.shapes.pauses import PAUSE_S, PauseWatch
 from tests.conftest import locust_cmd, read_jsonl, wait_until
 from tests.procs import end_stopped
 from tests.test_distributed import master_cmd, worker

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from contract.schema import RequestRecord
-from shapes.collector import RequestCollector
+from specbench.contract.schema import RequestRecord
+from specbench.shapes.collector import RequestCollector
 
 
 def _record(rid: str) -> RequestRecord:

@@ -9,8 +9,8 @@ from array import array
 
 import pytest
 
-from analysis.records.load import load_run
-from contract.schema import RunFormatError, read_records
+from specbench.analysis.records.load import load_run
+from specbench.contract.schema import RunFormatError, read_records
 
 
 def _record(i: int, **fields) -> dict:

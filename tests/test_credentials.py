@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from contract.redact import encodings
+from specbench.contract.redact import encodings
 from tests.tinyservers import tiny_server
 
 KEY = "sk-echoed-secret-4711"

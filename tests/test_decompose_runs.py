@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis import compare_runs, load_run
-from analysis.outputs import write_comparison_outputs, write_multi_outputs
-from analysis.records.steps import measured_ok, step_windows
-from analysis.reporting.decompose_report import DECOMPOSITION_FIELDS
-from analysis.verdicts.compare import Comparison
-from analysis.verdicts.decompose import Decomposition
-from analysis.verdicts.multi import compare_many
-from contract.schema import RunData
+from specbench.analysis import compare_runs, load_run
+from specbench.analysis.outputs import write_comparison_outputs, write_multi_outputs
+from specbench.analysis.records.steps import measured_ok, step_windows
+from specbench.analysis.reporting.decompose_report import DECOMPOSITION_FIELDS
+from specbench.analysis.verdicts.compare import Comparison
+from specbench.analysis.verdicts.decompose import Decomposition
+from specbench.analysis.verdicts.multi import compare_many
+from specbench.contract.schema import RunData
 from tests.conftest import ledger, read_lag_p90_s, run_locust
 
 LADDER = ("--ladder", "1,4,16", "--max-tokens", "48", "--min-requests", "16", "--min-step-time", "1",
@@ -37,7 +37,7 @@ TOLERANCE = 0.03
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[RunData, dict[str, dict[str, Any]]]]:
     """Each profile's run directory and its ledger by request id."""
-    from locustfiles.target import start_emulator_process
+    from specbench.locustfiles.target import start_emulator_process
 
     root = tmp_path_factory.mktemp("decompose")
     made = {}

@@ -11,7 +11,7 @@ import logging
 import gevent
 import pytest
 
-from locustfiles.deferred import AfterSends
+from specbench.locustfiles.deferred import AfterSends
 
 
 def test_the_users_woken_together_all_send_before_any_booking() -> None:
@@ -36,7 +36,7 @@ def test_flush_does_the_queue_at_once_and_a_failing_item_spoils_nothing(caplog: 
     queue.add(lambda: done.append(1))
     queue.add(lambda: 1 / 0)
     queue.add(lambda: done.append(3))
-    with caplog.at_level(logging.ERROR, logger="locustfiles.deferred"):
+    with caplog.at_level(logging.ERROR, logger="specbench.locustfiles.deferred"):
         queue.flush()  # no yield: the greenlet that was started finds nothing left
     assert done == [1, 3] and len(queue) == 0
     assert "record may be missing" in caplog.text and "ZeroDivisionError" in caplog.text

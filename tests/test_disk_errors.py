@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import load_run
+from specbench.analysis import load_run
 from tests.conftest import FAST_LADDER, ledger, run_locust
 
 pytestmark = pytest.mark.slow

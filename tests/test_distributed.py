@@ -17,10 +17,10 @@ from pathlib import Path
 
 import requests
 
-from contract.policy import MASTER_GONE_S, MASTER_LOST_S
-from contract.schema import read_run
-from locustfiles.link import ClockOffset
+from specbench.contract.policy import MASTER_GONE_S, MASTER_LOST_S
+from specbench.contract.schema import read_run
 from specbench.launch import free_port
+from specbench.locustfiles.link import ClockOffset
 from tests.conftest import LOCUSTFILE, run_flags, run_locust, wait_until
 from tests.procs import end_stopped
 

@@ -24,16 +24,16 @@ import pytest
 import requests
 from matplotlib.image import imread
 
-from analysis import compare_many, compare_runs, load_run, render_comparison, summarize_run
-from analysis.outputs import write_comparison_outputs
-from analysis.records.energy import Prices
-from analysis.reporting.brief import brief_comparison
-from analysis.reporting.multi_render import render_multi, render_multi_report
-from analysis.reporting.multi_serialize import multi_json
-from analysis.reporting.serialize import comparison_json
-from contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
-from locustfiles.target import start_emulator_process
+from specbench.analysis import compare_many, compare_runs, load_run, render_comparison, summarize_run
+from specbench.analysis.outputs import write_comparison_outputs
+from specbench.analysis.records.energy import Prices
+from specbench.analysis.reporting.brief import brief_comparison
+from specbench.analysis.reporting.multi_render import render_multi, render_multi_report
+from specbench.analysis.reporting.multi_serialize import multi_json
+from specbench.analysis.reporting.serialize import comparison_json
+from specbench.contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
 from specbench.launch import free_port
+from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import energy_slack, ledger, ledger_window_tok_s, read_jsonl, run_locust, wait_until
 
 pytestmark = pytest.mark.slow
@@ -117,7 +117,7 @@ def test_energy_per_token_matches_the_power_model(runs: dict[str, dict[str, Any]
     for row, was in zip(again, rows, strict=True):
         assert row.cost_per_mtok_usd == pytest.approx(2 * was.cost_per_mtok_usd)
         assert row.energy_cost_per_mtok_usd is None and row.energy_per_token_j == was.energy_per_token_j
-    cli = subprocess.run([sys.executable, "-m", "analysis", "summarize", str(run["dir"]), "--kwh-price", "0.3",
+    cli = subprocess.run([sys.executable, "-m", "specbench.analysis", "summarize", str(run["dir"]), "--kwh-price", "0.3",
                           "--json"], capture_output=True, text=True, timeout=120)
     assert cli.returncode == 0, cli.stderr
     steps = json.loads(cli.stdout)["steps"]

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from analysis import compare_many, compare_runs, load_run, write_outputs
-from analysis.reporting.multi_render import render_multi
-from analysis.verdicts.equivalence import Answer, Changes, first_difference, run_answers, verdict
-from contract.schema import ANSWERS_FILE, RunData
-from locustfiles.target import start_emulator_process
+from specbench.analysis import compare_many, compare_runs, load_run, write_outputs
+from specbench.analysis.reporting.multi_render import render_multi
+from specbench.analysis.verdicts.equivalence import Answer, Changes, first_difference, run_answers, verdict
+from specbench.contract.schema import ANSWERS_FILE, RunData
+from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import FAST_LADDER, ledger, read_jsonl, run_locust
 
 LADDER = ("--ladder", "1,4,8", "--max-tokens", "32", "--min-requests", "16", *FAST_LADDER, "--check-output")
@@ -171,7 +171,7 @@ def test_chat_route_keeps_the_text_as_the_identity(tmp_path, emulator):
 
 def test_vllm_token_ids_are_the_identity(tmp_path, emulator):
     """vLLM gives token ids when asked (``return_token_ids``): the answer's ids are the emulator's own words'."""
-    from emulator.textmodel import WordStream
+    from specbench.emulator.textmodel import WordStream
 
     emu = emulator("baseline", extra=["--vintage", "vllm-0.33", "--ledger-text"])
     proc = run_locust(emu.url, tmp_path / "vllm", "--ladder", "2", "--max-tokens", "12", "--min-requests", "6",

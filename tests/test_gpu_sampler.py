@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 import requests
 
-from contract.gpu_metrics import (
+from specbench.contract.gpu_metrics import (
     GPU_METRICS_FILE,
     GPU_METRICS_SCHEMA,
     parse_dcgm,
     parse_exporter_urls,
     read_gpu_metrics,
 )
-from contract.urls import UrlError
-from locustfiles.gpu_sampler import GpuMetricsSampler
+from specbench.contract.urls import UrlError
 from specbench.inputs import InputError, check_load_options
+from specbench.locustfiles.gpu_sampler import GpuMetricsSampler
 
 
 def test_urls_get_dcgm_exporters_path_and_are_checked() -> None:

@@ -6,7 +6,7 @@ import gzip
 import json
 from http.server import ThreadingHTTPServer
 
-from locustfiles.serverinfo import identify
+from specbench.locustfiles.serverinfo import identify
 from tests.tinyservers import QuietHandler, serving
 
 PAGES = {"/v1/models": {"object": "list", "data": [{"id": "gz-model-53", "owned_by": "vllm"}]},

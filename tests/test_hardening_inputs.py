@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from contract.redact import MASK, redact, register_key
-from contract.schema import RunFormatError, read_records
-from contract.settings import SettingsError, default_run_dir, parse_ladder, safe_label
-from locustfiles.server_metrics import ServerMetricsSampler
+from specbench.contract.redact import MASK, redact, register_key
+from specbench.contract.schema import RunFormatError, read_records
+from specbench.contract.settings import SettingsError, default_run_dir, parse_ladder, safe_label
 from specbench.launch import LaunchError, ServerCommand
+from specbench.locustfiles.server_metrics import ServerMetricsSampler
 from specbench.preflight import PreflightError, check_server
 from tests.conftest import REPO, ledger, run_locust
 from tests.tinyservers import tiny_server

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import requests
 
-from contract.lifecycle import group_alive
+from specbench.contract.lifecycle import group_alive
 from specbench.launch import free_port
 from tests.conftest import LOCUSTFILE, REPO, read_jsonl, wait_answering, wait_until
 from tests.procs import descendants, running
@@ -28,7 +28,7 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 # in front of the built-in emulator. Its pid and the emulator's go to PIDS; the SIGTERM is noted in MARK.
 SLOW_STOP_WRAPPER = """#!/bin/bash
 trap 'echo term >> "{mark}"; sleep 60' TERM
-"{py}" -m emulator --profile baseline --port "$1" --speed 20 &
+"{py}" -m specbench.emulator --profile baseline --port "$1" --speed 20 &
 echo $! >> "{pids}"; echo $$ >> "{pids}"
 wait
 """
@@ -139,7 +139,7 @@ def test_ctrl_c_on_analysis_exits_130_in_one_line(tmp_path: Path, sigint_ignored
     fifos = [run / name for name in ("meta.json", "steps.jsonl", "records.jsonl")]
     for fifo in fifos:
         os.mkfifo(fifo)
-    proc = subprocess.Popen([sys.executable, "-m", "analysis", "summarize", str(run)], cwd=tmp_path, env=ENV,
+    proc = subprocess.Popen([sys.executable, "-m", "specbench.analysis", "summarize", str(run)], cwd=tmp_path, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_ignoring_sigint if sigint_ignored else None)
     held: list[int] = []

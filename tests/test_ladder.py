@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from analysis import compare_runs, load_run
-from contract.schema import read_run
+from specbench.analysis import compare_runs, load_run
+from specbench.contract.schema import read_run
 from specbench.launch import free_port
 from tests.conftest import (
     LOCUSTFILE,

@@ -3,8 +3,8 @@ warms up on a stable in-flight count instead of waiting for every kept user to f
 
 from __future__ import annotations
 
-from contract.schema import read_run
-from shapes.books import warmup_end
+from specbench.contract.schema import read_run
+from specbench.shapes.books import warmup_end
 from tests.conftest import run_locust
 
 

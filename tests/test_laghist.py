@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contract import laghist
+from specbench.contract import laghist
 
 
 def test_a_step_histogram_is_the_difference_of_two_samples_and_its_p90_lies_in_the_right_bin() -> None:

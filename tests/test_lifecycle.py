@@ -120,7 +120,7 @@ def _complete(meta: Path) -> bool:
 LOST_SIGNAL_SCRIPT = """
 import os, signal, sys, time
 from pathlib import Path
-from contract import interrupts
+from specbench.contract import interrupts
 from specbench.loadrun import LoadRun, execute
 
 interrupts.install()
@@ -140,7 +140,7 @@ print(f"interrupted={result.interrupted} took={time.monotonic() - began:.1f}")
 
 UNRAISABLE_SCRIPT = """
 import signal
-from contract import interrupts
+from specbench.contract import interrupts
 
 interrupts.install()
 class Drops:

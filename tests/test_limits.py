@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from contract.limits import LIMITS, flag, max_processes, num
+from specbench.contract.limits import LIMITS, flag, max_processes, num
 from tests.conftest import LOCUSTFILE, REPO
 from tests.procs import children
 from tests.test_hardening_inputs import one_line_error, specbench

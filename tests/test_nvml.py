@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from analysis import load_run, summarize_run
-from contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
-from locustfiles.target import start_emulator_process
+from specbench.analysis import load_run, summarize_run
+from specbench.contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
 from specbench.launch import free_port
+from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import REPO, energy_slack, ledger, ledger_window_tok_s, read_jsonl, run_locust
 
 SOURCE = REPO / "tests" / "nvml_emulator" / "fake_nvml.c"
@@ -104,7 +104,7 @@ def test_an_index_nvml_does_not_see_is_refused(fake_nvml: Path, tmp_path: Path) 
 def test_the_sampler_writes_an_exporters_lines_without_unsupported_fields(fake_nvml: Path, tmp_path: Path) -> None:
     """Two reads of GPU 1 through the real sampler: the contract's lines, power in W, energy in mJ rising by
     watts x seconds, and the fields the library does not support absent (never zero)."""
-    code = ("import sys, time\nfrom pathlib import Path\nfrom locustfiles.gpu_sampler import GpuMetricsSampler\n"
+    code = ("import sys, time\nfrom pathlib import Path\nfrom specbench.locustfiles.gpu_sampler import GpuMetricsSampler\n"
             "s = GpuMetricsSampler(['nvml:1'], Path(sys.argv[1]), 0.2)\n"
             "assert s.sample_once(s.exporters[0]); time.sleep(0.5); assert s.sample_once(s.exporters[0])\n"
             "s._appender.close(); s.exporters[0].close()\n")
@@ -172,7 +172,7 @@ def test_energy_per_token_through_nvml_matches_the_known_power(fake_nvml: Path, 
         assert row.energy_per_token_j == pytest.approx(run["truth"][row.target_c],
                                                        rel=0.02 + energy_slack(samples, row)), row.target_c
         assert row.gpu_power_w == pytest.approx(sum(WATTS), rel=0.01) and row.gpu_util_pct == 87.0
-    cli = subprocess.run([sys.executable, "-m", "analysis", "summarize", str(run["dir"]), "--json"],
+    cli = subprocess.run([sys.executable, "-m", "specbench.analysis", "summarize", str(run["dir"]), "--json"],
                          capture_output=True, text=True, timeout=120)
     assert cli.returncode == 0, cli.stderr
     assert [s["energy_source"] for s in json.loads(cli.stdout)["steps"]] == [source] * len(LEVELS)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from locustfiles.target import start_emulator_process
 from specbench.compare import EXIT_FLUSH_FAILED, flush_cache, run_ladder
+from specbench.locustfiles.target import start_emulator_process
 from tests.tinyservers import QuietHandler, serving
 
 PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.records.load import load_run
-from contract.schema import GPU_METRICS_FILE, LOG_FILE, META_FILE, RUN_FILES, SERVER_METRICS_FILE
+from specbench.analysis.records.load import load_run
+from specbench.contract.schema import GPU_METRICS_FILE, LOG_FILE, META_FILE, RUN_FILES, SERVER_METRICS_FILE
 from specbench.stale import clear_earlier_job
 from tests.conftest import FAST_LADDER
 

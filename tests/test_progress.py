@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from locustfiles.target import start_emulator_process
+from specbench.locustfiles.target import start_emulator_process
 from specbench.progress import StepWatch, watch_on_terminal
 from tests.conftest import locust_cmd
 

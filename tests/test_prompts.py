@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from locustfiles.prompts import (
+from specbench.locustfiles.prompts import (
     BUILTIN_DIR,
     DEFAULT_FIXED_ID,
     Prompt,
@@ -338,7 +338,7 @@ def test_a_surrogate_pair_escape_is_text_and_loads(tmp_path: Path) -> None:
 
 
 def test_a_file_over_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
-    from locustfiles.promptfile import MAX_FILE_BYTES
+    from specbench.locustfiles.promptfile import MAX_FILE_BYTES
 
     path = tmp_path / "huge.jsonl"
     with path.open("wb") as f:  # sparse: no disk is used
@@ -354,7 +354,7 @@ def test_a_bad_first_line_fails_without_reading_the_rest(tmp_path: Path) -> None
     with path.open("wb") as f:
         f.write(b"not json\n")
         f.truncate(900 * 2**20)  # sparse
-    probe = ("import resource, sys\nfrom locustfiles.prompts import load_prompts\nfrom locustfiles.promptset import "
+    probe = ("import resource, sys\nfrom specbench.locustfiles.prompts import load_prompts\nfrom specbench.locustfiles.promptset import "
              "PromptError\ntry:\n    load_prompts(sys.argv[1])\nexcept PromptError as e:\n    print(e)\n"
              "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
     out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=120,

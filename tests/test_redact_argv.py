@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from locustfiles.run import redact_argv
+from specbench.locustfiles.run import redact_argv
 
 
 def test_max_tokens_is_kept_and_real_secrets_are_hidden() -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from locustfiles.target import EmulatorProcess, start_emulator_process
 from specbench.cli import main as specbench_main
+from specbench.locustfiles.target import EmulatorProcess, start_emulator_process
 
 LOAD = ["--ladder", "5,30", "--max-tokens", "48", "--min-requests", "40", "--min-step-time", "1",
         "--max-step-time", "20", "--step-ci", "0"]

@@ -27,10 +27,10 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from contract.redact import MASK, clip, encodings, key_problem, redact, redacted_json_line, register_key
-from contract.urls import shown_url
-from locustfiles.streams import StreamState
+from specbench.contract.redact import MASK, clip, encodings, key_problem, redact, redacted_json_line, register_key
+from specbench.contract.urls import shown_url
 from specbench.launch import free_port
+from specbench.locustfiles.streams import StreamState
 from tests.tinyservers import SSE_OK, QuietHandler, _Server, serving, tiny_server
 
 _BODY = "".join(chr(c) for c in [*range(48, 58), *range(65, 91), *range(97, 123)]) + "-_"

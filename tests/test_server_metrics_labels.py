@@ -6,7 +6,7 @@ Each case is the Prometheus text a server version writes (label sets as in its s
 
 from __future__ import annotations
 
-from contract.server_metrics import parse_metrics
+from specbench.contract.server_metrics import parse_metrics
 
 SCHED = 'model_name="m",engine_type="unified",pp_rank="0",moe_ep_rank="0"'
 

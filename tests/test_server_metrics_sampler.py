@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from contract.server_metrics import SERVER_METRICS_FILE, read_server_metrics
-from locustfiles.server_metrics import ServerMetricsSampler
+from specbench.contract.server_metrics import SERVER_METRICS_FILE, read_server_metrics
+from specbench.locustfiles.server_metrics import ServerMetricsSampler
 from tests.tinyservers import tiny_server
 
 KEY = "sk-never-in-a-file-1234"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import requests
 
-from analysis.records.server_side import unreported_figures
-from contract.server_metrics import parse_metrics
-from locustfiles.serverinfo import identify
+from specbench.analysis.records.server_side import unreported_figures
+from specbench.contract.server_metrics import parse_metrics
+from specbench.locustfiles.serverinfo import identify
 
 
 def _profile(tmp_path: Path, text: str) -> str:

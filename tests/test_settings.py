@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from contract.settings import (
+from specbench.contract.settings import (
     OPTIONS,
     SettingsError,
     SuiteSettings,
@@ -19,8 +19,8 @@ from contract.settings import (
     parse_ladder,
     settings_of,
 )
-from locustfiles.prompts import load_prompts
-from locustfiles.replay import Replay
+from specbench.locustfiles.prompts import load_prompts
+from specbench.locustfiles.replay import Replay
 
 
 class _Parser(argparse.ArgumentParser):

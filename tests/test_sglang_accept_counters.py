@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 import requests
 
-from analysis import load_run, summarize_run
-from analysis.records.server_side import server_accept_source
-from contract.server_metrics import parse_metrics
-from emulator.metrics import Metrics
-from emulator.metrics_render import render
-from emulator.profile import load_profile
-from emulator.scheduler import Scheduler, WindowGauges
+from specbench.analysis import load_run, summarize_run
+from specbench.analysis.records.server_side import server_accept_source
+from specbench.contract.server_metrics import parse_metrics
+from specbench.emulator.metrics import Metrics
+from specbench.emulator.metrics_render import render
+from specbench.emulator.profile import load_profile
+from specbench.emulator.scheduler import Scheduler, WindowGauges
 from tests.conftest import FAST_LADDER, runs_on_profiles
 
 pytestmark = pytest.mark.slow

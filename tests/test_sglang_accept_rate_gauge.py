@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from contract.server_metrics import TERMS, parse_metrics
-from emulator.metrics import Metrics
-from emulator.metrics_render import render
-from emulator.profile import load_profile
-from emulator.scheduler import Scheduler, WindowGauges
+from specbench.contract.server_metrics import TERMS, parse_metrics
+from specbench.emulator.metrics import Metrics
+from specbench.emulator.metrics_render import render
+from specbench.emulator.profile import load_profile
+from specbench.emulator.scheduler import Scheduler, WindowGauges
 
 
 @pytest.mark.parametrize("vintage", ["sglang-0.5.23", "sglang-drafts"])

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.records.server_side import server_accept_source
-from contract.server_metrics import parse_metrics
-from emulator.metrics import Metrics
-from emulator.metrics_render import render
-from emulator.profile import load_profile
-from emulator.scheduler import Scheduler
+from specbench.analysis.records.server_side import server_accept_source
+from specbench.contract.server_metrics import parse_metrics
+from specbench.emulator.metrics import Metrics
+from specbench.emulator.metrics_render import render
+from specbench.emulator.profile import load_profile
+from specbench.emulator.scheduler import Scheduler
 
 
 def _sample(verify: int, accepted: int, proposed: int, generated: int, t_s: float) -> dict[str, object]:

@@ -22,9 +22,9 @@ from typing import Any, cast
 import pytest
 import requests
 
-from analysis.records.server_side import MAX_TOKEN_GAP, server_step
-from contract.schema import RequestRecord
-from contract.server_metrics import ServerMetricsSample, combine_series, parse_metrics
+from specbench.analysis.records.server_side import MAX_TOKEN_GAP, server_step
+from specbench.contract.schema import RequestRecord
+from specbench.contract.server_metrics import ServerMetricsSample, combine_series, parse_metrics
 
 PRIORITIES: tuple[int | None, ...] = (None, 0, 1)
 USERS = 3

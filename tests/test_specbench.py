@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import compare_runs, comparison_json, load_run
+from specbench.analysis import compare_runs, comparison_json, load_run
 from tests.conftest import COMPARE_PAIR_LADDER, SHORT_DEMO_LADDER, wait_until
 from tests.tinyservers import tiny_server
 

@@ -14,10 +14,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from analysis.records.load import load_run
-from analysis.records.summary import summarize_run
-from analysis.reporting.columns import RATE_COLUMNS, STEP_COLUMNS
-from analysis.reporting.stepline import parse_step_line
+from specbench.analysis.records.load import load_run
+from specbench.analysis.records.summary import summarize_run
+from specbench.analysis.reporting.columns import RATE_COLUMNS, STEP_COLUMNS
+from specbench.analysis.reporting.stepline import parse_step_line
 from tests.conftest import FAST_LADDER, locust_cmd, run_locust, wait_until
 
 SERVER_SIDE_FLAGS = {"server_token_gap"}  # judged against /metrics samples, which only the report reads

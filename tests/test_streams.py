@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from locustfiles.sse import SSESplitter, iter_events
-from locustfiles.streams import StreamState
+from specbench.locustfiles.sse import SSESplitter, iter_events
+from specbench.locustfiles.streams import StreamState
 
 
 def feed_all(api: str, payloads: list[object], t0: float = 0.0, dt: float = 0.01) -> StreamState:

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from contract.lifecycle import group_alive
-from emulator.costmodel import expected_throughput_for_prompts
-from emulator.profile import load_profile
 from specbench.cli import main as specbench_main
+from specbench.config import data_path
+from specbench.contract.lifecycle import group_alive
+from specbench.emulator.costmodel import expected_throughput_for_prompts
+from specbench.emulator.profile import load_profile
 from specbench.launch import ServerCommand
-from specbench_config import data_path
 from tests.conftest import ledger_window_tok_s, wait_until
 
 pytestmark = pytest.mark.slow
@@ -50,10 +50,10 @@ def _sweep_yaml(path: Path) -> Path:
             lines.append("    baseline: true")
         ledger_file = path.parent / f"ledger-{name}.jsonl"  # the emulator's truth, kept after it stops
         if name == "steps1":  # a string command runs through /bin/sh, as a user's shell line would
-            lines.append(f"    command: exec {py} -m emulator --profile {profile} --port {{port}} --speed {{speed}} "
+            lines.append(f"    command: exec {py} -m specbench.emulator --profile {profile} --port {{port}} --speed {{speed}} "
                          f"--ledger-file {ledger_file} --ledger-chunk-times")
         else:
-            lines.append(f"    command: [{py}, -m, emulator, --profile, {profile}, --port, '{{port}}', "
+            lines.append(f"    command: [{py}, -m, specbench.emulator, --profile, {profile}, --port, '{{port}}', "
                          f"--speed, '{{speed}}', --ledger-file, '{ledger_file}', --ledger-chunk-times]")
         lines.append("    ready: {url: 'http://127.0.0.1:{port}/ready', interval_s: 0.1}")
     path.write_text("\n".join(lines) + "\n")
@@ -324,7 +324,7 @@ def test_each_configuration_reads_its_own_exporter(tmp_path: Path) -> None:
     lines = ["configurations:"]
     for name, profile, gpus in (("off", "baseline", 1), ("eagle3", "eagle3", 2)):
         lines += [f"  - name: '{name}'", *(["    baseline: true"] if name == "off" else []),
-                  f"    command: [{py}, -m, emulator, --profile, {profile}, --port, '{{port}}', --speed, '10', "
+                  f"    command: [{py}, -m, specbench.emulator, --profile, {profile}, --port, '{{port}}', --speed, '10', "
                   f"--gpu-telemetry, '{gpus}']",
                   "    ready: {url: 'http://127.0.0.1:{port}/ready', interval_s: 0.1}",
                   "    gpu_metrics: 'http://127.0.0.1:{port}/_emulator/dcgm/metrics'"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from locustfiles.target import start_emulator_process
+from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import FAST_LADDER, run_locust, wait_until
 from tests.procs import running
 
@@ -47,7 +47,7 @@ def test_a_bad_profile_is_the_emulators_own_one_line_error() -> None:
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to see the orphan's state")
 def test_the_emulator_exits_by_itself_when_its_launcher_is_killed() -> None:
-    code = ("import os, sys; from locustfiles.target import start_emulator_process;"
+    code = ("import os, sys; from specbench.locustfiles.target import start_emulator_process;"
             "emu = start_emulator_process('baseline', speed=50);"
             "print(emu.process.pid, emu.url, flush=True); os.kill(os.getpid(), 9)")
     parent = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)

@@ -22,7 +22,7 @@ RUN = ("--label", "x", "--ladder", "1", "--min-step-time", "1", "--max-step-time
 
 @pytest.fixture(scope="module")
 def https_emulator(tmp_path_factory: pytest.TempPathFactory):
-    from locustfiles.target import start_emulator_process
+    from specbench.locustfiles.target import start_emulator_process
 
     folder = tmp_path_factory.mktemp("tls")
     cert, key = self_signed_cert(folder)
@@ -67,7 +67,7 @@ def test_a_bundle_that_is_not_pem_is_one_line(tmp_path: Path, https_emulator) ->
 def test_a_variable_naming_no_file_is_passed_over_but_the_flag_is_not(monkeypatch: pytest.MonkeyPatch,
                                                                       tmp_path: Path) -> None:
     """A stale SSL_CERT_FILE must not stop a run against an http:// server; a wrong --ca-bundle is a mistake."""
-    from contract.tls import CaBundleError, check_ca_bundle
+    from specbench.contract.tls import CaBundleError, check_ca_bundle
 
     for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         monkeypatch.delenv(name, raising=False)

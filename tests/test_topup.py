@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.records.load import load_run
-from analysis.records.summary import summarize_run
+from specbench.analysis.records.load import load_run
+from specbench.analysis.records.summary import summarize_run
 from specbench.refine import added_level_options
 from specbench.topup import short_levels, top_up
 from tests.conftest import run_locust

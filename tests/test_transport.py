@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from locustfiles.transport import BrokenStream, Endpoint, SendFailed, StreamClient, endpoint
+from specbench.locustfiles.transport import BrokenStream, Endpoint, SendFailed, StreamClient, endpoint
 
 TIMEOUT = (2.0, 2.0)
 CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"

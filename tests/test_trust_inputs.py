@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from emulator.profile import ProfileError
-from emulator.profile import load_profile as load_emulator_profile
 from specbench.cli import main as specbench_main
+from specbench.emulator.profile import ProfileError
+from specbench.emulator.profile import load_profile as load_emulator_profile
 from specbench.launch import LaunchError
 from specbench.sweep import SweepJob, run_sweep
 from specbench.sweepfile import Sweep, SweepFileError, load_sweep
@@ -63,8 +63,8 @@ except ValueError as exc:
     # The bomb under params: the old reader printed the expanded value in its error message.
     ("specbench.sweepfile", "load_sweep", "params:\n  x:\n" + bomb("    ", False) + "\n" + TWO),
     # The bomb as a suite profile's ladder: the old reader joined the expanded list into one string.
-    ("contract.settings", "load_profile", "ladder:\n" + bomb("  ", True) + "\n"),
-    ("emulator.profile", "load_profile", "base: baseline\nbomb:\n" + bomb("  ", False) + "\n"),
+    ("specbench.contract.settings", "load_profile", "ladder:\n" + bomb("  ", True) + "\n"),
+    ("specbench.emulator.profile", "load_profile", "base: baseline\nbomb:\n" + bomb("  ", False) + "\n"),
 ])
 def test_an_alias_bomb_is_refused_in_well_under_a_second_of_cpu(tmp_path: Path, module: str, func: str,
                                                                 text: str) -> None:

@@ -6,12 +6,12 @@ import signal
 import subprocess
 import sys
 
-from contract.schema import read_run
+from specbench.contract.schema import read_run
 from tests.conftest import ledger, locust_cmd, run_flags, run_locust, wait_until
 
 
 def _summarize(run_dir) -> str:
-    return subprocess.run([sys.executable, "-m", "analysis", "summarize", str(run_dir)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "specbench.analysis", "summarize", str(run_dir)], capture_output=True,
                           text=True, timeout=60, check=True).stdout
 
 

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import requests
 
-from analysis import load_run, render_summary_table, summarize_run
-from contract.server_metrics import accepted_by_position, parse_metrics
-from emulator.vintage import VINTAGES
-from locustfiles.target import start_emulator_process
+from specbench.analysis import load_run, render_summary_table, summarize_run
+from specbench.contract.server_metrics import accepted_by_position, parse_metrics
+from specbench.emulator.vintage import VINTAGES
+from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import FAST_LADDER, ledger, run_locust
 
 pytestmark = pytest.mark.slow

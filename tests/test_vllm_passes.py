@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import load_run
-from analysis.records.request_metrics import acceptance_length, verify_passes_source
-from emulator.vintage import VINTAGES
-from locustfiles.target import start_emulator_process
+from specbench.analysis import load_run
+from specbench.analysis.records.request_metrics import acceptance_length, verify_passes_source
+from specbench.emulator.vintage import VINTAGES
+from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import FAST_LADDER, ledger, run_locust
 
 NO_DRAFT_SHARE = 0.4

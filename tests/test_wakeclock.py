@@ -16,7 +16,7 @@ import gevent
 import pytest
 from gevent import monkey
 
-from locustfiles.sse import EventReader
+from specbench.locustfiles.sse import EventReader
 
 pytestmark = pytest.mark.serial  # judges timing: runs after the parallel part, alone (pyproject.toml)
 

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import requests
 
-from locustfiles.target import start_emulator_process
 from specbench.launch import free_port
+from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import LOCUSTFILE, REPO, wait_answering, wait_until
 from tests.tinyservers import tiny_server
 

@@ -3,7 +3,7 @@
 Real components only: the emulator as a server process, Locust with its web UI as a process, Debian's Chromium
 driven by Playwright (its driver only; the browser is /usr/bin/chromium). Checks that the tab appears, that its
 live "tok/s last 10 s" agrees with the emulator's own ledger over the period the tab names, that every finished
-step's row is the row ``python -m analysis summarize`` prints for the same run directory, and that the
+step's row is the row ``python -m specbench.analysis summarize`` prints for the same run directory, and that the
 report page shows that summary and its plots once the run has stopped.
 """
 
@@ -101,8 +101,8 @@ def _wait_rows(page: Any, check: Any, timeout: float, what: str) -> list[dict[st
 
 
 def _summarize_rows(run_dir: Path) -> list[dict[str, str]]:
-    """``python -m analysis summarize RUN_DIR`` as printed, parsed back into cells by column."""
-    out = subprocess.run([sys.executable, "-m", "analysis", "summarize", str(run_dir)], capture_output=True,
+    """``python -m specbench.analysis summarize RUN_DIR`` as printed, parsed back into cells by column."""
+    out = subprocess.run([sys.executable, "-m", "specbench.analysis", "summarize", str(run_dir)], capture_output=True,
                          text=True, timeout=60, check=True).stdout
     lines = out.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("step "))

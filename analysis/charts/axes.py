@@ -14,7 +14,7 @@ from pathlib import Path
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from analysis.reporting.files import write_whole
+from specbench.analysis.reporting.files import write_whole
 
 COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red")
 

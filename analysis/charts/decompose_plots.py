@@ -12,9 +12,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from analysis.charts.axes import COLOURS, level_axis, save_png
-from analysis.reporting.decompose_report import by_category, histogram
-from analysis.verdicts.decompose import Decomposition, Estimate
+from specbench.analysis.charts.axes import COLOURS, level_axis, save_png
+from specbench.analysis.reporting.decompose_report import by_category, histogram
+from specbench.analysis.verdicts.decompose import Decomposition, Estimate
 
 
 def _errorbar(ax: Axes, xs: list[int], ests: Sequence[Estimate], scale: float = 1.0, **kw: Any) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from analysis.charts.axes import COLOURS, level_axis, ratio_bars, save_png
-from analysis.records.summary import RunSummary
-from analysis.verdicts.compare import Comparison
+from specbench.analysis.charts.axes import COLOURS, level_axis, ratio_bars, save_png
+from specbench.analysis.records.summary import RunSummary
+from specbench.analysis.verdicts.compare import Comparison
 
 
 def has_energy(runs: list[RunSummary]) -> bool:

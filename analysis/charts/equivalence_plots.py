@@ -7,9 +7,9 @@ from pathlib import Path
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from analysis.charts.axes import level_axis, save_png
-from analysis.reporting.equivalence_report import Named
-from analysis.verdicts.equivalence import histogram
+from specbench.analysis.charts.axes import level_axis, save_png
+from specbench.analysis.reporting.equivalence_report import Named
+from specbench.analysis.verdicts.equivalence import histogram
 
 
 def plot_equivalence(named: Named, path: Path, baseline_name: str = "baseline") -> Path:

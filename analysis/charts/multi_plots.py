@@ -13,8 +13,8 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from analysis.charts.axes import level_axis, save_png
-from analysis.verdicts.multi import MultiComparison
+from specbench.analysis.charts.axes import level_axis, save_png
+from specbench.analysis.verdicts.multi import MultiComparison
 
 
 def _colour(i: int) -> tuple[float, float, float, float]:

@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from analysis.charts.axes import COLOURS, level_axis, ratio_bars, save_png
-from analysis.charts.decompose_plots import plot_acceptance, plot_decomposition
-from analysis.charts.energy_plots import has_energy, plot_energy
-from analysis.charts.server_plots import has_timeline, plot_server_timeline
-from analysis.records.summary import RunSummary, StepRow
-from analysis.verdicts.categories import ALL
-from analysis.verdicts.compare import Comparison
+from specbench.analysis.charts.axes import COLOURS, level_axis, ratio_bars, save_png
+from specbench.analysis.charts.decompose_plots import plot_acceptance, plot_decomposition
+from specbench.analysis.charts.energy_plots import has_energy, plot_energy
+from specbench.analysis.charts.server_plots import has_timeline, plot_server_timeline
+from specbench.analysis.records.summary import RunSummary, StepRow
+from specbench.analysis.verdicts.categories import ALL
+from specbench.analysis.verdicts.compare import Comparison
 
 Series = tuple[str, Sequence[StepRow]]
 

@@ -16,8 +16,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.typing import LineStyleType
 
-from analysis.charts.axes import save_png
-from analysis.records.summary import RunSummary, StepRow
+from specbench.analysis.charts.axes import save_png
+from specbench.analysis.records.summary import RunSummary, StepRow
 
 FIG_WIDTH_IN = 11.0
 LABEL_PT = 8.0  # font size of the step names

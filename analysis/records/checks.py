@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.records.energy import gpu_series
-from analysis.records.server_side import MAX_TOKEN_GAP
-from analysis.records.steprow import StepRow
-from contract.evidence import DUPLICATE, left_out_text
-from contract.gpu_metrics import MAX_GPU_POWER_W
-from contract.policy import (
+from specbench.analysis.records.energy import gpu_series
+from specbench.analysis.records.server_side import MAX_TOKEN_GAP
+from specbench.analysis.records.steprow import StepRow
+from specbench.contract.evidence import DUPLICATE, left_out_text
+from specbench.contract.gpu_metrics import MAX_GPU_POWER_W
+from specbench.contract.policy import (
     CLIENT_BOUND_CPU,
     MIN_ACHIEVED_FRACTION,
     client_lag_limit_ms,
@@ -22,7 +22,7 @@ from contract.policy import (
     read_lag_limit_ms,
     read_lagged,
 )
-from contract.schema import RunData
+from specbench.contract.schema import RunData
 
 MAX_ERROR_RATE = 0.01  # more failures than this share of the window's requests
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from analysis.records.steprow import StepRow
-from contract.gpu_metrics import MAX_GPU_POWER_W, REJECTED, GpuMetricsSample, reading_problem
+from specbench.analysis.records.steprow import StepRow
+from specbench.contract.gpu_metrics import MAX_GPU_POWER_W, REJECTED, GpuMetricsSample, reading_problem
 
 COUNTER, POWER = "counter", "power"
 GAP_FACTOR = 4.0  # a gap between two samples longer than this many median sampling intervals loses the GPU

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.records.request_metrics import itl_samples_s, tpot_s, ttft_s
-from contract.schema import RequestRecord
-from contract.slo import Slo
-from contract.window import window_tokens
+from specbench.analysis.records.request_metrics import itl_samples_s, tpot_s, ttft_s
+from specbench.contract.schema import RequestRecord
+from specbench.contract.slo import Slo
+from specbench.contract.window import window_tokens
 
 
 def meets_slo(record: RequestRecord, slo: Slo) -> bool:

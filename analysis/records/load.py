@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from contract.evidence import screen_records
-from contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE, RunData, RunFormatError, read_run
+from specbench.contract.evidence import screen_records
+from specbench.contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE, RunData, RunFormatError, read_run
 
 
 def _is_number(value: Any) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from contract.schema import RequestRecord
+from specbench.contract.schema import RequestRecord
 
 
 def ttft_s(record: RequestRecord) -> float | None:

@@ -19,14 +19,14 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contract.schema import RequestRecord
-from contract.server_metrics import (
+from specbench.contract.schema import RequestRecord
+from specbench.contract.server_metrics import (
     ACCEPTED_POS_PREFIX,
     ServerMetricsSample,
     accept_length_from_counters,
     accepted_by_position,
 )
-from contract.window import window_tokens
+from specbench.contract.window import window_tokens
 
 MAX_TOKEN_GAP = 0.02  # server token counter vs client tokens over the same span
 QUIET_S = 0.01  # a span edge this far from every request's end cannot split a request between the two sides

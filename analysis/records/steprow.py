@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract.policy import MIN_PERCENTILE_REQUESTS
+from specbench.contract.policy import MIN_PERCENTILE_REQUESTS
 
 
 @dataclass(frozen=True)

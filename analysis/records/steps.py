@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contract.schema import RequestRecord, RunData, StepRecord
-from contract.window import measured_in_window
+from specbench.contract.schema import RequestRecord, RunData, StepRecord
+from specbench.contract.window import measured_in_window
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from analysis.records.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
-from analysis.records.energy import Prices, gpu_series, with_energy
-from analysis.records.goodput import sent_in, slo_figures
-from analysis.records.request_metrics import (
+from specbench.analysis.records.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
+from specbench.analysis.records.energy import Prices, gpu_series, with_energy
+from specbench.analysis.records.goodput import sent_in, slo_figures
+from specbench.analysis.records.request_metrics import (
     acceptance_length,
     itl_percentiles_s,
     mean_or_none,
@@ -24,15 +24,15 @@ from analysis.records.request_metrics import (
     tpot_s,
     ttft_s,
 )
-from analysis.records.server_side import server_step
-from analysis.records.steprow import StepRow
-from analysis.records.steps import StepWindow, overlapping, step_windows, window_from_step
-from analysis.stats.batch_means import estimate_throughput
-from contract.policy import default_min_requests, default_min_requests_at_rate
-from contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta, StepRecord
-from contract.server_metrics import ServerMetricsSample
-from contract.slo import Slo, SloError, parse_slo
-from contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
+from specbench.analysis.records.server_side import server_step
+from specbench.analysis.records.steprow import StepRow
+from specbench.analysis.records.steps import StepWindow, overlapping, step_windows, window_from_step
+from specbench.analysis.stats.batch_means import estimate_throughput
+from specbench.contract.policy import default_min_requests, default_min_requests_at_rate
+from specbench.contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta, StepRecord
+from specbench.contract.server_metrics import ServerMetricsSample
+from specbench.contract.slo import Slo, SloError, parse_slo
+from specbench.contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
 
 
 @dataclass(frozen=True)

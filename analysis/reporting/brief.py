@@ -9,14 +9,20 @@ The full text is ``render_comparison`` / ``render_multi`` (``--verbose``, and re
 
 from __future__ import annotations
 
-from analysis.reporting.columns import LEVEL_COLUMNS, REFINED_NOTE
-from analysis.reporting.energy_report import brief_energy_line
-from analysis.reporting.equivalence_report import multi_equivalence_lines
-from analysis.reporting.multi_render import best_text, level_columns, multi_saturation, refined_levels, switch_lines
-from analysis.reporting.render import render_warnings, saturation_lines, unfinished_lines, why_lines
-from analysis.table import text_table
-from analysis.verdicts.compare import Comparison
-from analysis.verdicts.multi import MultiComparison, multi_equivalences
+from specbench.analysis.reporting.columns import LEVEL_COLUMNS, REFINED_NOTE
+from specbench.analysis.reporting.energy_report import brief_energy_line
+from specbench.analysis.reporting.equivalence_report import multi_equivalence_lines
+from specbench.analysis.reporting.multi_render import (
+    best_text,
+    level_columns,
+    multi_saturation,
+    refined_levels,
+    switch_lines,
+)
+from specbench.analysis.reporting.render import render_warnings, saturation_lines, unfinished_lines, why_lines
+from specbench.analysis.table import text_table
+from specbench.analysis.verdicts.compare import Comparison
+from specbench.analysis.verdicts.multi import MultiComparison, multi_equivalences
 
 #: the per-level table's columns on the terminal (the report has them all)
 BRIEF_HEADERS = ("C", "spec tok/s", "base tok/s", "ratio", "95% CI", "winner")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from analysis.records.summary import RunSummary, StepRow
-from analysis.reporting.energy_report import energy_columns
-from analysis.table import Column, fmt_interval, fmt_ms, fmt_num, fmt_pct, fmt_ratio, fmt_s, joined
-from analysis.verdicts.categories import CategoryRow
-from analysis.verdicts.compare import LevelComparison
-from analysis.verdicts.recommend import SwitchLevel
-from analysis.verdicts.slo_compare import SloLevel
+from specbench.analysis.records.summary import RunSummary, StepRow
+from specbench.analysis.reporting.energy_report import energy_columns
+from specbench.analysis.table import Column, fmt_interval, fmt_ms, fmt_num, fmt_pct, fmt_ratio, fmt_s, joined
+from specbench.analysis.verdicts.categories import CategoryRow
+from specbench.analysis.verdicts.compare import LevelComparison
+from specbench.analysis.verdicts.recommend import SwitchLevel
+from specbench.analysis.verdicts.slo_compare import SloLevel
 
 METHOD_TAGS = {"batch_means": "bm", "lifetime_batches": "life"}
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis.table import MISSING, Column
-from analysis.verdicts.decompose import CONFIDENCE, N_BOOT, Decomposition, Estimate
+from specbench.analysis.table import MISSING, Column
+from specbench.analysis.verdicts.decompose import CONFIDENCE, N_BOOT, Decomposition, Estimate
 
 HIST_BIN = 0.25  # tokens per pass; a pass yields a whole number of tokens, a request's mean any value >= 1
 DECOMPOSITION_NOTE = ("decode phase only, first to last output chunk; ratio = tokens per pass x (baseline step / "

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from analysis.records.steprow import StepRow
-from analysis.table import Column, fmt_num
-from analysis.verdicts.compare import Comparison
-from analysis.verdicts.energy import BOOTSTRAP_BATCHES, SAMPLES_PER_BATCH, energy_crossings
+from specbench.analysis.records.steprow import StepRow
+from specbench.analysis.table import Column, fmt_num
+from specbench.analysis.verdicts.compare import Comparison
+from specbench.analysis.verdicts.energy import BOOTSTRAP_BATCHES, SAMPLES_PER_BATCH, energy_crossings
 
 ENERGY_NOTE = ("J/tok: the GPUs' energy over the window (DCGM energy counter, else power integrated: 'src') per "
                "output token; GPU W: mean power summed over the GPUs; GPU use: mean utilisation; '-': not measured")

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from analysis.reporting.csvtext import csv_text
-from analysis.table import MISSING, Column, fmt_num, markdown_table, text_table
-from analysis.verdicts.equivalence import Changes, Equivalence, LevelEquivalence, histogram
+from specbench.analysis.reporting.csvtext import csv_text
+from specbench.analysis.table import MISSING, Column, fmt_num, markdown_table, text_table
+from specbench.analysis.verdicts.equivalence import Changes, Equivalence, LevelEquivalence, histogram
 
 Named = Sequence[tuple[str, Equivalence]]  # (configuration name, its check against the baseline)
 

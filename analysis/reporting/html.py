@@ -18,7 +18,7 @@ import re
 from collections.abc import Collection
 from pathlib import Path
 
-from analysis.reporting.files import write_whole
+from specbench.analysis.reporting.files import write_whole
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;

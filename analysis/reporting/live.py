@@ -1,7 +1,7 @@
 """The web UI's Tokens tab as data: a running step's figures so far, and each finished step's final row.
 
 Nothing here is a second definition of a figure. A finished step's row is ``summary.step_figures`` on the step's
-window, flagged by ``summary.flag_step``: exactly what ``python -m analysis summarize`` prints for it. A running
+window, flagged by ``summary.flag_step``: exactly what ``python -m specbench.analysis summarize`` prints for it. A running
 step's row is the same function on the window so far, and "tok/s over the last 10 s" is
 ``contract.window.window_throughput`` over a 10 s window. Both windows end where they are exact: at the start
 of the oldest request still in flight (or now, when none is), since every request that started before that has
@@ -17,14 +17,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from analysis.records.steps import StepWindow
-from analysis.records.summary import StepRow, closed_step_row, flag_step, step_figures
-from analysis.reporting.columns import STEP_COLUMNS
-from analysis.reporting.csvtext import csv_text
-from analysis.reporting.serialize import STEP_FIELDS, clean
-from analysis.table import MISSING, Column, fmt_num
-from contract.schema import RequestRecord, StepRecord
-from contract.window import window_throughput
+from specbench.analysis.records.steps import StepWindow
+from specbench.analysis.records.summary import StepRow, closed_step_row, flag_step, step_figures
+from specbench.analysis.reporting.columns import STEP_COLUMNS
+from specbench.analysis.reporting.csvtext import csv_text
+from specbench.analysis.reporting.serialize import STEP_FIELDS, clean
+from specbench.analysis.table import MISSING, Column, fmt_num
+from specbench.contract.schema import RequestRecord, StepRecord
+from specbench.contract.window import window_throughput
 
 RECENT_S = 10.0  # the "last 10 s" window
 

@@ -11,18 +11,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from analysis.reporting.columns import REFINED_MARK, REFINED_NOTE, STEP_COLUMNS
-from analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
-from analysis.reporting.energy_report import energy_lines
-from analysis.reporting.equivalence_report import multi_equivalence_lines
-from analysis.reporting.render import decompositions, describe_run, render_warnings, why_lines
-from analysis.reporting.report import answer_plot, plot_lines
-from analysis.table import Column, fmt_interval, fmt_num, fmt_ratio, markdown_table, text_table
-from analysis.verdicts.multi import MultiComparison, MultiLevel, multi_equivalences
-from analysis.verdicts.policy import PolicyLevel
-from analysis.verdicts.refine import added_near, crossing_statement
-from analysis.verdicts.saturation import Saturation, saturation_of
-from contract.servertext import markdown_text
+from specbench.analysis.reporting.columns import REFINED_MARK, REFINED_NOTE, STEP_COLUMNS
+from specbench.analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from specbench.analysis.reporting.energy_report import energy_lines
+from specbench.analysis.reporting.equivalence_report import multi_equivalence_lines
+from specbench.analysis.reporting.render import decompositions, describe_run, render_warnings, why_lines
+from specbench.analysis.reporting.report import answer_plot, plot_lines
+from specbench.analysis.table import Column, fmt_interval, fmt_num, fmt_ratio, markdown_table, text_table
+from specbench.analysis.verdicts.multi import MultiComparison, MultiLevel, multi_equivalences
+from specbench.analysis.verdicts.policy import PolicyLevel
+from specbench.analysis.verdicts.refine import added_near, crossing_statement
+from specbench.analysis.verdicts.saturation import Saturation, saturation_of
+from specbench.contract.servertext import markdown_text
 
 ANSWER_PLOT = "throughput_vs_c.png"  # its lower panel: each configuration's ratio with 95% intervals
 PLOT_CAPTIONS = {

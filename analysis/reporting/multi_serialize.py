@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from analysis.reporting.csvtext import csv_text
-from analysis.reporting.decompose_report import decomposition_json
-from analysis.reporting.energy_report import energy_json
-from analysis.reporting.equivalence_report import equivalence_json
-from analysis.reporting.multi_render import multi_saturation, refined_levels, switch_lines
-from analysis.reporting.render import decompositions
-from analysis.reporting.serialize import clean, method_json, run_json, warning_json
-from analysis.verdicts.multi import MultiComparison
+from specbench.analysis.reporting.csvtext import csv_text
+from specbench.analysis.reporting.decompose_report import decomposition_json
+from specbench.analysis.reporting.energy_report import energy_json
+from specbench.analysis.reporting.equivalence_report import equivalence_json
+from specbench.analysis.reporting.multi_render import multi_saturation, refined_levels, switch_lines
+from specbench.analysis.reporting.render import decompositions
+from specbench.analysis.reporting.serialize import clean, method_json, run_json, warning_json
+from specbench.analysis.verdicts.multi import MultiComparison
 
 MULTI_SCHEMA = 3  # 2: decomposition rows as comparison.json schema 2; 3: each configuration's energy (#40)
 MULTI_CSV_FIELDS: tuple[str, ...] = ("target_c", "config", "is_baseline", "tok_s", "ratio", "ratio_low",

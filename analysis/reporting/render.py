@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from analysis.records.checks import ValidityWarning
-from analysis.records.server_side import NOT_REPORTED, unreported_figures
-from analysis.records.summary import RunSummary
-from analysis.reporting.columns import (
+from specbench.analysis.records.checks import ValidityWarning
+from specbench.analysis.records.server_side import NOT_REPORTED, unreported_figures
+from specbench.analysis.records.summary import RunSummary
+from specbench.analysis.reporting.columns import (
     CATEGORY_COLUMNS,
     LEVEL_COLUMNS,
     REFINED_NOTE,
@@ -17,15 +17,15 @@ from analysis.reporting.columns import (
     slo_level_columns,
     step_columns,
 )
-from analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
-from analysis.reporting.energy_report import ENERGY_NOTE, energy_columns, energy_lines, energy_notes
-from analysis.reporting.equivalence_report import equivalence_lines
-from analysis.table import text_table
-from analysis.verdicts.categories import ALL
-from analysis.verdicts.compare import Comparison
-from analysis.verdicts.decompose import Decomposition
-from analysis.verdicts.saturation import Saturation
-from contract.servertext import describe_speculative, markdown_text, plain
+from specbench.analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from specbench.analysis.reporting.energy_report import ENERGY_NOTE, energy_columns, energy_lines, energy_notes
+from specbench.analysis.reporting.equivalence_report import equivalence_lines
+from specbench.analysis.table import text_table
+from specbench.analysis.verdicts.categories import ALL
+from specbench.analysis.verdicts.compare import Comparison
+from specbench.analysis.verdicts.decompose import Decomposition
+from specbench.analysis.verdicts.saturation import Saturation
+from specbench.contract.servertext import describe_speculative, markdown_text, plain
 
 PERCENTILE_NOTE = ("tok/s 95% CI: bm = batch means, life = batches of one median request; latency percentiles "
                    "rest on 'pct reqs' complete requests, ~ marks fewer than 30 (indicative only)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from analysis.reporting.columns import (
+from specbench.analysis.reporting.columns import (
     CATEGORY_COLUMNS,
     LEVEL_COLUMNS,
     REFINED_NOTE,
@@ -17,10 +17,10 @@ from analysis.reporting.columns import (
     slo_level_columns,
     step_columns,
 )
-from analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
-from analysis.reporting.energy_report import energy_lines
-from analysis.reporting.equivalence_report import equivalence_markdown
-from analysis.reporting.render import (
+from specbench.analysis.reporting.decompose_report import DECOMPOSITION_COLUMNS, DECOMPOSITION_NOTE
+from specbench.analysis.reporting.energy_report import energy_lines
+from specbench.analysis.reporting.equivalence_report import equivalence_markdown
+from specbench.analysis.reporting.render import (
     PERCENTILE_NOTE,
     SERVER_NOTE,
     decompositions,
@@ -30,10 +30,10 @@ from analysis.reporting.render import (
     unreported_note,
     why_lines,
 )
-from analysis.table import fmt_num, markdown_table
-from analysis.verdicts.categories import ALL
-from analysis.verdicts.compare import Comparison
-from contract.servertext import markdown_text
+from specbench.analysis.table import fmt_num, markdown_table
+from specbench.analysis.verdicts.categories import ALL
+from specbench.analysis.verdicts.compare import Comparison
+from specbench.contract.servertext import markdown_text
 
 PLOT_CAPTIONS = {
     "throughput_vs_c.png": "Throughput against concurrency",

@@ -11,16 +11,16 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from analysis.records.checks import ValidityWarning
-from analysis.records.server_side import unreported_figures
-from analysis.records.summary import RunSummary, StepRow
-from analysis.reporting.csvtext import csv_text
-from analysis.reporting.decompose_report import DECOMPOSITION_FIELDS, decomposition_json, decomposition_row
-from analysis.reporting.energy_report import LEVEL_ENERGY_FIELDS, energy_json, level_energy_json
-from analysis.reporting.equivalence_report import equivalence_json
-from analysis.stats.bootstrap import CONFIDENCE, MAX_BATCHES, MIN_BATCHES
-from analysis.verdicts.compare import Comparison, LevelComparison
-from analysis.verdicts.decompose import Decomposition
+from specbench.analysis.records.checks import ValidityWarning
+from specbench.analysis.records.server_side import unreported_figures
+from specbench.analysis.records.summary import RunSummary, StepRow
+from specbench.analysis.reporting.csvtext import csv_text
+from specbench.analysis.reporting.decompose_report import DECOMPOSITION_FIELDS, decomposition_json, decomposition_row
+from specbench.analysis.reporting.energy_report import LEVEL_ENERGY_FIELDS, energy_json, level_energy_json
+from specbench.analysis.reporting.equivalence_report import equivalence_json
+from specbench.analysis.stats.bootstrap import CONFIDENCE, MAX_BATCHES, MIN_BATCHES
+from specbench.analysis.verdicts.compare import Comparison, LevelComparison
+from specbench.analysis.verdicts.decompose import Decomposition
 
 SUMMARY_SCHEMA = 1
 COMPARISON_SCHEMA = 2  # 2: decomposition rows lost "gap" (a covariance), gained server_tokens_per_pass, server_gap

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from analysis.records.steprow import StepRow
-from analysis.reporting.columns import RATE_COLUMNS, STEP_COLUMNS
+from specbench.analysis.records.steprow import StepRow
+from specbench.analysis.reporting.columns import RATE_COLUMNS, STEP_COLUMNS
 
 #: The report's columns the line carries, in order, with the words it prints them after.
 LINE_FIELDS: tuple[tuple[str, str], ...] = (

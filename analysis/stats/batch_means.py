@@ -20,12 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.stats.bootstrap import MIN_BATCHES as LIFETIME_MIN_BATCHES
-from analysis.stats.bootstrap import batch_count, window_batches
-from analysis.stats.rate_series import bin_count, token_rate_series
-from contract.schema import RequestRecord
-from contract.student_t import t975
-from contract.window import batch_throughputs
+from specbench.analysis.stats.bootstrap import MIN_BATCHES as LIFETIME_MIN_BATCHES
+from specbench.analysis.stats.bootstrap import batch_count, window_batches
+from specbench.analysis.stats.rate_series import bin_count, token_rate_series
+from specbench.contract.schema import RequestRecord
+from specbench.contract.student_t import t975
+from specbench.contract.window import batch_throughputs
 
 BATCH_MEANS = "batch_means"  # batches from the rate's autocorrelation
 LIFETIME = "lifetime_batches"  # fallback: batches of one median request

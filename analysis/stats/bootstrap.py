@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from contract.schema import RequestRecord
-from contract.student_t import NORMAL_975, t975
-from contract.window import batch_throughputs
+from specbench.contract.schema import RequestRecord
+from specbench.contract.student_t import NORMAL_975, t975
+from specbench.contract.window import batch_throughputs
 
 MIN_BATCHES = 5
 MAX_BATCHES = 20

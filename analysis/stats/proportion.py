@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from contract.student_t import NORMAL_975 as Z95
+from specbench.contract.student_t import NORMAL_975 as Z95
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:

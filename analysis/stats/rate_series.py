@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from contract.schema import RequestRecord
-from contract.window import token_arrivals
+from specbench.contract.schema import RequestRecord
+from specbench.contract.window import token_arrivals
 
 TARGET_BIN_S = 0.05  # bin width aimed at: a few decode steps of a fast server, short against any lifetime
 MIN_BINS = 100

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from contract.student_t import NORMAL_975, t975
+from specbench.contract.student_t import NORMAL_975, t975
 
 MIN_PAIRS = 5
 CONFIDENCE = 0.95

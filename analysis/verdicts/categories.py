@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from analysis.records.request_metrics import acceptance_length, mean_or_none, per_request_tok_s
-from analysis.table import fmt_ratio
-from contract.schema import RequestRecord
+from specbench.analysis.records.request_metrics import acceptance_length, mean_or_none, per_request_tok_s
+from specbench.analysis.table import fmt_ratio
+from specbench.contract.schema import RequestRecord
 
 ALL = "(all)"
 

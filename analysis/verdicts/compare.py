@@ -10,26 +10,26 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from analysis.records.checks import CLIENT_PAUSED, NO_INTERVAL, ValidityWarning
-from analysis.records.energy import Prices, gpu_series
-from analysis.records.server_side import in_window, server_accept_source
-from analysis.records.steps import StepWindow, measured_ok, overlapping, step_windows
-from analysis.records.summary import RunSummary, StepRow, run_label, summarize_run
-from analysis.stats.batch_means import BATCH_MEANS, ThroughputEstimate, estimate_throughput, ratio_interval_t
-from analysis.stats.bootstrap import MIN_BATCHES, ratio_interval
-from analysis.verdicts.categories import CategorySpread, LevelRequests, category_spread
-from analysis.verdicts.crossover import RatioPoint, Verdict, judge
-from analysis.verdicts.decompose import Decomposition, decompose_level
-from analysis.verdicts.energy import EnergyLevel, energy_level
-from analysis.verdicts.equivalence import Equivalence, check_equivalence
-from analysis.verdicts.pair_checks import pair_warnings
-from analysis.verdicts.recommend import LevelThroughput, Recommendation, recommend
-from analysis.verdicts.refine import added_near, crossing_statement
-from analysis.verdicts.saturation import Saturation, saturation_of, skipped_statement
-from analysis.verdicts.slo_compare import SloComparison, compare_slo
-from analysis.verdicts.why import level_why, load_why, well_measured
-from contract.schema import RunData
-from contract.slo import Slo
+from specbench.analysis.records.checks import CLIENT_PAUSED, NO_INTERVAL, ValidityWarning
+from specbench.analysis.records.energy import Prices, gpu_series
+from specbench.analysis.records.server_side import in_window, server_accept_source
+from specbench.analysis.records.steps import StepWindow, measured_ok, overlapping, step_windows
+from specbench.analysis.records.summary import RunSummary, StepRow, run_label, summarize_run
+from specbench.analysis.stats.batch_means import BATCH_MEANS, ThroughputEstimate, estimate_throughput, ratio_interval_t
+from specbench.analysis.stats.bootstrap import MIN_BATCHES, ratio_interval
+from specbench.analysis.verdicts.categories import CategorySpread, LevelRequests, category_spread
+from specbench.analysis.verdicts.crossover import RatioPoint, Verdict, judge
+from specbench.analysis.verdicts.decompose import Decomposition, decompose_level
+from specbench.analysis.verdicts.energy import EnergyLevel, energy_level
+from specbench.analysis.verdicts.equivalence import Equivalence, check_equivalence
+from specbench.analysis.verdicts.pair_checks import pair_warnings
+from specbench.analysis.verdicts.recommend import LevelThroughput, Recommendation, recommend
+from specbench.analysis.verdicts.refine import added_near, crossing_statement
+from specbench.analysis.verdicts.saturation import Saturation, saturation_of, skipped_statement
+from specbench.analysis.verdicts.slo_compare import SloComparison, compare_slo
+from specbench.analysis.verdicts.why import level_why, load_why, well_measured
+from specbench.contract.schema import RunData
+from specbench.contract.slo import Slo
 
 DEFAULT_SEED = 0
 DEFAULT_N_BOOT = 2000

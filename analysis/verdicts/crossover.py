@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.table import fmt_ratio
-from contract.student_t import NORMAL_975 as Z95
-from contract.student_t import t975
+from specbench.analysis.table import fmt_ratio
+from specbench.contract.student_t import NORMAL_975 as Z95
+from specbench.contract.student_t import t975
 
 #: Levels within this factor of a crossing feed its local fit. Throughput-ratio curves bend (convex in log C):
 #: over C/2..2C the emulator's cost-model curves sit 2-3% (of log ratio) off a straight line, enough to move a

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.records.request_metrics import verify_passes_source
-from contract.schema import RequestRecord
+from specbench.analysis.records.request_metrics import verify_passes_source
+from specbench.contract.schema import RequestRecord
 
 N_BOOT = 1000
 CONFIDENCE = 0.95

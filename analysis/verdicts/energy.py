@@ -16,13 +16,13 @@ from itertools import pairwise
 
 import numpy as np
 
-from analysis.records.energy import GpuSeries, batch_energies
-from analysis.records.steprow import StepRow
-from analysis.stats.bootstrap import MAX_BATCHES
-from analysis.stats.ratio_of_sums import MIN_PAIRS, ratio_of_sums_interval
-from analysis.table import fmt_interval
-from contract.schema import RequestRecord
-from contract.window import batch_throughputs
+from specbench.analysis.records.energy import GpuSeries, batch_energies
+from specbench.analysis.records.steprow import StepRow
+from specbench.analysis.stats.bootstrap import MAX_BATCHES
+from specbench.analysis.stats.ratio_of_sums import MIN_PAIRS, ratio_of_sums_interval
+from specbench.analysis.table import fmt_interval
+from specbench.contract.schema import RequestRecord
+from specbench.contract.window import batch_throughputs
 
 BOOTSTRAP_BATCHES = "bootstrap_batches"
 SAMPLES_PER_BATCH = 2.0  # a batch lasts at least this many sampling intervals

@@ -26,9 +26,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from analysis.records.steps import step_windows
-from analysis.stats.proportion import fisher_greater, smallest_detectable
-from contract.schema import RunData
+from specbench.analysis.records.steps import step_windows
+from specbench.analysis.stats.proportion import fisher_greater, smallest_detectable
+from specbench.contract.schema import RunData
 
 #: The equivalence tests' level (one-sided), and how far above the noise floor a changed share may lie and still
 #: go undetected before a non-significant result is "not enough answers to tell" rather than "within noise".

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.records.checks import ValidityWarning
-from analysis.records.energy import Prices
-from analysis.records.summary import RunSummary
-from analysis.stats.bootstrap import ratio_interval
-from analysis.verdicts.compare import DEFAULT_N_BOOT, DEFAULT_SEED, Comparison, compare_runs
-from analysis.verdicts.equivalence import Equivalence
-from analysis.verdicts.policy import Candidate, Policy, switching_policy
-from contract.schema import RunData
-from contract.slo import Slo
+from specbench.analysis.records.checks import ValidityWarning
+from specbench.analysis.records.energy import Prices
+from specbench.analysis.records.summary import RunSummary
+from specbench.analysis.stats.bootstrap import ratio_interval
+from specbench.analysis.verdicts.compare import DEFAULT_N_BOOT, DEFAULT_SEED, Comparison, compare_runs
+from specbench.analysis.verdicts.equivalence import Equivalence
+from specbench.analysis.verdicts.policy import Candidate, Policy, switching_policy
+from specbench.contract.schema import RunData
+from specbench.contract.slo import Slo
 
 BEST_STREAM = 1  # third seed word of the best / runner-up bootstrap at a level
 
@@ -119,7 +119,7 @@ def multi_equivalences(m: MultiComparison) -> list[tuple[str, Equivalence]]:
 
 
 def _summary(base: RunData) -> RunSummary:
-    from analysis.records.summary import summarize_run
+    from specbench.analysis.records.summary import summarize_run
 
     return summarize_run(base, name="baseline")
 

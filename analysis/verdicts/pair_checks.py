@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.records.checks import (
+from specbench.analysis.records.checks import (
     BASELINE_SPECULATIVE,
     PROMPT_CACHE_MISMATCH,
     SETTINGS_MISMATCH,
@@ -13,9 +13,9 @@ from analysis.records.checks import (
     UNMATCHED_LEVEL,
     ValidityWarning,
 )
-from analysis.records.summary import RunSummary
-from contract.schema import RunMeta
-from contract.servertext import describe_speculative, plain
+from specbench.analysis.records.summary import RunSummary
+from specbench.contract.schema import RunMeta
+from specbench.contract.servertext import describe_speculative, plain
 
 
 def _settings(meta: RunMeta) -> dict[str, Any]:

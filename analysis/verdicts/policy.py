@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.stats.bootstrap import ratio_interval
-from analysis.table import fmt_ratio
-from analysis.verdicts.crossover import FIT_SPAN, Crossover, RatioPoint, band_text, find_crossovers
+from specbench.analysis.stats.bootstrap import ratio_interval
+from specbench.analysis.table import fmt_ratio
+from specbench.analysis.verdicts.crossover import FIT_SPAN, Crossover, RatioPoint, band_text, find_crossovers
 
 PAIR_STREAM = 2  # third seed word of a policy pair's bootstrap (per-level intervals use [seed, C])
 

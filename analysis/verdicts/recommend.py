@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from analysis.table import fmt_ratio
-from analysis.verdicts.crossover import Verdict, band_text
+from specbench.analysis.table import fmt_ratio
+from specbench.analysis.verdicts.crossover import Verdict, band_text
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from analysis.verdicts.crossover import FIT_SPAN
-from analysis.verdicts.slo_compare import Capacity
+from specbench.analysis.verdicts.crossover import FIT_SPAN
+from specbench.analysis.verdicts.slo_compare import Capacity
 
 TOLERANCE = 0.15  # the interval must lie within +-15% of the crossover's value
 DEFAULT_REFINE_LEVELS = 3  # extra levels per crossing at most

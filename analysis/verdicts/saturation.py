@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.records.summary import RunSummary
-from analysis.table import fmt_num
+from specbench.analysis.records.summary import RunSummary
+from specbench.analysis.table import fmt_num
 
 QUEUED_FROM = 1.0  # mean requests waiting for a batch slot from which a level counts as queueing
 TTFT_GROWTH = 1.5  # median TTFT this many times the saturation level's: load only adds waiting

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.records.summary import RunSummary, StepRow
-from analysis.stats.proportion import fisher_greater, wilson
-from contract.slo import CAPACITY_ATTAINMENT, Slo
+from specbench.analysis.records.summary import RunSummary, StepRow
+from specbench.analysis.stats.proportion import fisher_greater, wilson
+from specbench.contract.slo import CAPACITY_ATTAINMENT, Slo
 
 SEPARATION_P = 0.025  # one-sided: a claim in the wrong direction at most 2.5% of the time (two-sided 5%)
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.records.goodput import meets_slo
-from analysis.records.request_metrics import percentile_or_none, tpot_s, ttft_s
-from contract.schema import RequestRecord, RunData
-from contract.slo import Slo, parse_slo
+from specbench.analysis.records.goodput import meets_slo
+from specbench.analysis.records.request_metrics import percentile_or_none, tpot_s, ttft_s
+from specbench.contract.schema import RequestRecord, RunData
+from specbench.contract.slo import Slo, parse_slo
 
 N_BOOT = 2000
 

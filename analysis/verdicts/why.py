@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from analysis.records.summary import StepRow
-from analysis.verdicts.decompose import Decomposition
-from analysis.verdicts.pair_checks import MIN_GAUGE_SAMPLES
-from contract.policy import CLIENT_BOUND_CPU, client_lagged, read_lagged
+from specbench.analysis.records.summary import StepRow
+from specbench.analysis.verdicts.decompose import Decomposition
+from specbench.analysis.verdicts.pair_checks import MIN_GAUGE_SAMPLES
+from specbench.contract.policy import CLIENT_BOUND_CPU, client_lagged, read_lagged
 
 MIN_QUEUED = 1.0  # mean requests waiting for a slot before queueing counts as a cause
 KV_FULL = 0.90

@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # synthetic_runs, whatever pytes
 
 from synthetic_runs import seed_specs, write_run
 
-from analysis.records.load import load_run
-from analysis.verdicts.compare import Comparison, compare_runs
+from specbench.analysis.records.load import load_run
+from specbench.analysis.verdicts.compare import Comparison, compare_runs
 
 
 @pytest.fixture(scope="session")

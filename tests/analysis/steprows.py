@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from analysis.records.steprow import StepRow
+from specbench.analysis.records.steprow import StepRow
 
 
 def clean_row(c: int = 4, **changes: object) -> StepRow:

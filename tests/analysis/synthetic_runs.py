@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract.gpu_metrics import GPU_METRICS_FILE
-from contract.schema import META_FILE, RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE
-from contract.server_metrics import SERVER_METRICS_FILE
+from specbench.contract.gpu_metrics import GPU_METRICS_FILE
+from specbench.contract.schema import META_FILE, RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE
+from specbench.contract.server_metrics import SERVER_METRICS_FILE
 
 EPOCH = 1_760_000_000.0
 SEED_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)

@@ -1,4 +1,4 @@
-"""python -m analysis as a user runs it: summarize, --json, compare --out, and bad input."""
+"""python -m specbench.analysis as a user runs it: summarize, --json, compare --out, and bad input."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "analysis", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "specbench.analysis", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=120, check=False)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main as analysis_main
+from specbench.analysis.cli import main as analysis_main
 from tests.analysis.synthetic_runs import small_pair, write_run
 from tests.test_hardening_inputs import one_line_error, specbench
 

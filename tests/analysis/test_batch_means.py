@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis.stats.batch_means import (
+from specbench.analysis.stats.batch_means import (
     BATCH_MEANS,
     LIFETIME,
     NO_INTERVAL,
@@ -21,8 +21,8 @@ from analysis.stats.batch_means import (
     ratio_interval_t,
     window_precision,
 )
-from analysis.stats.rate_series import token_rate_series
-from contract.window import window_throughput
+from specbench.analysis.stats.rate_series import token_rate_series
+from specbench.contract.window import window_throughput
 
 
 def _stream(rates: np.ndarray, bin_s: float, lifetime_s: float, t0: float = 1000.0) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.stats.bootstrap import MAX_BATCHES, MIN_BATCHES, batch_count, ratio_interval
+from specbench.analysis.stats.bootstrap import MAX_BATCHES, MIN_BATCHES, batch_count, ratio_interval
 
 
 def test_interval_covers_the_true_ratio_about_95_percent_of_the_time() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from synthetic_runs import DEFAULT_PROMPTS, Prompt, small_pair, write_run
 
-from analysis.records.load import load_run
-from analysis.reporting.render import render_comparison
-from analysis.verdicts.categories import ALL
-from analysis.verdicts.compare import compare_runs
+from specbench.analysis.records.load import load_run
+from specbench.analysis.reporting.render import render_comparison
+from specbench.analysis.verdicts.categories import ALL
+from specbench.analysis.verdicts.compare import compare_runs
 
 
 @pytest.fixture(scope="module")

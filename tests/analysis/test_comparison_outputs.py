@@ -11,13 +11,13 @@ import pytest
 from matplotlib.image import imread
 from synthetic_runs import SEED_RATIOS, small_pair, write_run
 
-from analysis.outputs import write_comparison_outputs, write_summary_outputs
-from analysis.records.load import load_run
-from analysis.records.summary import summarize_run
-from analysis.reporting.decompose_report import DECOMPOSITION_FIELDS
-from analysis.reporting.serialize import COMPARISON_SCHEMA, LEVEL_FIELDS, STEP_FIELDS, SUMMARY_SCHEMA
-from analysis.verdicts.compare import Comparison, compare_runs
-from analysis.verdicts.crossover import crossing_log_c
+from specbench.analysis.outputs import write_comparison_outputs, write_summary_outputs
+from specbench.analysis.records.load import load_run
+from specbench.analysis.records.summary import summarize_run
+from specbench.analysis.reporting.decompose_report import DECOMPOSITION_FIELDS
+from specbench.analysis.reporting.serialize import COMPARISON_SCHEMA, LEVEL_FIELDS, STEP_FIELDS, SUMMARY_SCHEMA
+from specbench.analysis.verdicts.compare import Comparison, compare_runs
+from specbench.analysis.verdicts.crossover import crossing_log_c
 
 PLOTS = ("throughput_vs_c.png", "ratio_vs_c.png", "latency_vs_c.png", "categories.png")
 DECOMPOSITION_PLOTS = ("decomposition_vs_c.png", "acceptance_hist.png")  # where levels have a decomposition

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from analysis.verdicts.crossover import RatioPoint, crossing_log_c, find_crossovers, judge, local_fit
-from analysis.verdicts.recommend import LevelThroughput, recommend
-from analysis.verdicts.refine import crossing_statement
+from specbench.analysis.verdicts.crossover import RatioPoint, crossing_log_c, find_crossovers, judge, local_fit
+from specbench.analysis.verdicts.recommend import LevelThroughput, recommend
+from specbench.analysis.verdicts.refine import crossing_statement
 
 
 def test_crossing_is_interpolated_on_log_concurrency() -> None:

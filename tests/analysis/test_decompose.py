@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from analysis.verdicts.decompose import decompose_level
-from analysis.verdicts.why import load_why
+from specbench.analysis.verdicts.decompose import decompose_level
+from specbench.analysis.verdicts.why import load_why
 
 
 def _record(tokens: int, pass_ms: float, passes: int | None, spec: dict[str, Any] | None = None,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from analysis.verdicts.energy import EnergyLevel, energy_crossings
+from specbench.analysis.verdicts.energy import EnergyLevel, energy_crossings
 
 EPS = 1e-6
 

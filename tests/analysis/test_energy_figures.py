@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.records.energy import COUNTER, POWER, batch_energies, gpu_series, window_energy
-from analysis.stats.ratio_of_sums import ratio_of_sums_interval
-from contract.gpu_metrics import GPU_METRICS_SCHEMA, GpuMetricsSample
+from specbench.analysis.records.energy import COUNTER, POWER, batch_energies, gpu_series, window_energy
+from specbench.analysis.stats.ratio_of_sums import ratio_of_sums_interval
+from specbench.contract.gpu_metrics import GPU_METRICS_SCHEMA, GpuMetricsSample
 
 
 def _power(gpu: int, t: float) -> float:

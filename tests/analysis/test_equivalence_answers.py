@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analysis.verdicts.equivalence import run_answers
-from contract.schema import RunData
+from specbench.analysis.verdicts.equivalence import run_answers
+from specbench.contract.schema import RunData
 
 
 def _rec(rid: str, step: int, c: int, seq: int, start: float, e2e: float) -> dict[str, Any]:

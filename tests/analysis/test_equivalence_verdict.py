@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from analysis.stats.proportion import fisher_greater, smallest_detectable
-from analysis.verdicts.equivalence import Changes, verdict
+from specbench.analysis.stats.proportion import fisher_greater, smallest_detectable
+from specbench.analysis.verdicts.equivalence import Changes, verdict
 
 
 def changes(compared: int, changed: int) -> Changes:

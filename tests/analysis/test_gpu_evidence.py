@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from synthetic_runs import small_pair, write_run
 
-from analysis.records.energy import COUNTER, POWER, gpu_series, window_energy
-from analysis.records.load import load_run
-from analysis.records.summary import summarize_run
-from analysis.reporting.render import render_summary_table
-from analysis.reporting.report import render_report
-from analysis.verdicts.compare import compare_runs
-from contract.gpu_metrics import GPU_METRICS_SCHEMA, MAX_GPU_POWER_W, GpuMetricsSample, parse_dcgm
+from specbench.analysis.records.energy import COUNTER, POWER, gpu_series, window_energy
+from specbench.analysis.records.load import load_run
+from specbench.analysis.records.summary import summarize_run
+from specbench.analysis.reporting.render import render_summary_table
+from specbench.analysis.reporting.report import render_report
+from specbench.analysis.verdicts.compare import compare_runs
+from specbench.contract.gpu_metrics import GPU_METRICS_SCHEMA, MAX_GPU_POWER_W, GpuMetricsSample, parse_dcgm
 
 POWER_FAMILY = "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
 ENERGY_FAMILY = "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import compare_runs, comparison_json, load_run, render_comparison, render_summary_table
-from analysis.records.summary import summarize_run
+from specbench.analysis import compare_runs, comparison_json, load_run, render_comparison, render_summary_table
+from specbench.analysis.records.summary import summarize_run
 from tests.analysis.synthetic_runs import small_pair, write_run
 
 

@@ -8,13 +8,21 @@ from pathlib import Path
 import pytest
 from synthetic_runs import Level, RunSpec, write_run
 
-from analysis.records.checks import CLIENT_BOUND, CLIENT_PAUSED, CLIENT_READ_LAG
-from analysis.records.load import load_run
-from analysis.records.summary import summarize_run
-from analysis.reporting.columns import STEP_COLUMNS
-from analysis.reporting.live import OpenStep, exact_until, final_row, live_row, tab_cells, tab_csv, tab_structure
-from contract.policy import CLIENT_BOUND_CPU, READ_LAG_FLOOR_MS, read_lag_limit_ms
-from contract.schema import STEPS_FILE
+from specbench.analysis.records.checks import CLIENT_BOUND, CLIENT_PAUSED, CLIENT_READ_LAG
+from specbench.analysis.records.load import load_run
+from specbench.analysis.records.summary import summarize_run
+from specbench.analysis.reporting.columns import STEP_COLUMNS
+from specbench.analysis.reporting.live import (
+    OpenStep,
+    exact_until,
+    final_row,
+    live_row,
+    tab_cells,
+    tab_csv,
+    tab_structure,
+)
+from specbench.contract.policy import CLIENT_BOUND_CPU, READ_LAG_FLOOR_MS, read_lag_limit_ms
+from specbench.contract.schema import STEPS_FILE
 
 SPEC = RunSpec("tab", [Level(1, 100.0, tokens=16), Level(3, 240.0, tokens=16, error_every=7),
                        Level(5, 300.0, tokens=16, users=4)])

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from synthetic_runs import Level, Prompt, RunSpec, write_run
 
-from analysis.records.load import load_run
-from analysis.verdicts.compare import compare_runs
+from specbench.analysis.records.load import load_run
+from specbench.analysis.verdicts.compare import compare_runs
 
 LEVELS = (1, 10)
 BASE_TOK_S = (92.6, 457.2)

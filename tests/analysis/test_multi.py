@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from synthetic_runs import Level, RunSpec, write_run
 
-from analysis.cli import main as analysis_main
-from analysis.outputs import write_comparison_outputs, write_outputs
-from analysis.records.load import load_run
-from analysis.verdicts.crossover import crossing_log_c
-from analysis.verdicts.multi import compare_many
-from analysis.verdicts.policy import Candidate, switching_policy
+from specbench.analysis.cli import main as analysis_main
+from specbench.analysis.outputs import write_comparison_outputs, write_outputs
+from specbench.analysis.records.load import load_run
+from specbench.analysis.verdicts.crossover import crossing_log_c
+from specbench.analysis.verdicts.multi import compare_many
+from specbench.analysis.verdicts.policy import Candidate, switching_policy
 
 LEVELS = (1, 4, 16, 64)
 CURVES = {"off": (100.0, 300.0, 600.0, 800.0), "s5": (200.0, 420.0, 560.0, 560.0),

@@ -17,26 +17,26 @@ from typing import Any
 import pytest
 from synthetic_runs import small_pair, write_run
 
-from analysis.records.checks import NO_INTERVAL
-from analysis.records.load import load_run
-from analysis.records.summary import RunSummary
-from analysis.reporting.multi_render import best_text
-from analysis.stats.bootstrap import MIN_BATCHES as LIFETIME_MIN_BATCHES
-from analysis.stats.proportion import fisher_greater, smallest_detectable
-from analysis.verdicts.compare import Comparison, compare_runs
-from analysis.verdicts.equivalence import (
+from specbench.analysis.records.checks import NO_INTERVAL
+from specbench.analysis.records.load import load_run
+from specbench.analysis.records.summary import RunSummary
+from specbench.analysis.reporting.multi_render import best_text
+from specbench.analysis.stats.bootstrap import MIN_BATCHES as LIFETIME_MIN_BATCHES
+from specbench.analysis.stats.proportion import fisher_greater, smallest_detectable
+from specbench.analysis.verdicts.compare import Comparison, compare_runs
+from specbench.analysis.verdicts.equivalence import (
     EQUIVALENCE_ALPHA,
     MAX_UNDETECTED_EXCESS,
     Changes,
     check_equivalence,
     verdict,
 )
-from analysis.verdicts.multi import MultiComparison, MultiLevel
-from analysis.verdicts.policy import Policy
-from analysis.verdicts.trace_compare import TraceSide, _verdict, compare_trace
-from contract.schema import RunData, RunMeta
-from contract.settings import SuiteSettings
-from contract.slo import parse_slo
+from specbench.analysis.verdicts.multi import MultiComparison, MultiLevel
+from specbench.analysis.verdicts.policy import Policy
+from specbench.analysis.verdicts.trace_compare import TraceSide, _verdict, compare_trace
+from specbench.contract.schema import RunData, RunMeta
+from specbench.contract.settings import SuiteSettings
+from specbench.contract.slo import parse_slo
 
 EPS = 1e-6  # relative step off a threshold where the figure is not exact in floating point
 

@@ -17,7 +17,7 @@ import pytest
 from steprows import clean_row
 from synthetic_runs import small_pair, write_run
 
-from analysis.records.checks import (
+from specbench.analysis.records.checks import (
     CHUNK_COUNTED_TOKENS,
     CLIENT_BOUND,
     CLIENT_LAG,
@@ -38,18 +38,18 @@ from analysis.records.checks import (
     run_warnings,
     step_warnings,
 )
-from analysis.records.load import load_run
-from analysis.records.server_side import MAX_TOKEN_GAP
-from analysis.records.steprow import StepRow
-from analysis.records.summary import RunSummary
-from analysis.verdicts.categories import LevelRequests, category_spread
-from analysis.verdicts.compare import TOO_MANY_ERRORS, compare_runs
-from analysis.verdicts.crossover import RatioPoint, judge
-from analysis.verdicts.decompose import Decomposition, Estimate, SideFigures
-from analysis.verdicts.pair_checks import CACHE_SHARE_GAP, MIN_GAUGE_SAMPLES, pair_warnings
-from analysis.verdicts.policy import Candidate, switching_policy
-from analysis.verdicts.recommend import LevelThroughput, recommend
-from analysis.verdicts.saturation import (
+from specbench.analysis.records.load import load_run
+from specbench.analysis.records.server_side import MAX_TOKEN_GAP
+from specbench.analysis.records.steprow import StepRow
+from specbench.analysis.records.summary import RunSummary
+from specbench.analysis.verdicts.categories import LevelRequests, category_spread
+from specbench.analysis.verdicts.compare import TOO_MANY_ERRORS, compare_runs
+from specbench.analysis.verdicts.crossover import RatioPoint, judge
+from specbench.analysis.verdicts.decompose import Decomposition, Estimate, SideFigures
+from specbench.analysis.verdicts.pair_checks import CACHE_SHARE_GAP, MIN_GAUGE_SAMPLES, pair_warnings
+from specbench.analysis.verdicts.policy import Candidate, switching_policy
+from specbench.analysis.verdicts.recommend import LevelThroughput, recommend
+from specbench.analysis.verdicts.saturation import (
     FLAT_WITHOUT_INTERVAL,
     QUEUED_FROM,
     TTFT_GROWTH,
@@ -57,8 +57,8 @@ from analysis.verdicts.saturation import (
     find_saturation,
     skipped_statement,
 )
-from analysis.verdicts.slo_compare import capacity, compare_slo
-from analysis.verdicts.why import (
+from specbench.analysis.verdicts.slo_compare import capacity, compare_slo
+from specbench.analysis.verdicts.why import (
     ACCEPT_DROP,
     FACTOR_HELD,
     KV_FULL,
@@ -68,15 +68,15 @@ from analysis.verdicts.why import (
     level_why,
     load_why,
 )
-from contract.policy import (
+from specbench.contract.policy import (
     CLIENT_BOUND_CPU,
     MIN_ACHIEVED_FRACTION,
     client_lag_limit_ms,
     rate_held,
     read_lag_limit_ms,
 )
-from contract.schema import RunData, RunMeta
-from contract.slo import CAPACITY_ATTAINMENT, parse_slo
+from specbench.contract.schema import RunData, RunMeta
+from specbench.contract.slo import CAPACITY_ATTAINMENT, parse_slo
 
 EPS = 1e-6  # relative step off a threshold where the figure is not exact in floating point
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from synthetic_runs import Level, RunSpec, write_run
 
-from analysis.records.load import load_run
-from analysis.records.steps import step_windows
-from analysis.records.summary import summarize_run
+from specbench.analysis.records.load import load_run
+from specbench.analysis.records.steps import step_windows
+from specbench.analysis.records.summary import summarize_run
 
 
 def test_killed_step_window_runs_from_first_measured_start_to_last_measured_end(tmp_path: Path) -> None:

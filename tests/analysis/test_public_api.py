@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-import analysis
+from specbench import analysis
 
 
 def test_public_names_resolve_from_the_package() -> None:

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from synthetic_runs import RunSpec, small_pair, write_run
 
-from analysis.records.load import load_run
-from analysis.records.summary import RunSummary, summarize_run
-from analysis.reporting.render import render_summary_table
-from contract.evidence import screen_records
+from specbench.analysis.records.load import load_run
+from specbench.analysis.records.summary import RunSummary, summarize_run
+from specbench.analysis.reporting.render import render_summary_table
+from specbench.contract.evidence import screen_records
 
 Records = list[dict[str, Any]]
 

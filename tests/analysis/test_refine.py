@@ -3,9 +3,9 @@ statement, and saturation on the seed case and on curves whose saturation point 
 
 from __future__ import annotations
 
-from analysis.verdicts.compare import Comparison
-from analysis.verdicts.crossover import Crossover, RatioPoint, find_crossovers
-from analysis.verdicts.refine import (
+from specbench.analysis.verdicts.compare import Comparison
+from specbench.analysis.verdicts.crossover import Crossover, RatioPoint, find_crossovers
+from specbench.analysis.verdicts.refine import (
     added_in_bracket,
     added_near,
     capacity_is_tight,
@@ -16,8 +16,8 @@ from analysis.verdicts.refine import (
     plan_rate_round,
     plan_round,
 )
-from analysis.verdicts.saturation import LoadPoint, find_saturation, skipped_levels
-from analysis.verdicts.slo_compare import Capacity
+from specbench.analysis.verdicts.saturation import LoadPoint, find_saturation, skipped_levels
+from specbench.analysis.verdicts.slo_compare import Capacity
 
 
 def _x(c: float, low: float | None, high: float | None, below: int = 10, above: int = 30) -> Crossover:

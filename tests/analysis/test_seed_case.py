@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from synthetic_runs import SEED_BASELINE, SEED_EAGLE3, SEED_LEVELS, SEED_RATIOS
 
-from analysis.table import fmt_ratio
-from analysis.verdicts.compare import Comparison
+from specbench.analysis.table import fmt_ratio
+from specbench.analysis.verdicts.compare import Comparison
 
 
 def test_each_level_streams_exactly_the_seed_throughput(seed_comparison: Comparison) -> None:

@@ -10,10 +10,10 @@ from itertools import combinations
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from analysis import load_run
-from analysis.charts.server_plots import label_rows, step_label, timeline_figure
-from analysis.records.summary import summarize_run
-from analysis.reporting.render import server_section
+from specbench.analysis import load_run
+from specbench.analysis.charts.server_plots import label_rows, step_label, timeline_figure
+from specbench.analysis.records.summary import summarize_run
+from specbench.analysis.reporting.render import server_section
 from tests.analysis.synthetic_runs import Level, RunSpec, write_run
 
 # long windows at C=1-2, then six short ones close together: where names used to run into each other

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import cast
 
-from analysis.records.server_side import MAX_TOKEN_GAP, server_step
-from contract.schema import RequestRecord
-from contract.server_metrics import ServerMetricsSample
+from specbench.analysis.records.server_side import MAX_TOKEN_GAP, server_step
+from specbench.contract.schema import RequestRecord
+from specbench.contract.server_metrics import ServerMetricsSample
 
 TOKENS = 64
 E2E_S = 0.45
@@ -63,9 +63,9 @@ def test_the_server_table_sets_the_gap_beside_the_client_figure_it_was_judged_on
     # client's tokens over the same seconds: server / client - 1 is the gap the row shows.
     from synthetic_runs import small_pair, write_run
 
-    from analysis.records.load import load_run
-    from analysis.records.summary import summarize_run
-    from analysis.reporting.columns import SERVER_COLUMNS
+    from specbench.analysis.records.load import load_run
+    from specbench.analysis.records.summary import summarize_run
+    from specbench.analysis.reporting.columns import SERVER_COLUMNS
 
     _, spec = small_pair()
     spec.server_counter_factor = 1.03

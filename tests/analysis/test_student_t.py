@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from contract.student_t import NORMAL_975, t975, t_quantile
+from specbench.contract.student_t import NORMAL_975, t975, t_quantile
 
 T975_BY_DF = [  # df = 1, 2, ..., 200
     12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from synthetic_runs import Level, Prompt, RunSpec, small_pair, write_run
 
-from analysis.records.checks import WARNING_CODES
-from analysis.records.load import load_run
-from analysis.records.summary import RunSummary, summarize_run
-from analysis.reporting.render import render_comparison
-from analysis.reporting.report import render_report
-from analysis.reporting.serialize import comparison_json
-from analysis.verdicts.compare import Comparison, compare_runs
-from analysis.verdicts.pair_checks import pair_warnings
+from specbench.analysis.records.checks import WARNING_CODES
+from specbench.analysis.records.load import load_run
+from specbench.analysis.records.summary import RunSummary, summarize_run
+from specbench.analysis.reporting.render import render_comparison
+from specbench.analysis.reporting.report import render_report
+from specbench.analysis.reporting.serialize import comparison_json
+from specbench.analysis.verdicts.compare import Comparison, compare_runs
+from specbench.analysis.verdicts.pair_checks import pair_warnings
 
 Mutation = Callable[[RunSpec, RunSpec], None]
 
@@ -242,8 +242,8 @@ def test_a_level_without_a_finished_request_says_what_its_ratio_rests_on(tmp_pat
     # #61: a verdict came from a level where neither side finished a request in its window (0.85x, 0.75-0.98x).
     # Its throughput (tokens that arrived in the window) stands, but the report says that is all it rests on, and
     # no per-request figure pretends to describe requests that were not measured.
-    from analysis.outputs import write_comparison_outputs
-    from analysis.reporting.brief import brief_comparison
+    from specbench.analysis.outputs import write_comparison_outputs
+    from specbench.analysis.reporting.brief import brief_comparison
 
     def starve(base: RunSpec, spec: RunSpec) -> None:
         for run in (base, spec):

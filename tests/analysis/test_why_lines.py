@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from steprows import clean_row
 
-from analysis.verdicts.why import level_why
+from specbench.analysis.verdicts.why import level_why
 
 
 def test_a_queue_while_running_held_below_c_is_a_cap() -> None:

@@ -7,8 +7,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis.records.request_metrics import acceptance_length, itl_samples_s, per_request_tok_s, tpot_s, ttft_s
-from contract.window import (
+from specbench.analysis.records.request_metrics import (
+    acceptance_length,
+    itl_samples_s,
+    per_request_tok_s,
+    tpot_s,
+    ttft_s,
+)
+from specbench.contract.window import (
     achieved_concurrency,
     batch_throughputs,
     measured_in_window,
@@ -90,7 +96,7 @@ def _sample(t_s: float, verify: float, by_position: list[float]) -> dict[str, An
 
 
 def test_acceptance_by_position_counts_from_zero_where_a_fresh_server_listed_no_position() -> None:
-    from analysis.records.server_side import server_accept_by_position
+    from specbench.analysis.records.server_side import server_accept_by_position
 
     # llama.cpp lists a position once a draft reached it: before the first draft the family is absent.
     rates = server_accept_by_position([_sample(0.0, 0, []), _sample(1.0, 10, [8, 5]), _sample(2.0, 20, [16, 9, 2])])

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from emulator import EmulatorHandle, start_emulator
+from specbench.emulator import EmulatorHandle, start_emulator
 
 FAST = 50.0
 

@@ -1,4 +1,4 @@
-"""``python -m emulator`` prints its URL, serves, stops cleanly on signals; bad profiles exit 2."""
+"""``python -m specbench.emulator`` prints its URL, serves, stops cleanly on signals; bad profiles exit 2."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "emulator", "--port", "0", *args], cwd=REPO,
+    return subprocess.Popen([sys.executable, "-m", "specbench.emulator", "--port", "0", *args], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -52,7 +52,7 @@ def test_fault_flags_reach_the_profile() -> None:
 def test_bad_profile_is_one_line_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("max_running_requests: many\nstep_a_ms: 1\nstep_b_ms: 1\n")
-    done = subprocess.run([sys.executable, "-m", "emulator", "--profile", str(bad), "--port", "0"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "specbench.emulator", "--profile", str(bad), "--port", "0"], cwd=REPO,
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()

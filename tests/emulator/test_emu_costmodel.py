@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from emulator import ProfileError, available_profiles, costmodel, load_profile
-from emulator.textmodel import estimate_prompt_tokens, prompt_key, prompt_tokens, render_chat
+from specbench.emulator import ProfileError, available_profiles, costmodel, load_profile
+from specbench.emulator.textmodel import estimate_prompt_tokens, prompt_key, prompt_tokens, render_chat
 
 from calibrate import SEED_TPS, as_chat
 from suiteprompts import load_suite_prompts

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from emulator import EmulatorHandle, start_emulator
+from specbench.emulator import EmulatorHandle, start_emulator
 
 from loadclient import Connection
 

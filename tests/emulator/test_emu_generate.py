@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from emulator import EmulatorHandle
+from specbench.emulator import EmulatorHandle
 
 
 def test_stream_text_is_cumulative_and_counts_are_cumulative(base_http, baseline: EmulatorHandle) -> None:
@@ -84,7 +84,7 @@ def test_speculative_final_chunk_carries_spec_figures(spec_http, eagle3: Emulato
 
 
 def test_same_prompt_is_reproducible_across_servers(make_http) -> None:
-    from emulator import start_emulator
+    from specbench.emulator import start_emulator
 
     outputs = []
     for _ in range(2):

@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from emulator import start_emulator
+from specbench.emulator import start_emulator
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -16,7 +16,7 @@ PATCHED_SCRIPT = textwrap.dedent("""
     monkey.patch_all()
     import json, urllib.request
     import gevent
-    from emulator import start_emulator
+    from specbench.emulator import start_emulator
 
     handle = start_emulator("eagle3", speed=50)
     assert not handle.in_thread

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from emulator import start_emulator
+from specbench.emulator import start_emulator
 
 
 def test_ready_health_and_models(base_http) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from emulator import start_emulator
+from specbench.emulator import start_emulator
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"

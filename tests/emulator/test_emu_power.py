@@ -14,10 +14,10 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from emulator.dcgm import build_telemetry, parse_fields
-from emulator.power import PowerMeter, PowerModel, parse_power
-from emulator.profile import load_profile
-from locustfiles.target import start_emulator_process
+from specbench.emulator.dcgm import build_telemetry, parse_fields
+from specbench.emulator.power import PowerMeter, PowerModel, parse_power
+from specbench.emulator.profile import load_profile
+from specbench.locustfiles.target import start_emulator_process
 
 
 def test_meter_integrates_the_stated_model_exactly() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gevent
 import pytest
 
-from emulator import costmodel, start_emulator
-from emulator.textmodel import acceptance_alpha
+from specbench.emulator import costmodel, start_emulator
+from specbench.emulator.textmodel import acceptance_alpha
 
 from loadclient import Connection, closed_loop
 

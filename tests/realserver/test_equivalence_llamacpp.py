@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from analysis import compare_runs, load_run
-from analysis.verdicts.equivalence import run_answers
-from locustfiles.dialects import Sampling, dialect
-from locustfiles.prompts import load_prompts
+from specbench.analysis import compare_runs, load_run
+from specbench.analysis.verdicts.equivalence import run_answers
+from specbench.locustfiles.dialects import Sampling, dialect
+from specbench.locustfiles.prompts import load_prompts
 
 from .client import stream
 from .conftest import PROMPTS_SHORT

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import load_run, summarize_run
-from contract.server_metrics import (
+from specbench.analysis import load_run, summarize_run
+from specbench.contract.server_metrics import (
     SERVER_METRICS_FILE,
     accept_length_from_counters,
     accepted_by_position,

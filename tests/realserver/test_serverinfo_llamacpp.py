@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from locustfiles.serverinfo import _from_llamacpp
+from specbench.locustfiles.serverinfo import _from_llamacpp
 
 URL = "http://127.0.0.1:8080"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.records.summary import cached_share
-from contract.schema import read_run
+from specbench.analysis.records.summary import cached_share
+from specbench.contract.schema import read_run
 from tests.conftest import run_locust
 
 from .conftest import CTX_SIZE, N_PARALLEL, PROMPTS_SHORT

@@ -34,8 +34,8 @@ from typing import Any
 
 import pytest
 
-from contract.schema import read_run
-from locustfiles.prompts import load_prompts
+from specbench.contract.schema import read_run
+from specbench.locustfiles.prompts import load_prompts
 
 from .client import chat_payload, metrics, stream
 from .conftest import DRAFT_N_MAX, LADDER_SLOTS, PROMPTS_SHORT

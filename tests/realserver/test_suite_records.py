@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from analysis.records.request_metrics import verify_passes
-from contract.schema import read_run
-from locustfiles.serverinfo import identify
+from specbench.analysis.records.request_metrics import verify_passes
+from specbench.contract.schema import read_run
+from specbench.locustfiles.serverinfo import identify
 from tests.conftest import run_locust
 
 from .client import chat_payload, get_json, metrics, stream

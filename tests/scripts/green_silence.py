@@ -14,7 +14,7 @@ import locust  # noqa: F401  (monkey-patches before the suite is imported)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from locustfiles.transport import SendFailed, StreamClient, endpoint
+from specbench.locustfiles.transport import SendFailed, StreamClient, endpoint
 from tests.test_transport import CHUNKED_HEAD, Script, chunked, read_all, scripted
 
 LIMIT = (2.0, 0.3)

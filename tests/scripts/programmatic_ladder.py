@@ -14,9 +14,9 @@ from locust.argument_parser import get_empty_argument_parser, setup_parser_argum
 from locust.env import Environment
 from locust.event import Events
 
-from locustfiles import hooks
-from locustfiles.sglang import SGLangUser
-from shapes.ladder import ConcurrencyLadder
+from specbench.locustfiles import hooks
+from specbench.locustfiles.sglang import SGLangUser
+from specbench.shapes.ladder import ConcurrencyLadder
 
 
 def main(host: str, out: str, *args: str) -> int:

@@ -12,9 +12,9 @@ from typing import Any
 
 from gevent import monkey
 
-import locustfiles.sglang as suite  # the suite's options, hooks and shape (the module, so its user is not ours too)
-from locustfiles.user import InFlight
-from shapes.rate import RateLadder
+import specbench.locustfiles.sglang as suite  # the suite's options, hooks and shape (the module, so its user is not ours too)
+from specbench.locustfiles.user import InFlight
+from specbench.shapes.rate import RateLadder
 
 __all__ = ["RateLadder", "SlowUser"]
 

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from analysis.cli import main as analysis_main
-from analysis.records.goodput import meets_slo
-from analysis.records.summary import summarize_run
-from contract.schema import read_run
-from contract.slo import parse_slo
+from specbench.analysis.cli import main as analysis_main
+from specbench.analysis.records.goodput import meets_slo
+from specbench.analysis.records.summary import summarize_run
+from specbench.contract.schema import read_run
+from specbench.contract.slo import parse_slo
 from tests.conftest import ledger, run_locust
 
 # A third of the streams stall 1 s half-way (20 s at speed 20) and a tenth fail with 503: the SLO's TPOT and

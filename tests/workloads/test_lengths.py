@@ -8,11 +8,11 @@ import statistics
 import numpy as np
 import pytest
 
-from contract.lengths import LengthError, parse_length
-from contract.schema import read_run
-from emulator.profile import load_profile
-from locustfiles.prompts import PromptOrder, load_prompts
-from locustfiles.workload import CHARS_PER_TOKEN, fit_prompt
+from specbench.contract.lengths import LengthError, parse_length
+from specbench.contract.schema import read_run
+from specbench.emulator.profile import load_profile
+from specbench.locustfiles.prompts import PromptOrder, load_prompts
+from specbench.locustfiles.workload import CHARS_PER_TOKEN, fit_prompt
 from tests.conftest import ledger, run_locust
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
-from contract.schema import read_run
-from locustfiles import longcontext
-from locustfiles.prompts import available_sets, load_prompts
+from specbench.contract.schema import read_run
+from specbench.locustfiles import longcontext
+from specbench.locustfiles.prompts import available_sets, load_prompts
 from tests.conftest import run_locust
 
 # Pinned: the set is generated at load time from config/prompts/diverse.jsonl by locustfiles/longcontext.py.

@@ -8,9 +8,9 @@ from itertools import pairwise
 
 import pytest
 
-from contract.schema import read_run
-from locustfiles.conversation import FOLLOW_UPS, Conversation, follow_up
-from locustfiles.prompts import Prompt
+from specbench.contract.schema import read_run
+from specbench.locustfiles.conversation import FOLLOW_UPS, Conversation, follow_up
+from specbench.locustfiles.prompts import Prompt
 from tests.conftest import ledger, run_locust
 from tests.test_hardening_inputs import one_line_error, specbench
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from analysis.records.summary import StepRow
-from analysis.verdicts.refine import capacity_is_tight
-from analysis.verdicts.slo_compare import capacity
+from specbench.analysis.records.summary import StepRow
+from specbench.analysis.verdicts.refine import capacity_is_tight
+from specbench.analysis.verdicts.slo_compare import capacity
 
 
 def _row(rate: float, attainment: float | None) -> StepRow:

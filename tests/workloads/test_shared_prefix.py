@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.records.summary import cached_share
-from contract.lengths import LengthError, parse_shared_prefix
-from contract.schema import read_run
-from emulator.prefixcache import PrefixCache
+from specbench.analysis.records.summary import cached_share
+from specbench.contract.lengths import LengthError, parse_shared_prefix
+from specbench.contract.schema import read_run
+from specbench.emulator.prefixcache import PrefixCache
 from tests.conftest import ledger, run_locust
 
 

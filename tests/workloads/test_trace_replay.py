@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.records.goodput import meets_slo
-from contract.schema import read_run
-from contract.settings import SettingsError, SuiteSettings
-from contract.slo import Slo
-from contract.traces import (
+from specbench.analysis.records.goodput import meets_slo
+from specbench.contract.schema import read_run
+from specbench.contract.settings import SettingsError, SuiteSettings
+from specbench.contract.slo import Slo
+from specbench.contract.traces import (
     TraceError,
     block_reuse_share,
     detect_format,
@@ -25,8 +25,8 @@ from contract.traces import (
     parse_windows,
     replay_steps,
 )
-from locustfiles.prompts import PromptError, load_prompts
 from specbench.loadrun import free_port
+from specbench.locustfiles.prompts import PromptError, load_prompts
 from tests.conftest import LOCUSTFILE, ledger, run_locust
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "traces"
