@@ -7,8 +7,8 @@ to the default ``diverse`` order would change every default run and overflow sma
 Why generated at load time rather than committed: the set is ~1.1 MB of text, all of it composed from the
 passages of ``config/prompts/diverse.jsonl``; generating it (a few milliseconds, a pure function of that file
 and this module) keeps the repository small, and its sha256 is as stable as the two (a test pins it).
-``python -m specbench.locustfiles.longcontext OUT.jsonl`` writes it out for other tools; loading that file gives the same
-sha256.
+``python -m specbench.locustfiles.longcontext OUT.jsonl`` writes it out for other tools; loading that file gives
+the same sha256.
 
 Each prompt is a multi-document context with a real task at the end: the passages of the diverse set's
 prompts (the text after their instruction: reports, transcripts, logs, contracts, code, stories) and its

@@ -64,10 +64,12 @@ def start_emulator_process(profile: str = "baseline", *, speed: float | None = N
                            ready_timeout: float = 30.0) -> EmulatorProcess:
     """Start an emulator on a free loopback port and return once it answers ``/ready`` with 200.
 
-    ``extra`` goes to ``python -m specbench.emulator`` as it is (``--fault-503 0.1``, ``--max-running-requests 8``, ...).
+    ``extra`` goes to ``python -m specbench.emulator`` as it is (``--fault-503 0.1``, ``--max-running-requests 8``,
+    ...).
     Raises ``RuntimeError`` with the emulator's own error line if it exits or does not become ready in time.
     """
-    cmd = [sys.executable, "-m", "specbench.emulator", "--profile", profile, "--port", "0", "--parent-pid", str(os.getpid())]
+    cmd = [sys.executable, "-m", "specbench.emulator", "--profile", profile, "--port", "0",
+           "--parent-pid", str(os.getpid())]
     if speed is not None:
         cmd += ["--speed", str(speed)]
     log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the emulator; a stderr pipe could fill

@@ -63,10 +63,28 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[st
             yield from (f"{base}.{alias.name}" for alias in node.names)
 
 
+# The installed namespace: ``specbench.analysis`` is the ``analysis/`` folder, ``specbench.config`` the ``config/``
+# folder (named ``specbench_config`` here, as the layers call it). The graph names each module by its folder.
+NAMESPACE = "specbench"
+NAMESPACED = {"analysis", "contract", "emulator", "locustfiles", "shapes"}
+
+
+def folder_name(name: str) -> str:
+    """An imported dotted name as the graph names it: ``specbench.analysis.x`` -> ``analysis.x``,
+    ``specbench.config`` -> ``specbench_config``; any other name as it is."""
+    parts = name.split(".")
+    if len(parts) > 1 and parts[0] == NAMESPACE and parts[1] in NAMESPACED:
+        return ".".join(parts[1:])
+    if len(parts) > 1 and parts[0] == NAMESPACE and parts[1] == "config":
+        return ".".join(["specbench_config", *parts[2:]])
+    return name
+
+
 def imports_of(module: str, path: Path, modules: Collection[str]) -> set[str]:
     """The modules among ``modules`` that ``module`` (the file at ``path``) imports, itself left out."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    found = {resolve(name, modules) for name in _imported_names(tree, module, path.name == "__init__.py")}
+    found = {resolve(folder_name(name), modules)
+             for name in _imported_names(tree, module, path.name == "__init__.py")}
     return {target for target in found if target is not None and target != module}
 
 

@@ -117,8 +117,8 @@ def test_energy_per_token_matches_the_power_model(runs: dict[str, dict[str, Any]
     for row, was in zip(again, rows, strict=True):
         assert row.cost_per_mtok_usd == pytest.approx(2 * was.cost_per_mtok_usd)
         assert row.energy_cost_per_mtok_usd is None and row.energy_per_token_j == was.energy_per_token_j
-    cli = subprocess.run([sys.executable, "-m", "specbench.analysis", "summarize", str(run["dir"]), "--kwh-price", "0.3",
-                          "--json"], capture_output=True, text=True, timeout=120)
+    cli = subprocess.run([sys.executable, "-m", "specbench.analysis", "summarize", str(run["dir"]),
+                          "--kwh-price", "0.3", "--json"], capture_output=True, text=True, timeout=120)
     assert cli.returncode == 0, cli.stderr
     steps = json.loads(cli.stdout)["steps"]
     assert [s["energy_cost_per_mtok_usd"] for s in steps] == pytest.approx(

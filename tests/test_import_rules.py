@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.importgraph import import_circles, import_graph, package_of, product_modules
+from tests.importgraph import folder_name, import_circles, import_graph, package_of, product_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,9 +115,9 @@ def imported_modules(path: Path) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            found.update(folder_name(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = "." * node.level + (node.module or "")
+            base = "." * node.level + folder_name(node.module or "")
             found.update(f"{base}.{alias.name}" if node.level == 0 else base for alias in node.names)
     return found
 
@@ -251,10 +251,10 @@ def test_a_relative_import_circle_under_type_checking_is_reported(tmp_path: Path
 
 def test_an_import_against_the_layers_is_reported(tmp_path: Path) -> None:
     root = write_tree(tmp_path, {
-        "contract/rows.py": "def f():\n    from shapes.ladder import Ladder\n    return Ladder\n",
-        "shapes/ladder.py": "from contract.rows import f\n\nLadder = f\n",
-        "locustfiles/target.py": "import emulator.server\n",
-        "emulator/server.py": "from contract import rows\n",
+        "contract/rows.py": "def f():\n    from specbench.shapes.ladder import Ladder\n    return Ladder\n",
+        "shapes/ladder.py": "from specbench.contract.rows import f\n\nLadder = f\n",
+        "locustfiles/target.py": "import specbench.emulator.server\n",
+        "emulator/server.py": "from specbench.contract import rows\n",
         "analysis/m.py": "import gevent\n",
     })
     said = package_offences(root)
@@ -270,7 +270,7 @@ def test_an_import_against_the_layers_is_reported(tmp_path: Path) -> None:
 def test_a_clean_tree_says_nothing(tmp_path: Path) -> None:
     root = write_tree(tmp_path, {
         "config/__init__.py": "def data_path():\n    return None\n",
-        "contract/schema.py": "from specbench_config import data_path\n",
+        "contract/schema.py": "from specbench.config import data_path\n",
         "analysis/read.py": "import contract.schema\nimport numpy\n",
         "shapes/ladder.py": "from analysis import read\n\n\ndef f():\n    from contract.schema import data_path\n",
         "locustfiles/user.py": "from . import streams\nfrom shapes.ladder import f\nimport gevent\n",

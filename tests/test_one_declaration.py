@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # The emulator is a server of its own (its --seed seeds its answers), kept apart from the suite by design.
 PACKAGES = ("analysis", "contract", "locustfiles", "shapes", "specbench")
 # Packages whose commands start load runs: a suite flag registered there must come from the declaration.
-# (python -m specbench.analysis re-reads finished runs: its --out is a report, --slo re-judges, --seed seeds the bootstrap.)
+# (python -m specbench.analysis re-reads finished runs: its --out is a report, --slo re-judges, --seed seeds the
+# bootstrap.)
 LOAD_PACKAGES = ("contract", "locustfiles", "shapes", "specbench")
 FLAGS = {opt.flag for opt in OPTIONS}
 # Same flag name, another option: the report directory of the commands that write a report, and compare-runs'

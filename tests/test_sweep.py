@@ -50,8 +50,8 @@ def _sweep_yaml(path: Path) -> Path:
             lines.append("    baseline: true")
         ledger_file = path.parent / f"ledger-{name}.jsonl"  # the emulator's truth, kept after it stops
         if name == "steps1":  # a string command runs through /bin/sh, as a user's shell line would
-            lines.append(f"    command: exec {py} -m specbench.emulator --profile {profile} --port {{port}} --speed {{speed}} "
-                         f"--ledger-file {ledger_file} --ledger-chunk-times")
+            lines.append(f"    command: exec {py} -m specbench.emulator --profile {profile} --port {{port}} "
+                         f"--speed {{speed}} --ledger-file {ledger_file} --ledger-chunk-times")
         else:
             lines.append(f"    command: [{py}, -m, specbench.emulator, --profile, {profile}, --port, '{{port}}', "
                          f"--speed, '{{speed}}', --ledger-file, '{ledger_file}', --ledger-chunk-times]")
@@ -324,8 +324,8 @@ def test_each_configuration_reads_its_own_exporter(tmp_path: Path) -> None:
     lines = ["configurations:"]
     for name, profile, gpus in (("off", "baseline", 1), ("eagle3", "eagle3", 2)):
         lines += [f"  - name: '{name}'", *(["    baseline: true"] if name == "off" else []),
-                  f"    command: [{py}, -m, specbench.emulator, --profile, {profile}, --port, '{{port}}', --speed, '10', "
-                  f"--gpu-telemetry, '{gpus}']",
+                  f"    command: [{py}, -m, specbench.emulator, --profile, {profile}, --port, '{{port}}', "
+                  f"--speed, '10', --gpu-telemetry, '{gpus}']",
                   "    ready: {url: 'http://127.0.0.1:{port}/ready', interval_s: 0.1}",
                   "    gpu_metrics: 'http://127.0.0.1:{port}/_emulator/dcgm/metrics'"]
     path = tmp_path / "sweep.yaml"

@@ -1,8 +1,8 @@
 """The web UI's Tokens tab as data: a running step's figures so far, and each finished step's final row.
 
 Nothing here is a second definition of a figure. A finished step's row is ``summary.step_figures`` on the step's
-window, flagged by ``summary.flag_step``: exactly what ``python -m specbench.analysis summarize`` prints for it. A running
-step's row is the same function on the window so far, and "tok/s over the last 10 s" is
+window, flagged by ``summary.flag_step``: exactly what ``python -m specbench.analysis summarize`` prints for it. A
+running step's row is the same function on the window so far, and "tok/s over the last 10 s" is
 ``contract.window.window_throughput`` over a 10 s window. Both windows end where they are exact: at the start
 of the oldest request still in flight (or now, when none is), since every request that started before that has
 finished and been recorded, while a request still streaming has not told its tokens yet.

@@ -10,7 +10,8 @@ from __future__ import annotations
 import gevent
 from gevent import monkey
 
-import specbench.locustfiles.sglang as suite  # the suite's options, hooks and shape (the module, so its user is not ours too)
+# the suite's options, hooks and shape (the module, so its user is not ours too)
+import specbench.locustfiles.sglang as suite
 from specbench.shapes.rate import RateLadder
 
 __all__ = ["BlockedLoopUser", "RateLadder"]

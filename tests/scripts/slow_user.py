@@ -12,7 +12,8 @@ from typing import Any
 
 from gevent import monkey
 
-import specbench.locustfiles.sglang as suite  # the suite's options, hooks and shape (the module, so its user is not ours too)
+# the suite's options, hooks and shape (the module, so its user is not ours too)
+import specbench.locustfiles.sglang as suite
 from specbench.locustfiles.user import InFlight
 from specbench.shapes.rate import RateLadder
 
