@@ -1,7 +1,7 @@
-"""The suite's data (prompt sets, emulator profiles, suite profiles), installed as ``specbench_config``.
+"""The suite's data (prompt sets, emulator profiles, suite profiles), imported as ``specbench.config``.
 
-pyproject.toml maps the package ``specbench_config`` onto this ``config/`` folder, so the folder stays the
-one editable copy in a checkout while a wheel carries the same files. Code finds them through
+``specbench/config`` links to this ``config/`` folder, so the folder stays the one editable copy in a checkout
+while a wheel carries the same files. Code finds them through
 ``importlib.resources`` here, never by a path relative to its own module, so both layouts work.
 """
 

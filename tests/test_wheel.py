@@ -54,7 +54,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copy2(REPO / name, src / name)
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
           "-w", str(work / "dist"), str(src)], cwd=work, timeout=120)
-    wheel = next((work / "dist").glob("specbench-*.whl"))
+    wheel = next((work / "dist").glob("locust_specbench-*.whl"))
     env_dir = work / "venv"
     venv.create(env_dir, with_pip=False, symlinks=os.name != "nt")
     bindir = env_dir / ("Scripts" if os.name == "nt" else "bin")
@@ -78,8 +78,9 @@ def _outside_env(run_dir: Path) -> dict[str, str]:
 
 def test_the_wheel_carries_code_data_and_locustfile_and_nothing_of_the_checkout(installed: Path,
                                                                               tmp_path: Path) -> None:
-    code = ("import json, locustfiles, emulator, specbench_config;"
-            "from emulator import available_profiles; from locustfiles.prompts import available_sets;"
+    code = ("import json; from specbench import locustfiles, emulator, config as specbench_config;"
+            "from specbench.emulator import available_profiles;"
+            "from specbench.locustfiles.prompts import available_sets;"
             "from specbench.loadrun import LOCUSTFILE;"
             "print(json.dumps({'files': [locustfiles.__file__, emulator.__file__, specbench_config.__file__,"
             " str(LOCUSTFILE)], 'profiles': available_profiles(), 'prompts': available_sets(),"
@@ -101,8 +102,9 @@ def test_the_installed_version_is_the_suite_version_and_packages_are_typed(insta
     from contract.version import SUITE_VERSION
 
     python = installed / ("python.exe" if os.name == "nt" else "python")
-    code = ("import importlib.metadata as m, pathlib, analysis, contract, emulator, locustfiles, shapes, specbench;"
-            "print(m.version('specbench'));"
+    code = ("import importlib.metadata as m, pathlib, specbench;"
+            "from specbench import analysis, contract, emulator, locustfiles, shapes;"
+            "print(m.version('locust-specbench'));"
             "print(all((pathlib.Path(p.__file__).parent / 'py.typed').is_file()"
             " for p in (analysis, contract, emulator, locustfiles, shapes, specbench)))")
     env = _outside_env(tmp_path)
@@ -114,7 +116,8 @@ def test_the_installed_version_is_the_suite_version_and_packages_are_typed(insta
 
 def test_the_wheel_carries_every_package_of_the_checkout(installed: Path, tmp_path: Path) -> None:
     """pyproject lists packages by name: a subpackage left off the list (analysis.stats, ...) is not installed."""
-    packages = sorted(".".join(init.parent.relative_to(REPO).parts)
+    packages = sorted(".".join(("specbench", *init.parent.relative_to(REPO).parts) if top != "specbench"
+                               else init.parent.relative_to(REPO).parts)
                       for top in ("analysis", "contract", "emulator", "locustfiles", "shapes", "specbench")
                       for init in (REPO / top).rglob("__init__.py"))
     assert "analysis.stats" in packages
@@ -127,6 +130,27 @@ def test_the_wheel_carries_every_package_of_the_checkout(installed: Path, tmp_pa
     assert sorted(found) == packages
     for name, path in found.items():
         assert Path(path).resolve().is_relative_to(venv_root), f"{name} is not from the installed wheel"
+
+
+def test_the_wheel_installs_one_namespace_and_no_generic_top_level_name(installed: Path, tmp_path: Path) -> None:
+    """Installed into a venv shared with other packages (vLLM, SGLang, anything with an ``analysis`` or
+    ``config`` module), the suite adds one top-level name, ``specbench``: the checkout's folders are its
+    subpackages, never modules of their own."""
+    python = installed / ("python.exe" if os.name == "nt" else "python")
+    code = ("import importlib.util, json, sys;"
+            "print(json.dumps({name: importlib.util.find_spec(name) is not None for name in sys.argv[1:]}))")
+    generic = ["analysis", "contract", "emulator", "locustfiles", "shapes", "config", "specbench_config"]
+    found = json.loads(_run([str(python), "-c", code, *generic, "specbench"], cwd=tmp_path, timeout=60,
+                            env=_outside_env(tmp_path)).stdout)
+    assert found == {**dict.fromkeys(generic, False), "specbench": True}
+    purelib = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                        cwd=tmp_path, timeout=30).stdout.strip())
+    ours = sorted(path.name for path in purelib.iterdir()
+                  if not path.name.endswith((".dist-info", ".pth")) and path.name != "__pycache__")
+    assert ours == ["specbench"], ours
+    said = subprocess.run([str(python), "-c", "import analysis"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env=_outside_env(tmp_path), check=False)
+    assert said.returncode != 0 and "No module named 'analysis'" in said.stderr
 
 
 def test_specbench_demo_runs_from_the_installed_wheel_outside_the_checkout(installed: Path, tmp_path: Path) -> None:
