@@ -104,7 +104,8 @@ def test_an_index_nvml_does_not_see_is_refused(fake_nvml: Path, tmp_path: Path) 
 def test_the_sampler_writes_an_exporters_lines_without_unsupported_fields(fake_nvml: Path, tmp_path: Path) -> None:
     """Two reads of GPU 1 through the real sampler: the contract's lines, power in W, energy in mJ rising by
     watts x seconds, and the fields the library does not support absent (never zero)."""
-    code = ("import sys, time\nfrom pathlib import Path\nfrom specbench.locustfiles.gpu_sampler import GpuMetricsSampler\n"
+    code = ("import sys, time\nfrom pathlib import Path\n"
+            "from specbench.locustfiles.gpu_sampler import GpuMetricsSampler\n"
             "s = GpuMetricsSampler(['nvml:1'], Path(sys.argv[1]), 0.2)\n"
             "assert s.sample_once(s.exporters[0]); time.sleep(0.5); assert s.sample_once(s.exporters[0])\n"
             "s._appender.close(); s.exporters[0].close()\n")
