@@ -355,7 +355,8 @@ def test_a_bad_first_line_fails_without_reading_the_rest(tmp_path: Path) -> None
         f.write(b"not json\n")
         f.truncate(900 * 2**20)  # sparse
     probe = ("import resource, sys\nfrom specbench.locustfiles.prompts import load_prompts\n"
-             "from specbench.locustfiles.promptset import PromptError\ntry:\n    load_prompts(sys.argv[1])\nexcept PromptError as e:\n    print(e)\n"
+             "from specbench.locustfiles.promptset import PromptError\n"
+             "try:\n    load_prompts(sys.argv[1])\nexcept PromptError as e:\n    print(e)\n"
              "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
     out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[1], check=True).stdout.splitlines()
