@@ -2,11 +2,11 @@
 
 A comparison's output holds one run directory per configuration (``OUT/NAME``), refinement rounds inside them
 (``refined/round-N``, ``paired``) and, for a sweep, each server's log (``servers/NAME.log``). Rerun into the same
-directory with other configurations, the old ones would stay beside the new report, and a reader (or a later
-``python -m specbench.analysis compare``) would take them for this job's. Only what the suite recognisably made is removed:
-a directory whose ``meta.json`` names the run's label as the directory's name (every compare and sweep run is
-labelled by its configuration's name), and in it only the run files (``contract.schema.RUN_FILES``) and Locust's
-log; a directory holding anything else is left whole.
+directory with other configurations, the old ones would stay beside the new report, and a reader (or a
+later ``python -m specbench.analysis compare``) would take them for this job's. Only what the suite
+recognisably made is removed: a directory whose ``meta.json`` names the run's label as the directory's
+name (every compare and sweep run is labelled by its configuration's name), and in it only the run files
+(``contract.schema.RUN_FILES``) and Locust's log; a directory holding anything else is left whole.
 """
 
 from __future__ import annotations
