@@ -144,11 +144,13 @@ def test_killed_worker_is_counted_and_a_stray_worker_is_refused(tmp_path, emulat
     served = {e["rid"] for e in take_ledger(emu.url)}
     recorded = {r["request_id"] for r in run.records}
     assert recorded <= served
-    # The lost requests are the ones with no record; the server saw all of them but those a lost user had started
-    # and not yet sent when its worker died, at most one per user (one CI run beside another: 5 lost, 4 of them
-    # on the server's ledger).
+    # The lost requests are the ones with no record, as far as the master was told. Each lost user had at most one
+    # request in flight, and the two counts can part by that one either way: a request the user had announced and
+    # not yet sent when its worker died (one CI run beside another: 5 lost, 4 on the server's ledger), or one sent
+    # whose notice was still in the dying worker's queue (beside another load run: 3 lost, 4 unrecorded).
     unrecorded = len(served - recorded)
-    assert unrecorded <= step["lost_requests"] <= unrecorded + step["users_lost"], (unrecorded, step)
+    assert abs(step["lost_requests"] - unrecorded) <= step["users_lost"], (unrecorded, step)
+    assert step["lost_requests"] >= 1 and unrecorded >= 1
     t = step["end_s"] - 1.0  # the lost users were re-spawned on the remaining worker: C is back to 6
     assert sum(1 for r in run.records if r["start_s"] <= t <= r["start_s"] + r["e2e_s"]) >= 5
     assert list((tmp_path / "stray").iterdir()) == [], "the stray wrote nothing"
