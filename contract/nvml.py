@@ -1,7 +1,7 @@
 """Local GPU telemetry through NVML (``--gpu-metrics nvml`` or ``nvml:0,1``), for a server on the load machine.
 
 No exporter to run: the coordinating process reads each GPU through ``pynvml`` (the optional extra
-``specbench[nvml]``, package nvidia-ml-py, a ctypes binding of the driver's libnvidia-ml.so.1) into the same
+``locust-specbench[nvml]``, package nvidia-ml-py, a ctypes binding of the driver's libnvidia-ml.so.1) into the same
 readings a dcgm-exporter gives (``contract.gpu_metrics.GpuReading``), so the analysis reads either unchanged. A
 field the GPU does not support (``NVMLError_NotSupported``, ``NoPermission``) is left out, never written as zero:
 without the energy counter the analysis integrates power, as for an exporter without it.
@@ -29,7 +29,7 @@ def _pynvml(flag: str) -> Any:
         import pynvml  # the optional extra; typed Any (no stubs)
     except ImportError:
         raise NvmlError(f"{flag} nvml: the package nvidia-ml-py is not installed; "
-                        "pip install 'specbench[nvml]' (or nvidia-ml-py)") from None
+                        "pip install 'locust-specbench[nvml]' (or nvidia-ml-py)") from None
     return pynvml
 
 

@@ -486,7 +486,7 @@ class SuiteSettings:
     # -- energy and cost per token (#40) --
     gpu_metrics: list[str] = option("", "DCGM exporter URLs, comma-separated (dcgm-exporter: http://GPU-HOST:9400; "
                                     "an URL without a path gets /metrics), or nvml (this machine's GPUs through "
-                                    "NVML; nvml:0,1 for some; pip install 'specbench[nvml]'), read every "
+                                    "NVML; nvml:0,1 for some; pip install 'locust-specbench[nvml]'), read every "
                                     "--server-metrics-interval into gpu_metrics.jsonl: energy, power and GPU use per "
                                     "step (docs/guides/energy.md)",
                                     parse=_gpu_urls, check=_check_gpu_metrics, refers_to="a running DCGM exporter")

@@ -80,7 +80,7 @@ def test_no_nvml_library_is_one_line_and_exit_2_before_any_request(tmp_path: Pat
 def test_no_nvidia_ml_py_names_what_to_install(tmp_path: Path) -> None:
     """The package absent (``sys.modules['pynvml'] = None`` makes its import fail, as when it is not installed)."""
     proc = _specbench_run(tmp_path, {}, prelude="sys.modules['pynvml'] = None")
-    _assert_refused(proc, "nvidia-ml-py is not installed; pip install 'specbench[nvml]'", tmp_path)
+    _assert_refused(proc, "nvidia-ml-py is not installed; pip install 'locust-specbench[nvml]'", tmp_path)
 
 
 def test_an_index_nvml_does_not_see_is_refused(fake_nvml: Path, tmp_path: Path) -> None:
