@@ -2,7 +2,7 @@
 
 For the suite's plain-Python commands (``specbench``, ``python -m specbench.analysis``); it lives in
 ``contract`` so each layer's command can use it. Locust's processes use gevent's handlers instead
-(``locustfiles.hooks``, ``locustfiles.uisignals``).
+(``locustfiles.coordinatorhooks``, ``locustfiles.uisignals``).
 
 The handler raises KeyboardInterrupt, but Python drops an exception raised where it cannot propagate: a
 signal that lands while ``subprocess.Popen`` forks runs the handler inside an at-fork callback (logging's lock

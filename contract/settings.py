@@ -33,40 +33,58 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import math
 import os
-import re
-import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.config import data_path
 from specbench.config.yamlload import YamlInputError, load_yaml
 from specbench.contract.apis import APIS
-from specbench.contract.gpu_metrics import is_nvml, parse_exporter_urls
 from specbench.contract.lengths import LengthError, parse_length, parse_shared_prefix
 from specbench.contract.limits import LIMITS, LimitError, check_limit, check_processes, check_scale, load_processes
-from specbench.contract.nvml import NvmlError, check_nvml
-from specbench.contract.policy import DEFAULT_LADDER, DRAIN_RESERVE, MIN_STEP_SHARE_S
-from specbench.contract.redact import key_problem, looks_like_env_name, register_key_env
-from specbench.contract.slo import SloError, parse_rates, parse_slo
-from specbench.contract.tls import CaBundleError, check_ca_bundle, trust
+from specbench.contract.optionchecks import (
+    check_api_key_env,
+    check_budget_fits,
+    check_budget_text,
+    check_ca_bundle_option,
+    check_emulator_profile,
+    check_gpu_metrics,
+    check_path_text,
+    check_text,
+)
+from specbench.contract.optionvalues import (
+    SettingsError,
+    default_run_dir,
+    duration_arg,
+    parse_budget,
+    parse_duration,
+    parse_gpu_metrics,
+    parse_ladder,
+    parse_rate_ladder,
+    safe_label,
+)
+from specbench.contract.policy import DEFAULT_LADDER
+from specbench.contract.slo import SloError, parse_slo
 from specbench.contract.traces import FORMATS as TRACE_FORMATS
 from specbench.contract.traces import ReplayStep, TraceError, load_trace, parse_windows, replay_steps
-from specbench.contract.urls import UrlError
+
+# The value parsers (contract.optionvalues) and checks (contract.optionchecks) live beside this module; their
+# public names are re-exported here, so every caller imports the settings from this one module.
+__all__ = [
+    "LOAD_MODES", "MACHINE_OPTIONS", "OPTIONS", "Check", "Option", "Parse", "SettingsError", "SuiteSettings",
+    "add_arguments", "add_option", "apply_profile", "check_api_key_env", "check_budget_fits", "check_emulator_profile",
+    "check_machine", "check_path_text", "check_text", "default_run_dir", "duration_arg", "explicit_dests",
+    "given_argv", "load_profile", "option", "parse_budget", "parse_duration", "parse_ladder", "passthrough_argv",
+    "safe_label", "settings_of",
+]
 
 LOAD_MODES: tuple[str, ...] = ("ladder", "users")
 _OPTION = "specbench_option"  # key of an option's declaration in its field's metadata
 
 Parse = Callable[[Any, str], Any]  # (raw value, flag) -> the field's value; raises SettingsError
 Check = Callable[[Any, str], Any]  # (field's value, flag) -> anything; raises SettingsError on a bad value
-
-
-class SettingsError(ValueError):
-    """A user mistake in options or the YAML profile; the message says where and what was expected."""
 
 
 @dataclass(frozen=True)
@@ -214,79 +232,6 @@ def _where(options: Any, exc: SettingsError) -> SettingsError:
     return exc
 
 
-_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
-
-
-def parse_duration(text: str, where: str = "--time-budget") -> float:
-    """'30m', '1h30m', '90s', '1.5h' or plain seconds '900' -> seconds (> 0); else a SettingsError naming ``where``."""
-    raw = str(text).strip().lower()
-    expected = f"{where}: expected a duration such as 30m, 1h30m or 900s"
-    if not raw:
-        raise SettingsError(f"{expected}, got an empty value")
-    if re.fullmatch(r"\d+(?:\.\d+)?", raw):
-        seconds = float(raw)
-    else:
-        parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", raw)
-        if not parts or "".join(n + u for n, u in parts) != raw:
-            raise SettingsError(f"{expected}, got {text!r}")
-        seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
-    if seconds <= 0:
-        raise SettingsError(f"{where}: expected a positive duration, got {text!r}")
-    return seconds
-
-
-def parse_budget(text: str | None, where: str = "--time-budget") -> float:
-    """A --time-budget in seconds; empty or zero in any unit ('0', '0s', '0m') means none (0.0)."""
-    raw = str(text or "").strip().lower()
-    if not raw or re.fullmatch(r"(?:0+(?:\.0*)?[hms]?)+", raw):
-        return 0.0
-    return parse_duration(str(text), where)
-
-
-def duration_arg(seconds: float) -> str:
-    """Seconds as a --time-budget value a child reads back exactly enough: '90s', '0.5s' (never '0s' for 0.5)."""
-    return f"{seconds:.1f}".rstrip("0").rstrip(".") + "s"
-
-
-def check_budget_fits(budget_s: float, levels: int, where: str = "--time-budget") -> None:
-    """Refuse a plan whose levels would each get less than ``MIN_STEP_SHARE_S``: every window would be empty."""
-    if budget_s <= 0 or levels <= 0:
-        return
-    share = budget_s * (1 - DRAIN_RESERVE) / levels
-    if share < MIN_STEP_SHARE_S:
-        needed = math.ceil(MIN_STEP_SHARE_S * levels / (1 - DRAIN_RESERVE))
-        shown = math.floor(share * 100) / 100  # never rounded up to the floor it missed
-        raise SettingsError(f"{where}: {budget_s:g} s for {levels} levels gives each {shown:.2f} s; a step needs at "
-                            f"least {MIN_STEP_SHARE_S:g} s (its warm-up and a window): give at least {needed} s or "
-                            "fewer levels")
-
-
-def parse_ladder(text: str, where: str = "--ladder") -> list[int]:
-    """'1,2,5' -> [1, 2, 5]; every level a positive whole number."""
-    levels: list[int] = []
-    expected = "expected comma-separated positive whole numbers, each level once (e.g. 1,2,5)"
-    parts = [p.strip() for p in str(text).split(",")]
-    if parts and not parts[-1] and len(parts) > 1:
-        parts.pop()  # one trailing comma is harmless
-    for part in parts:
-        if not part:
-            raise SettingsError(f"{where}: {expected}; got an empty level in {text!r}")
-        if not (part.isascii() and part.isdecimal()) or int(part) < 1:
-            raise SettingsError(f"{where}: {expected}; got {part!r}")
-        if int(part) in levels:
-            raise SettingsError(f"{where}: {expected}; level {int(part)} appears twice")
-        levels.append(int(part))
-    if not levels:
-        raise SettingsError(f"{where}: expected at least one concurrency level")
-    return levels
-
-
-def safe_label(label: str) -> str:
-    """A label as a file name: letters, digits, '.', '_' and '-' only, never '..' or a path."""
-    cleaned = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "_", label)).strip("._-")
-    return cleaned or "run"
-
-
 def check_machine(options: Any, settings: SuiteSettings) -> None:
     """What depends on the machine: load processes, users and rates per process."""
     processes = int(getattr(options, "processes", 0) or 0)
@@ -298,104 +243,6 @@ def check_machine(options: Any, settings: SuiteSettings) -> None:
         check_scale(levels, settings.rate_ladder, settings.max_in_flight, load_processes(processes, workers))
     except LimitError as exc:
         raise SettingsError(str(exc)) from None
-
-
-def check_api_key_env(name: str, _flag: str = "--api-key-env") -> None:
-    """The variable must be set and hold a key that can be sent and hidden (``key_problem``: 8 characters or
-    more, no control character, Latin-1 only); neither the key nor a name that may be the key is ever echoed.
-
-    Runs once in each process that validates the settings, before any request, and registers the key there,
-    so its logs never show it."""
-    if not name:
-        return
-    register_key_env(name)
-    shown = name if looks_like_env_name(name) else "(name not shown: it does not look like a variable name)"
-    if name not in os.environ:
-        raise SettingsError(f"--api-key-env: environment variable {shown} is not set; "
-                            "give the NAME of a variable that holds the key, never the key itself")
-    if not os.environ[name].strip():
-        raise SettingsError(f"--api-key-env: environment variable {shown} is empty")
-    problem = key_problem(os.environ[name])
-    if problem is not None:
-        raise SettingsError(f"--api-key-env: environment variable {shown}: {problem}")
-
-
-def _rates(text: Any, where: str) -> list[float]:
-    try:
-        return parse_rates(str(text or ""))
-    except SloError as exc:
-        raise SettingsError(str(exc)) from None
-
-
-def _gpu_urls(text: Any, where: str) -> list[str]:
-    try:
-        return parse_exporter_urls(str(text or ""), "--gpu-metrics")
-    except UrlError as exc:
-        raise SettingsError(str(exc)) from None
-
-
-def _check_gpu_metrics(entries: list[str], flag: str) -> None:
-    """``nvml``: the package, the driver and the GPUs asked for are there (NVML opened and closed once, here)."""
-    for entry in entries:
-        if is_nvml(entry):
-            try:
-                check_nvml(entry, flag)
-            except NvmlError as exc:
-                raise SettingsError(str(exc)) from None
-
-
-def _check_ca_bundle(text: str, flag: str) -> None:
-    """Load the CA bundle (the flag's, else SSL_CERT_FILE, REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE) once, and make it
-    this process's choice for every TLS client (contract.tls)."""
-    try:
-        trust(check_ca_bundle(text))
-    except CaBundleError as exc:
-        raise SettingsError(str(exc)) from None
-
-
-def _check_budget(text: str, flag: str) -> None:
-    parse_budget(text, flag)
-
-
-_NAME_MAX_BYTES = 255  # one file-name component on Linux, macOS and Windows file systems
-_PATH_MAX_BYTES = 4096
-
-
-def check_text(text: str, flag: str) -> None:
-    """Names and labels go into records, headers and file names: a control character is a paste error."""
-    bad = next((i for i, ch in enumerate(text) if ord(ch) < 32 or ord(ch) == 127), None)
-    if bad is not None:
-        raise SettingsError(f"{flag}: control character {ord(text[bad]):#04x} at position {bad + 1}; "
-                            "expected printable text")
-
-
-def check_path_text(text: str, flag: str) -> None:
-    """A path the file system can hold: printable, each name at most 255 bytes, the whole at most 4096."""
-    check_text(text, flag)
-    if len(text.encode("utf-8")) > _PATH_MAX_BYTES:
-        raise SettingsError(f"{flag}: a path of {len(text.encode('utf-8'))} bytes; expected at most {_PATH_MAX_BYTES}")
-    longest = max((part for part in re.split(r"[/\\]", text)), key=lambda p: len(p.encode("utf-8")), default="")
-    if len(longest.encode("utf-8")) > _NAME_MAX_BYTES:
-        raise SettingsError(f"{flag}: the name {longest[:40]!r}... is {len(longest.encode('utf-8'))} bytes; a file "
-                            f"system holds at most {_NAME_MAX_BYTES} per name")
-
-
-def check_emulator_profile(name: str, flag: str) -> None:
-    """A built-in profile name or a YAML file, known before any process starts (no --host needs it)."""
-    check_path_text(name, flag)
-    if name.endswith((".yaml", ".yml")) or "/" in name or "\\" in name:
-        if not Path(name).is_file():
-            raise SettingsError(f"{flag}: {name}: no such profile file")
-        return
-    builtin = sorted(p.stem for p in data_path("emulator").glob("*.yaml"))
-    if name not in builtin:
-        raise SettingsError(f"{flag}: no built-in profile named {name!r}; expected one of {', '.join(builtin)} "
-                            "or a YAML file")
-
-
-def default_run_dir(label: str) -> Path:
-    """runs/LABEL-YYYYmmdd-HHMMSS: a fresh directory for every run (and every Start in the web UI)."""
-    return Path("runs") / f"{safe_label(label)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 @dataclass(frozen=True)
@@ -436,7 +283,7 @@ class SuiteSettings:
     step_ci: float = option(0.03, "end a step once its throughput's 95%% CI half-width is below this "
                             "fraction (0: off; then steps end on --min-requests and --min-step-time)")
     time_budget: str = option("", "wall time for the whole ladder, e.g. 30m, 1h30m, 900s (specbench compare: "
-                              "for both runs); steps share it, unused time passes on", check=_check_budget)
+                              "for both runs); steps share it, unused time passes on", check=check_budget_text)
     server_metrics: bool = option(True, "sample the server's /metrics during the run into server_metrics.jsonl "
                                   "(--no-server-metrics: off)")
     check_output: bool = option(False, "at temperature 0 keep each answer's identity (token ids, else text): a "
@@ -452,7 +299,7 @@ class SuiteSettings:
                                      "use", web_ui=False, meta=False)
     # -- open loop, SLO, workload shapes (issue #16) --
     rate_ladder: list[float] = option("", "open loop: request rates (requests/s) to walk instead of --ladder, "
-                                      "comma-separated, e.g. 0.5,1,2,4", parse=_rates)  # empty: closed loop
+                                      "comma-separated, e.g. 0.5,1,2,4", parse=parse_rate_ladder)  # empty: closed loop
     arrivals: str = option("poisson", "open loop: poisson (seeded exponential gaps) or constant (even gaps)",
                            choices=("poisson", "constant"))
     max_in_flight: int = option(256, "open loop: most requests in flight per run; a request due when all are busy "
@@ -489,7 +336,8 @@ class SuiteSettings:
                                     "NVML; nvml:0,1 for some; pip install 'locust-specbench[nvml]'), read every "
                                     "--server-metrics-interval into gpu_metrics.jsonl: energy, power and GPU use per "
                                     "step (docs/guides/energy.md)",
-                                    parse=_gpu_urls, check=_check_gpu_metrics, refers_to="a running DCGM exporter")
+                                    parse=parse_gpu_metrics, check=check_gpu_metrics,
+                                    refers_to="a running DCGM exporter")
     gpu_hour_price: float = option(0.0, "USD per GPU-hour: the reports add the cost per million output tokens, for "
                                    "the GPUs the exporters show (0: no cost figures)")
     kwh_price: float = option(0.0, "USD per kWh: the reports add the energy cost per million output tokens, the GPUs' "
@@ -502,7 +350,7 @@ class SuiteSettings:
                                    meta=False)
     ca_bundle: str = option("", "PEM file of certificate authorities an https:// server is checked against "
                             "(default: SSL_CERT_FILE, REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE if set, else the system's)",
-                            web_ui=False, meta=False, check=_check_ca_bundle, refers_to="a file")
+                            web_ui=False, meta=False, check=check_ca_bundle_option, refers_to="a file")
     suite_config: str = option("", "YAML profile setting any of these options (command line wins)", web_ui=False,
                                meta=False, check=check_path_text, refers_to="a file")
     console: str = option("locust", "terminal output: locust (Locust's own), progress (the suite's lines only; "

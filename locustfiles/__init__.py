@@ -4,5 +4,6 @@
 one streaming request through a dialect (``dialects.py``: SGLang ``/generate``, OpenAI ``/v1/completions``
 and ``/v1/chat/completions``), reads the stream (``sse.py``, ``streams.py``) and turns it into one record
 (``recorder.py``) written to ``records.jsonl`` as it ends. ``hooks.py`` ties the run's lifecycle (settings,
-preflight, server metrics sampling, distributed messages) to Locust's events.
+preflight, server metrics sampling, distributed messages) to Locust's events, through one class per process role
+(``runhooks.py``, ``coordinatorhooks.py``, ``masterhooks.py``, ``workerhooks.py``).
 """

@@ -45,7 +45,8 @@ class TokensTab:
 
     def __init__(self, env: Environment, hooks: Any) -> None:
         self.env = env
-        self.hooks = hooks  # locustfiles.hooks.CoordinatorHooks: the shape, its collector and the run's label
+        # locustfiles.coordinatorhooks.CoordinatorHooks: the shape, its collector and the run's label
+        self.hooks = hooks
         self.final: list[TabRow] = []
         self.run_dir: Path | None = None
         self.stopped_run: Path | None = None  # the last run whose directory was ended
