@@ -117,6 +117,13 @@ def acceptance_length(records: Iterable[RequestRecord]) -> float | None:
     return tokens / passes if passes > 0 else None
 
 
+def most_tokens_per_pass(records: Iterable[RequestRecord]) -> float | None:
+    """The largest (output tokens - 1) / verify passes of one request: its first token comes from the prompt pass,
+    every later one from a verify pass, so no request can exceed the drafts per pass + 1 here."""
+    found = [(rec["output_tokens"] - 1) / n for rec in records if (n := verify_passes(rec))]
+    return max(found, default=None)
+
+
 def mean_or_none(values: Sequence[float] | np.ndarray) -> float | None:
     """Arithmetic mean, None for no values (never NaN, so JSON stays valid)."""
     return float(np.mean(values)) if len(values) else None

@@ -41,6 +41,9 @@ class StepRow:
     accept_length: float | None  # total output tokens / total verify passes (speculative runs)
     chunk_counted_requests: int  # ok requests whose output_tokens were counted from chunks
     flags: tuple[str, ...] = ()  # warning codes that concern this step
+    # The largest (output tokens - 1) / verify passes of one request: what its decode passes yielded, which no
+    # pass can make more than its drafts + 1 of (analysis.records.passbound).
+    most_tokens_per_pass: float | None = None
     # The server's side of the window (server_metrics.jsonl; analysis.records.server_side), None without samples.
     server_samples: int = 0
     server_running: float | None = None  # mean requests running, as the server counts them

@@ -12,13 +12,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specbench.analysis.records.checks import CHUNK_COUNTED_TOKENS, ValidityWarning, run_warnings, step_warnings
+from specbench.analysis.records.checks import (
+    CHUNK_COUNTED_TOKENS,
+    IMPOSSIBLE_ACCEPT_LENGTH,
+    ValidityWarning,
+    run_warnings,
+    step_warnings,
+)
 from specbench.analysis.records.energy import Prices, gpu_series, with_energy
 from specbench.analysis.records.goodput import sent_in, slo_figures
+from specbench.analysis.records.passbound import bound_accept_lengths, pass_limit
 from specbench.analysis.records.request_metrics import (
     acceptance_length,
     itl_percentiles_s,
     mean_or_none,
+    most_tokens_per_pass,
     per_request_tok_s,
     percentile_or_none,
     tpot_s,
@@ -110,6 +118,9 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
         if row.step not in gone:
             warnings.extend(found)
             rows.append(row)
+    # An acceptance length no pass can give is a counting error: flagged and left out, never shown (#60).
+    rows, impossible = bound_accept_lengths(rows, pass_limit(run.meta.server.get("speculative"), run.server_samples))
+    warnings.extend(ValidityWarning(IMPOSSIBLE_ACCEPT_LENGTH, f"{run_name}, {text}", run_name) for text in impossible)
     has_meta = (run.path / META_FILE).exists()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
@@ -214,6 +225,7 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
         e2e_p50_s=percentile_or_none(e2es, 50),
         e2e_p99_s=percentile_or_none(e2es, 99),
         accept_length=acceptance_length(ok),
+        most_tokens_per_pass=most_tokens_per_pass(ok),
         chunk_counted_requests=sum(r.get("output_tokens_source") == "chunks" for r in ok),
         target_rate=window.target_rate,
         achieved_rate=len(sent_in(nearby, t0, t1)) / (t1 - t0) if window.target_rate is not None else None,

@@ -57,7 +57,7 @@ class RunSpec:
     label: str
     levels: list[Level]
     prompts: list[Prompt] = field(default_factory=lambda: list(DEFAULT_PROMPTS))
-    speculative: str | None = None
+    speculative: str | dict[str, Any] | None = None  # meta.json's server.speculative
     max_running_requests: int = 256
     max_tokens: int = 512
     api: str = "generate"
