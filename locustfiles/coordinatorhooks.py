@@ -24,6 +24,7 @@ from specbench.contract.messages import (
     STEP_MESSAGE,
 )
 from specbench.contract.schema import RunMeta
+from specbench.contract.servertext import plain
 from specbench.contract.settings import SettingsError, SuiteSettings, apply_profile, settings_of
 from specbench.contract.urls import UrlError, check_url, has_credentials
 from specbench.locustfiles import guards
@@ -184,8 +185,8 @@ class CoordinatorHooks(RunHooks):
         self.steps.open(ctx.run_dir)
         if self.tokens_tab is not None:
             self.tokens_tab.run_started(ctx.run_dir)
-        log.info("Run directory: %s (api %s, model %s, server %s%s)", ctx.run_dir, ctx.api, ctx.model,
-                 ctx.server.kind, ", speculative" if ctx.server.speculative else "")
+        log.info("Run directory: %s (api %s, model %s, server %s%s)", ctx.run_dir, ctx.api, plain(ctx.model),
+                 plain(ctx.server.kind), ", speculative" if ctx.server.speculative else "")  # server text: one line
         self._start_sampler(ctx)
 
     def _start_sampler(self, ctx: runmod.RunContext) -> None:

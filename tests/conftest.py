@@ -169,6 +169,7 @@ def runs_on_profiles(root: Path, profiles: dict[str, Path], args: tuple[str, ...
             proc = run_locust(emu.url, root / name, *args, timeout=timeout)
             assert proc.returncode == 0, proc.stderr[-3000:]
             made[name], made[f"{name}_ledger"] = root / name, ledger(emu.url)
+            made[f"{name}_log"] = proc.stderr
         finally:
             emu.stop()
     return made

@@ -75,6 +75,9 @@ def test_server_names_with_markup_reach_no_report_as_markup(tmp_path: Path) -> N
     runs = runs_on_profiles(tmp_path / "runs", profiles, ARGS, speed=20, timeout=150)
     meta = json.loads((runs["spec"] / META_FILE).read_text(encoding="utf-8"))
     assert "![x](" in meta["server"]["model"] and "\n" in meta["server"]["speculative"]["draft_model_path"]
+    # The run's own log names the model in one line too: a newline in it forges no log line of its own.
+    assert "Run directory: " in runs["spec_log"]
+    assert not any(line.startswith(("![x]", "# Forged")) for line in runs["spec_log"].splitlines())
     out = tmp_path / "report"
     proc = _compare_runs(runs["base"], runs["spec"], out)
     assert proc.returncode == 0, proc.stderr[-2000:]
