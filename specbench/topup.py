@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from specbench.contract.schema import RECORDS_FILE
+from specbench.contract.rundir import RunDir
 from specbench.refine import ROUND_OVERHEAD_S, LevelRunner, merge_refined
 from specbench.shapes.budget import fmt_duration
 
@@ -25,7 +25,7 @@ def short_levels(run_dir: Path) -> list[int]:
     """Closed-loop ladder levels of this run with no measured window, or a window no request finished in."""
     from specbench.analysis import load_run, summarize_run
 
-    if not (run_dir / RECORDS_FILE).exists():
+    if not RunDir(run_dir).has_records():
         return []
     run = load_run(run_dir)
     summary = summarize_run(run)
@@ -50,7 +50,7 @@ def top_up(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner,
         at = ", ".join(f"C={c}" for c in short[name])
         print(f"{name}: measuring {at} again with {fmt_duration(share)} of the budget that crossover refinement "
               "did not use (the ladder left them without a finished request)", flush=True)
-        sub = dirs[name] / "remeasured"
+        sub = RunDir(dirs[name]).remeasured().path
         code = run_levels(name, short[name], sub, share)
         if code not in (0, 3):
             return code

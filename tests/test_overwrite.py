@@ -1,5 +1,5 @@
 """--overwrite never mixes runs (#53): a run directory reused keeps nothing of the old run (its telemetry files
-included: ``contract.schema.RUN_FILES`` is the one list of what a run writes), and a compare or sweep rerun into
+included: ``contract.rundir.RUN_FILES`` is the one list of what a run writes), and a compare or sweep rerun into
 its output removes the runs of configurations it no longer has, when it recognisably made them, and nothing else.
 Real ``specbench`` commands against the built-in emulator on 127.0.0.1."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis.records.load import load_run
-from specbench.contract.schema import GPU_METRICS_FILE, LOG_FILE, META_FILE, RUN_FILES, SERVER_METRICS_FILE
+from specbench.contract.rundir import GPU_METRICS_FILE, LOG_FILE, META_FILE, RUN_FILES, SERVER_METRICS_FILE
 from specbench.stale import clear_earlier_job
 from tests.conftest import FAST_LADDER
 
