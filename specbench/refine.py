@@ -3,8 +3,9 @@
 Each round asks ``analysis.verdicts.refine.plan_round`` for one new level per crossing that is not yet pinned (the
 bracket's geometric midpoint), runs those levels on every server with the ladder's own settings and prompt
 order (a short ladder of just those levels, into ``RUN/refined/round-N``), and appends its steps, records,
-answers and server samples to the server's run directory, steps marked ``refined`` and renumbered after the
-ladder's, request ids prefixed so they stay unique. The analysis then reads one run per server as before.
+answers and server samples to the server's run directory (``contract.rundir.RunDir.merge``), steps marked
+``refined`` and renumbered after the ladder's, request ids prefixed so they stay unique. The analysis then reads
+one run per server as before.
 It stops when every crossing is pinned, has had ``--refine-levels`` levels, has no whole level left in its
 bracket, or when the next round would not fit in what is left of the time budget.
 """
@@ -173,11 +174,12 @@ def _run_round(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRun
     print(f"refining {what}: round {round_no} adds {at} on every server", flush=True)
     for n, name in enumerate(order):
         share = None if left is None else max(1.0, left / (len(order) - n))
-        sub = RunDir(dirs[name]).refined(round_no).path
-        code = run_levels(name, list(plan.levels), sub, share)
+        run = RunDir(dirs[name])
+        sub = run.refined(round_no)
+        code = run_levels(name, list(plan.levels), sub.path, share)
         if code not in (0, 3):
             return RoundStop("a refinement run failed or was interrupted", code)
-        merge_refined(dirs[name], sub, f"r{round_no}")
+        run.merge(sub, f"r{round_no}")
         left = time_left()
     return None
 
@@ -211,11 +213,6 @@ def _step_s(run_dir: Path) -> float:
     return sum(spans) / len(spans) if spans else 30.0
 
 
-def merge_refined(run_dir: Path, sub: Path, tag: str, *, refined: bool = True) -> int:
-    """Append a refinement run's files to the server's run directory (``RunDir.merge``); returns the steps added."""
-    return RunDir(run_dir).merge(RunDir(sub), tag, refined=refined)
-
-
 def measured_levels(run_dir: Path) -> list[int]:
     """Closed-loop levels this run measured (a step that reached its window)."""
     steps = RunDir(run_dir).steps()
@@ -234,11 +231,11 @@ def pair_levels(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRu
             continue
         print(f"{name}: measuring {', '.join(f'C={c}' for c in missing)}, which another server ran, so the "
               "levels stay paired", flush=True)
-        sub = RunDir(dirs[name]).paired().path
-        code = run_levels(name, missing, sub, None)
+        run = RunDir(dirs[name])
+        code = run_levels(name, missing, run.paired().path, None)
         if code not in (0, 3):
             return code
-        merge_refined(dirs[name], sub, "p", refined=False)
+        run.merge(run.paired(), "p", refined=False)
     return 0
 
 
