@@ -15,8 +15,6 @@ from specbench.contract import rundir
 from specbench.contract.rundir import RunDir, read_run
 from specbench.contract.runformat import RunFormatError
 
-pytestmark = pytest.mark.quick
-
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("analysis", "contract", "emulator", "locustfiles", "shapes", "specbench")
 OWNER = Path("contract/rundir.py")
