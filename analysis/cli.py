@@ -21,7 +21,8 @@ from specbench.analysis.reporting.render import render_comparison, render_summar
 from specbench.analysis.reporting.serialize import comparison_json, summary_json
 from specbench.analysis.verdicts.compare import DEFAULT_N_BOOT, DEFAULT_SEED
 from specbench.analysis.verdicts.multi import compare_many
-from specbench.contract.schema import RECORDS_FILE, RunData, RunFormatError
+from specbench.contract.rundir import RECORDS_FILE, RunDir
+from specbench.contract.schema import RunData, RunFormatError
 from specbench.contract.slo import Slo, SloError, parse_slo
 
 EXIT_BAD_INPUT = 2
@@ -128,7 +129,7 @@ def check_distinct_runs(base: str, others: Sequence[str]) -> None:
 
 def check_report_dir(out: str | None) -> None:
     """A report never goes into a run directory (it would mix with, or be read as, the run's files)."""
-    if out and (Path(out) / RECORDS_FILE).exists():
+    if out and RunDir(Path(out)).has_records():
         raise UsageError(f"--out: {out} is a run directory (it holds {RECORDS_FILE}); choose a report directory")
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import requests
 from make_traces import mooncake_rows, write_mooncake
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.contract.traces import block_reuse_share, load_trace
 from specbench.loadrun import free_port
 from specbench.locustfiles.target import start_emulator_process

@@ -40,7 +40,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from specbench.contract.runformat import RunFormatError, read_versioned_lines
 from specbench.contract.urls import UrlError, check_url
 
-GPU_METRICS_FILE = "gpu_metrics.jsonl"
 GPU_METRICS_SCHEMA = 1
 DEFAULT_PATH = "/metrics"  # dcgm-exporter's; an URL given without a path gets it
 

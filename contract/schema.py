@@ -12,10 +12,11 @@ A run directory holds three files, all written by the load side as things happen
 * ``answers.jsonl`` (optional, ``--check-output``): each successful request's whole answer (``AnswerLine``),
   kept apart so records stay small; the record carries only its digest.
 
-This module is the single definition of those shapes. The load side imports it to build lines; the analysis
-side imports it to read them. It imports nothing from Locust, so a run killed half-way can be read anywhere.
-Field meanings are documented in docs/reference/records.md; bump ``SCHEMA_VERSION`` on any incompatible change and
-keep ``read_*`` able to read every older version.
+This module is the single definition of those shapes; the files' names, where they lie and how a run
+directory is read, appended to and merged are ``contract.rundir``'s (``RunDir``, ``read_run``). The load side
+imports it to build lines; the analysis side imports it to read them. It imports nothing from Locust, so a run
+killed half-way can be read anywhere. Field meanings are documented in docs/reference/records.md; bump
+``SCHEMA_VERSION`` on any incompatible change and keep ``read_*`` able to read every older version.
 """
 
 from __future__ import annotations
@@ -29,24 +30,14 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from specbench.contract.apis import APIS, Api  # noqa: F401 - re-exported: the contract names its routes
 from specbench.contract.compact import compact_record
-from specbench.contract.gpu_metrics import GPU_METRICS_FILE, GpuMetricsSample, read_gpu_metrics
+from specbench.contract.gpu_metrics import GpuMetricsSample
 from specbench.contract.runformat import RunFormatError  # schema.py raises it too; readers of a run catch it from here
-from specbench.contract.server_metrics import SERVER_METRICS_FILE, ServerMetricsSample, read_server_metrics
+from specbench.contract.server_metrics import ServerMetricsSample
 from specbench.contract.settings import SuiteSettings
 
 # 1: the first; 2: meta.json holds each setting once, in "settings" (1 also wrote label, max_tokens,
 # ignore_eos and temperature at its top level). Records, steps and answers did not change shape in 2.
 SCHEMA_VERSION = 2
-
-RECORDS_FILE = "records.jsonl"
-STEPS_FILE = "steps.jsonl"
-META_FILE = "meta.json"
-ANSWERS_FILE = "answers.jsonl"
-LOG_FILE = "locust.log"  # Locust's log and tables, written by specbench commands (--logfile); not read back
-# Every file a run writes into its directory, the one list of them: --overwrite clears exactly these (Locust's log,
-# already open for the new run when the directory is claimed, is cleared by specbench before it starts Locust).
-RUN_FILES: tuple[str, ...] = (RECORDS_FILE, STEPS_FILE, META_FILE, META_FILE + ".tmp", ANSWERS_FILE,
-                              SERVER_METRICS_FILE, GPU_METRICS_FILE)
 
 Status = Literal["ok", "http_error", "stream_error", "timeout", "truncated", "connect_error", "not_streaming",
                  "bad_count", "cancelled"]
@@ -342,27 +333,3 @@ def read_meta(path: Path) -> RunMeta:
     if not isinstance(data.get("settings", {}), dict):
         raise RunFormatError(f"{path}: 'settings' should be an object")
     return RunMeta.from_json(data)
-
-
-def read_run(run_dir: str | Path) -> RunData:
-    """Read a run directory, finished or killed half-way. Missing steps/meta files give empty values."""
-    root = Path(run_dir)
-    if not root.is_dir():
-        raise RunFormatError(f"{root}: not a run directory")
-    rec_path = root / RECORDS_FILE
-    if not rec_path.exists():
-        raise RunFormatError(f"{root}: no {RECORDS_FILE} (is this a run directory?)")
-    records, torn = read_records(rec_path)
-    steps_path = root / STEPS_FILE
-    steps = read_steps(steps_path) if steps_path.exists() else []
-    meta_path = root / META_FILE
-    meta = read_meta(meta_path) if meta_path.exists() else RunMeta()
-    samples_path = root / SERVER_METRICS_FILE
-    samples, torn_samples = read_server_metrics(samples_path) if samples_path.exists() else ([], 0)
-    answers_path = root / ANSWERS_FILE
-    answers, torn_answers = read_answers(answers_path) if answers_path.exists() else ([], 0)
-    gpu_path = root / GPU_METRICS_FILE
-    gpu_samples, torn_gpu = read_gpu_metrics(gpu_path) if gpu_path.exists() else ([], 0)
-    return RunData(path=root, meta=meta, records=records, steps=steps,
-                   skipped_lines=torn + torn_samples + torn_answers + torn_gpu, server_samples=samples,
-                   answers=answers, gpu_samples=gpu_samples)

@@ -22,7 +22,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from specbench.contract.runformat import RunFormatError, read_versioned_lines
 
-SERVER_METRICS_FILE = "server_metrics.jsonl"
 SERVER_METRICS_SCHEMA = 1
 
 

@@ -19,7 +19,6 @@ import requests
 from urllib3.exceptions import ReadTimeoutError
 
 from specbench.contract.gpu_metrics import (
-    GPU_METRICS_FILE,
     GpuMetricsParseError,
     GpuMetricsSample,
     is_nvml,
@@ -28,6 +27,7 @@ from specbench.contract.gpu_metrics import (
 )
 from specbench.contract.nvml import NvmlError, NvmlGpus
 from specbench.contract.redact import redact
+from specbench.contract.rundir import RunDir
 from specbench.locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 from specbench.locustfiles.httpsession import new_session
 from specbench.locustfiles.recorder import JsonlAppender
@@ -123,7 +123,7 @@ class GpuMetricsSampler:
     """Reads every exporter URL each ``interval_s`` into ``run_dir``/gpu_metrics.jsonl until stopped."""
 
     def __init__(self, urls: list[str], run_dir: Path, interval_s: float, *, timeout_s: float = 5.0) -> None:
-        self.path = run_dir / GPU_METRICS_FILE
+        self.path = RunDir(run_dir).gpu_metrics_file
         self.interval_s = interval_s
         self.timeout_s = min(timeout_s, max(interval_s, 1.0) * 3)
         self.exporters: list[_Source] = [_Nvml(url, i) if is_nvml(url) else _Exporter(url, i)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.contract.redact import redact
-from specbench.contract.schema import LOG_FILE, RUN_FILES
+from specbench.contract.rundir import RunDir
 from specbench.contract.settings import OPTIONS, SettingsError, SuiteSettings
 from specbench.locustfiles.webguard import install_origin_guard, unshown_fields
 
@@ -123,13 +123,12 @@ def claim_run_dir(run_dir: Path, overwrite: bool) -> None:
         raise SettingsError(f"--out: cannot create {run_dir}: {exc.strerror or exc}") from None
     if not os.access(run_dir, os.W_OK):
         raise SettingsError(f"--out: {run_dir} is not writable (a read-only disk or no permission)")
-    if not any(p.name != LOG_FILE for p in run_dir.iterdir()):
+    if not RunDir(run_dir).holds_a_run():
         return
     if not overwrite:
         raise SettingsError(f"--out: {run_dir} is not empty (it holds an earlier run?); choose a new directory "
                             "or give --overwrite")
-    for name in RUN_FILES:
-        (run_dir / name).unlink(missing_ok=True)
+    RunDir(run_dir).clear()
 
 
 def error_rate_line(step: dict[str, Any], limit: float) -> str | None:

@@ -20,7 +20,8 @@ from typing import Any
 
 from specbench.contract.childstatus import DISK, tell_parent
 from specbench.contract.redact import redact_obj, redacted_json_line
-from specbench.contract.schema import META_FILE, RunMeta
+from specbench.contract.rundir import RunDir
+from specbench.contract.schema import RunMeta
 
 
 class WriteFailures:
@@ -81,8 +82,7 @@ class JsonlAppender:
 
 def write_meta(run_dir: Path, meta: RunMeta) -> Path:
     """Write meta.json atomically (temp file + rename), so a reader never sees half of it."""
-    target = run_dir / META_FILE
-    tmp = target.with_suffix(".json.tmp")
+    target, tmp = RunDir(run_dir).meta_file, RunDir(run_dir).meta_tmp_file
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(redact_obj(meta.to_json()), indent=2, sort_keys=True) + "\n", encoding="utf-8")

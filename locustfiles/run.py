@@ -18,11 +18,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from specbench.contract.redact import redact
+from specbench.contract.rundir import RunDir
 from specbench.contract.schema import (
-    ANSWERS_FILE,
-    RECORDS_FILE,
     SCHEMA_VERSION,
-    STEPS_FILE,
     AnswerLine,
     Api,
     RequestRecord,
@@ -106,7 +104,7 @@ class RunContext:
             return
         if answer is not None:  # first, so a reader that sees a record's digest finds its answer
             if self.answers is None:
-                self.answers = JsonlAppender(self.run_dir / ANSWERS_FILE)
+                self.answers = JsonlAppender(RunDir(self.run_dir).answers_file)
             self.answers.write(dict(answer))
         self.records.write(dict(record))
 
@@ -164,7 +162,7 @@ def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, writes_re
                         mode=settings.prompt_mode,  # type: ignore[arg-type]  # a str, held to --prompt-mode's choices
                         fixed_id=fixed)
     run_dir = Path(plan.run_dir)
-    records = JsonlAppender(run_dir / RECORDS_FILE) if writes_records else None
+    records = JsonlAppender(RunDir(run_dir).records_file) if writes_records else None
     ctx = RunContext(
         settings=settings, run_dir=run_dir, api=plan.api, model=plan.model, server=plan.server,
         sampling=Sampling(settings.max_tokens, settings.temperature, settings.ignore_eos,
@@ -230,7 +228,7 @@ class StepsWriter:
 
     def open(self, run_dir: Path) -> None:
         self.close()
-        self.appender = JsonlAppender(run_dir / STEPS_FILE)
+        self.appender = JsonlAppender(RunDir(run_dir).steps_file)
 
     def __call__(self, step: StepRecord) -> None:
         if self.appender is not None:

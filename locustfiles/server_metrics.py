@@ -16,7 +16,8 @@ import gevent
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
-from specbench.contract.server_metrics import SERVER_METRICS_FILE, MetricsParseError, parse_metrics
+from specbench.contract.rundir import RunDir
+from specbench.contract.server_metrics import MetricsParseError, parse_metrics
 from specbench.locustfiles.auth import auth_headers
 from specbench.locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 from specbench.locustfiles.httpsession import new_session
@@ -33,7 +34,7 @@ class ServerMetricsSampler:
     def __init__(self, base_url: str, run_dir: Path, interval_s: float, *, api_key: str | None = None,
                  timeout_s: float = 5.0) -> None:
         self.url = base_url.rstrip("/") + METRICS_PATH
-        self.path = run_dir / SERVER_METRICS_FILE
+        self.path = RunDir(run_dir).server_metrics_file
         self.interval_s = interval_s
         self.timeout_s = min(timeout_s, max(interval_s, 1.0) * 5)
         self._headers = auth_headers(api_key)

@@ -30,13 +30,13 @@ from specbench.analysis.reporting.live import (
     tab_csv,
     tab_structure,
 )
+from specbench.contract.rundir import REPORT_DIR, RunDir
 from specbench.contract.schema import RunFormatError, StepRecord
 
 log = logging.getLogger("specbench.webui")
 
 TAB_KEY = "tokens"
 REFRESH_S = 1.0  # live figures are recomputed at most this often, however many browsers poll
-REPORT_DIR = "report"  # inside the run directory: summary.txt/.json/.csv and the plots
 REPORT_PLOTS = ("throughput_vs_c.png", "latency_vs_c.png")
 
 
@@ -130,7 +130,7 @@ def _render_report(run_dir: Path, base: str) -> str:
         summary = summarize_run(load_run(run_dir))
     except (RunFormatError, OSError) as exc:
         return _page("No report", f"<p>{html.escape(str(exc))}</p>")
-    write_summary_outputs(summary, run_dir / REPORT_DIR)
+    write_summary_outputs(summary, RunDir(run_dir).report_dir)
     images = "".join(f'<p><img src="{base}/tokens/report/{name}" alt="{name}"></p>' for name in REPORT_PLOTS)
     body = (f"<p>Run directory <code>{html.escape(str(run_dir))}</code>; these files are in its "
             f"<code>{REPORT_DIR}/</code> folder. Same as <code>python -m specbench.analysis summarize "
@@ -191,6 +191,6 @@ def install_tokens_tab(env: Environment, hooks: Any) -> TokensTab:
     def _tokens_report_plot(name: str) -> Response:
         if name not in REPORT_PLOTS or tab.stopped_run is None:
             return Response("not found", status=404)
-        return send_from_directory((tab.stopped_run / REPORT_DIR).resolve(), name)
+        return send_from_directory(RunDir(tab.stopped_run).report_dir.resolve(), name)
 
     return tab

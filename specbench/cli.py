@@ -28,7 +28,7 @@ from specbench.config import data_path
 from specbench.contract import interrupts
 from specbench.contract.limits import auto_processes
 from specbench.contract.redact import redact
-from specbench.contract.schema import LOG_FILE
+from specbench.contract.rundir import RunDir
 from specbench.contract.settings import (
     OPTIONS,
     SettingsError,
@@ -295,7 +295,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     print(redact(pre.describe("server")), flush=True)
     result = execute(LoadRun(host, args.label, run_dir, args.suite_config, args.processes, passthrough,
                              verbose=args.verbose))
-    print(f"run directory: {run_dir} (Locust's log: {run_dir / LOG_FILE})", flush=True)
+    print(f"run directory: {run_dir} (Locust's log: {RunDir(run_dir).log_file})", flush=True)
     if result.interrupted:
         return 130
     if result.failed and result.disk_error is None:  # a refusing disk: the child has named it in its one line

@@ -19,7 +19,7 @@ import requests
 from specbench.analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from specbench.config.yamlload import load_yaml
 from specbench.contract.redact import redact
-from specbench.contract.schema import LOG_FILE
+from specbench.contract.rundir import RunDir
 from specbench.contract.settings import duration_arg
 from specbench.exporters import with_own_exporters
 from specbench.loadrun import LoadRun, execute
@@ -146,8 +146,9 @@ def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: st
         print(f"{name}: a step failed more than --max-error-rate allows; it gets no verdict", flush=True)
         return LadderOutcome(EXIT_TOO_MANY_ERRORS, False)
     if result.failed:
-        print(f"{name}: the load run failed (Locust exit code {result.returncode}; its log: {run_dir / LOG_FILE}); "
-              "stopping here", flush=True)
+        log = RunDir(run_dir).log_file
+        print(f"{name}: the load run failed (Locust exit code {result.returncode}; its log: {log}); stopping here",
+              flush=True)
         return LadderOutcome(result.returncode, False)
     return LadderOutcome(0, False)
 
@@ -158,8 +159,8 @@ def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str,
     gets the answer and one table (``analysis.reporting.brief``); ``verbose``, the whole report."""
     from specbench.analysis import compare_many, load_run, write_outputs
 
-    recorded = [(name, path) for name, path in configs if (path / "records.jsonl").exists()]
-    if not (baseline[1] / "records.jsonl").exists() or not recorded:
+    recorded = [(name, path) for name, path in configs if RunDir(path).has_records()]
+    if not RunDir(baseline[1]).has_records() or not recorded:
         print("No speculative run was recorded, so there is nothing to compare.", flush=True)
         return 130 if interrupted else 2
     multi = compare_many(load_run(baseline[1]), [(name, load_run(path)) for name, path in recorded],

@@ -8,7 +8,6 @@ has, and the caller then reports on the partial run.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,7 +20,7 @@ from specbench.analysis.reporting.files import OutputWriteError, describe
 from specbench.contract import interrupts
 from specbench.contract.childstatus import DISK, STATUS_FD_ENV, read_status
 from specbench.contract.lifecycle import die_with_parent
-from specbench.contract.schema import LOG_FILE, META_FILE
+from specbench.contract.rundir import RunDir
 from specbench.launch import free_port
 from specbench.progress import watch_on_terminal
 
@@ -43,7 +42,7 @@ class LoadRun:
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
                "--exit-code-on-error", "0", "--label", self.label, "--out", str(self.run_dir),
-               "--logfile", str(self.run_dir / LOG_FILE), "--console", "all" if self.verbose else "progress"]
+               "--logfile", str(RunDir(self.run_dir).log_file), "--console", "all" if self.verbose else "progress"]
         if self.host:
             cmd += ["--host", self.host]
         if self.suite_config:
@@ -68,17 +67,14 @@ class RunResult:
 
 def _partial(run_dir: Path) -> bool:
     """meta.json says partial: the run was stopped, whichever process got the signal."""
-    try:
-        return bool(json.loads((run_dir / META_FILE).read_text(encoding="utf-8")).get("partial"))
-    except (OSError, ValueError):
-        return False
+    return RunDir(run_dir).partial()
 
 
 def execute(run: LoadRun) -> RunResult:
     """Run Locust to the end (or until Ctrl-C) and return how it ended."""
     try:
         run.run_dir.mkdir(parents=True, exist_ok=True)
-        (run.run_dir / LOG_FILE).unlink(missing_ok=True)  # the caller has claimed the directory: a fresh log
+        RunDir(run.run_dir).log_file.unlink(missing_ok=True)  # the caller has claimed the directory: a fresh log
     except OSError as exc:  # a disk that filled or turned read-only since the directory was checked
         raise OutputWriteError(f"--out: cannot create {run.run_dir}: {describe(exc)}") from None
     # The child gets SIGTERM (stop in order, meta.json partial) when this process ends, even by SIGKILL.

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from specbench.contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE
+from specbench.contract.rundir import RunDir
 from specbench.contract.settings import parse_budget
 from specbench.shapes.budget import fmt_duration, step_share
 
@@ -50,7 +50,7 @@ class StepWatch:
                 return None
         if self._read_steps():
             self._step_records, self._said_at = 0, None
-        self._step_records += self._new_lines(RECORDS_FILE)
+        self._step_records += self._new_lines(RunDir(self.run_dir).records_file)
         levels = self._plan["levels"]
         if len(self._closed) >= levels:
             return None  # the ladder is over: the child drains and reports
@@ -77,7 +77,7 @@ class StepWatch:
 
     def _read_plan(self) -> dict[str, Any] | None:
         try:
-            meta = json.loads((self.run_dir / META_FILE).read_text(encoding="utf-8"))
+            meta = json.loads(RunDir(self.run_dir).meta_file.read_text(encoding="utf-8"))
             settings = meta["settings"]
             rates = settings.get("rate_ladder") or []
             names = [f"{r:g} req/s" for r in rates] if rates else [f"C={c}" for c in meta["ladder"]]
@@ -93,7 +93,7 @@ class StepWatch:
     def _read_steps(self) -> bool:
         """Whether a step closed since the last look."""
         before = len(self._closed)
-        for line in self._new_text(STEPS_FILE):
+        for line in self._new_text(RunDir(self.run_dir).steps_file):
             try:
                 end_s = float(json.loads(line)["end_s"])
                 if self._plan and end_s >= self._plan["started_s"]:  # not a line of an older run's file
@@ -102,10 +102,10 @@ class StepWatch:
                 continue
         return len(self._closed) > before
 
-    def _new_text(self, name: str) -> list[str]:
+    def _new_text(self, path: Path) -> list[str]:
         """Whole lines appended to a file since the last look (a torn last line waits for its end)."""
         try:
-            with (self.run_dir / name).open("rb") as f:
+            with path.open("rb") as f:
                 if f.seek(0, 2) < self._steps_at:  # rewritten from the start
                     self._steps_at = 0
                 f.seek(self._steps_at)
@@ -116,10 +116,10 @@ class StepWatch:
         self._steps_at += len(whole)
         return whole.decode("utf-8", "replace").splitlines()
 
-    def _new_lines(self, name: str) -> int:
+    def _new_lines(self, path: Path) -> int:
         """Lines appended to a (possibly large) file since the last look, counted without parsing."""
         try:
-            with (self.run_dir / name).open("rb") as f:
+            with path.open("rb") as f:
                 if f.seek(0, 2) < self._records_at:  # rewritten from the start
                     self._records_at = 0
                 f.seek(self._records_at)

@@ -3,20 +3,19 @@
 Each round asks ``analysis.verdicts.refine.plan_round`` for one new level per crossing that is not yet pinned (the
 bracket's geometric midpoint), runs those levels on every server with the ladder's own settings and prompt
 order (a short ladder of just those levels, into ``RUN/refined/round-N``), and appends its steps, records,
-answers and server samples to the server's run directory, steps marked ``refined`` and renumbered after the
-ladder's, request ids prefixed so they stay unique. The analysis then reads one run per server as before.
+answers and server samples to the server's run directory (``contract.rundir.RunDir.merge``), steps marked
+``refined`` and renumbered after the ladder's, request ids prefixed so they stay unique. The analysis then reads
+one run per server as before.
 It stops when every crossing is pinned, has had ``--refine-levels`` levels, has no whole level left in its
 bracket, or when the next round would not fit in what is left of the time budget.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from specbench.analysis.verdicts.refine import (
     DEFAULT_REFINE_LEVELS,
@@ -28,8 +27,7 @@ from specbench.analysis.verdicts.refine import (
     plan_round,
 )
 from specbench.analysis.verdicts.slo_compare import Capacity, capacity
-from specbench.contract.schema import ANSWERS_FILE, RECORDS_FILE, STEPS_FILE, iter_jsonl, read_steps
-from specbench.contract.server_metrics import SERVER_METRICS_FILE
+from specbench.contract.rundir import RunDir
 from specbench.contract.settings import duration_arg
 from specbench.shapes.budget import fmt_duration
 
@@ -64,8 +62,8 @@ def crossings_of(out: Path, baseline: tuple[str, Path], configs: Sequence[tuple[
     and which of those were added."""
     from specbench.analysis import compare_many, load_run
 
-    recorded = [(name, path) for name, path in configs if (path / RECORDS_FILE).exists()]
-    if not recorded or not (baseline[1] / RECORDS_FILE).exists():
+    recorded = [(name, path) for name, path in configs if RunDir(path).has_records()]
+    if not recorded or not RunDir(baseline[1]).has_records():
         return [], [], []
     multi = compare_many(load_run(baseline[1]), [(name, load_run(path)) for name, path in recorded],
                          baseline_name=baseline[0], n_boot=500)
@@ -176,11 +174,12 @@ def _run_round(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRun
     print(f"refining {what}: round {round_no} adds {at} on every server", flush=True)
     for n, name in enumerate(order):
         share = None if left is None else max(1.0, left / (len(order) - n))
-        sub = dirs[name] / "refined" / f"round-{round_no}"
-        code = run_levels(name, list(plan.levels), sub, share)
+        run = RunDir(dirs[name])
+        sub = run.refined(round_no)
+        code = run_levels(name, list(plan.levels), sub.path, share)
         if code not in (0, 3):
             return RoundStop("a refinement run failed or was interrupted", code)
-        merge_refined(dirs[name], sub, f"r{round_no}")
+        run.merge(sub, f"r{round_no}")
         left = time_left()
     return None
 
@@ -194,7 +193,7 @@ def capacities_of(order: Sequence[str], dirs: dict[str, Path]
     tested: set[float] = set()
     refined: set[float] = set()
     for name in order:
-        if not (dirs[name] / RECORDS_FILE).exists():
+        if not RunDir(dirs[name]).has_records():
             continue
         summary = summarize_run(load_run(dirs[name]), name=name)
         if summary.slo is None:
@@ -208,53 +207,15 @@ def capacities_of(order: Sequence[str], dirs: dict[str, Path]
 
 def _step_s(run_dir: Path) -> float:
     """Mean wall time of one ladder step of this run (start to end of its window), for the budget."""
-    steps = read_steps(run_dir / STEPS_FILE) if (run_dir / STEPS_FILE).exists() else []
+    steps = RunDir(run_dir).steps()
     spans = [s["end_s"] - s["start_s"] for s in steps if isinstance(s.get("end_s"), float | int)
              and isinstance(s.get("start_s"), float | int)]
     return sum(spans) / len(spans) if spans else 30.0
 
 
-def _objects(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a refinement run's JSONL file (torn lines left out); a file it did not write is empty."""
-    return [obj for _, obj in iter_jsonl(path, missing_ok=True) if isinstance(obj, dict)]
-
-
-def _append(path: Path, objs: list[dict[str, Any]]) -> None:
-    if objs:
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write("".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objs))
-
-
-def merge_refined(run_dir: Path, sub: Path, tag: str, *, refined: bool = True) -> int:
-    """Append a refinement run's files to the server's run directory; returns the steps added.
-
-    Steps are renumbered after the run's last step and marked ``refined`` (a level topped up to keep the
-    comparison paired is not); records and answers follow their step, and their request ids get ``tag`` so
-    they stay unique in the run.
-    """
-    steps = read_steps(run_dir / STEPS_FILE) if (run_dir / STEPS_FILE).exists() else []
-    offset = 1 + max((s["index"] for s in steps), default=-1)
-    new_steps = [{**s, "index": s["index"] + offset, **({"refined": True} if refined else {})}
-                 for s in _objects(sub / STEPS_FILE) if isinstance(s.get("index"), int)]
-
-    def moved(obj: dict[str, Any]) -> dict[str, Any]:
-        obj = {**obj, "request_id": f"{tag}-{obj.get('request_id')}"}
-        if isinstance(obj.get("step"), int):
-            obj["step"] += offset
-        if isinstance(obj.get("conversation_id"), str):
-            obj["conversation_id"] = f"{tag}-{obj['conversation_id']}"
-        return obj
-
-    _append(run_dir / RECORDS_FILE, [moved(r) for r in _objects(sub / RECORDS_FILE)])
-    _append(run_dir / ANSWERS_FILE, [moved(a) for a in _objects(sub / ANSWERS_FILE)])
-    _append(run_dir / SERVER_METRICS_FILE, _objects(sub / SERVER_METRICS_FILE))
-    _append(run_dir / STEPS_FILE, new_steps)
-    return len(new_steps)
-
-
 def measured_levels(run_dir: Path) -> list[int]:
     """Closed-loop levels this run measured (a step that reached its window)."""
-    steps = read_steps(run_dir / STEPS_FILE) if (run_dir / STEPS_FILE).exists() else []
+    steps = RunDir(run_dir).steps()
     return sorted({s["target_c"] for s in steps if s.get("target_rate") is None and s.get("steady_start_s")
                    is not None})
 
@@ -270,11 +231,11 @@ def pair_levels(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRu
             continue
         print(f"{name}: measuring {', '.join(f'C={c}' for c in missing)}, which another server ran, so the "
               "levels stay paired", flush=True)
-        sub = dirs[name] / "paired"
-        code = run_levels(name, missing, sub, None)
+        run = RunDir(dirs[name])
+        code = run_levels(name, missing, run.paired().path, None)
         if code not in (0, 3):
             return code
-        merge_refined(dirs[name], sub, "p", refined=False)
+        run.merge(run.paired(), "p", refined=False)
     return 0
 
 

@@ -1,49 +1,39 @@
 """What ``compare`` / ``sweep --overwrite`` clears beside the runs it makes again: an earlier job's runs.
 
-A comparison's output holds one run directory per configuration (``OUT/NAME``), refinement rounds inside them
-(``refined/round-N``, ``paired``) and, for a sweep, each server's log (``servers/NAME.log``). Rerun into the same
-directory with other configurations, the old ones would stay beside the new report, and a reader (or a
-later ``python -m specbench.analysis compare``) would take them for this job's. Only what the suite
+A comparison's output holds one run directory per configuration (``OUT/NAME``), sub-runs inside them
+(``refined/round-N``, ``paired``, ``remeasured``: ``contract.rundir.SUB_RUNS``) and, for a sweep, each server's
+log (``servers/NAME.log``). Rerun into the same directory with other configurations, the old ones would stay
+beside the new report, and a reader (or a later ``python -m specbench.analysis compare``) would take them for
+this job's. Only what the suite
 recognisably made is removed: a directory whose ``meta.json`` names the run's label as the directory's
 name (every compare and sweep run is labelled by its configuration's name), and in it only the run files
-(``contract.schema.RUN_FILES``) and Locust's log; a directory holding anything else is left whole.
+(``contract.rundir.RUN_FILES``) and Locust's log; a directory holding anything else is left whole.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from specbench.contract.schema import LOG_FILE, META_FILE, RUN_FILES
-
-REFINE_DIRS = ("refined", "paired")  # specbench.refine's sub-runs inside a configuration's run directory
-SERVER_LOGS = "servers"  # a sweep's server logs, SERVER_LOGS/NAME.log
-OURS = frozenset((*RUN_FILES, LOG_FILE, *REFINE_DIRS))  # what a run directory of ours holds
+from specbench.contract.rundir import RunDir, server_log
 
 
 def run_label(run_dir: Path) -> str | None:
     """The label in a run directory's meta.json, or None when there is none to read."""
-    try:
-        meta = json.loads((run_dir / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    settings = meta.get("settings") if isinstance(meta, dict) else None
-    label = settings.get("label") if isinstance(settings, dict) else None
-    return label if isinstance(label, str) else None
+    return RunDir(run_dir).label()
 
 
 def _clear_run(run_dir: Path, label: str) -> bool:
-    """Remove a run directory the suite made for ``label`` (its refinement rounds too); True when it is gone."""
-    if not run_dir.is_dir() or run_dir.is_symlink() or run_label(run_dir) != label:
+    """Remove a run directory the suite made for ``label`` (its sub-runs too); True when it is gone."""
+    run = RunDir(run_dir)
+    if not run_dir.is_dir() or run_dir.is_symlink() or run.label() != label:
         return False
-    if any(p.name not in OURS for p in run_dir.iterdir()):
+    if not run.holds_only_ours():
         return False  # a file we never write: someone else's too, so the directory is left whole
-    for sub in REFINE_DIRS:
-        _clear_refined(run_dir / sub, label)
-    for name in (*RUN_FILES, LOG_FILE):
-        (run_dir / name).unlink(missing_ok=True)
+    for sub in run.sub_run_roots():
+        _clear_refined(sub, label)
+    run.clear(log=True)
     try:
         run_dir.rmdir()
     except OSError:
@@ -52,7 +42,8 @@ def _clear_run(run_dir: Path, label: str) -> bool:
 
 
 def _clear_refined(root: Path, label: str) -> None:
-    """``refined/round-N`` (or ``paired`` itself): each sub-run of ``label``, then the folder if left empty."""
+    """``refined/round-N`` (or ``paired``, ``remeasured`` itself): each sub-run of ``label``, then the folder if left
+    empty."""
     if not root.is_dir() or root.is_symlink():
         return
     if run_label(root) == label:
@@ -75,9 +66,9 @@ def clear_earlier_job(out: Path, names: Iterable[str]) -> list[str]:
     removed = []
     for child in sorted(out.iterdir()):
         if child.name in keep:
-            for sub in REFINE_DIRS:
-                _clear_refined(child / sub, child.name)
+            for sub in RunDir(child).sub_run_roots():
+                _clear_refined(sub, child.name)
         elif _clear_run(child, child.name):
             removed.append(child.name)
-            (out / SERVER_LOGS / f"{child.name}.log").unlink(missing_ok=True)
+            server_log(out, child.name).unlink(missing_ok=True)
     return removed

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from specbench.analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from specbench.compare import run_ladder, write_report
+from specbench.contract.rundir import server_log
 from specbench.contract.urls import UrlError
 from specbench.exporters import with_own_exporters
 from specbench.launch import LaunchError, ServerCommand, free_port
@@ -100,7 +101,7 @@ def _one(entry: Entry, job: SweepJob, api: str, *, run_dir: Path | None = None,
     if entry.managed:
         command = entry.command_line(port)
         assert command is not None
-        server = ServerCommand(entry.name, command, job.out / "servers" / f"{entry.name}.log", entry.env,
+        server = ServerCommand(entry.name, command, server_log(job.out, entry.name), entry.env,
                                entry.stop_timeout_s)
         print(f"{entry.name}: starting {command if isinstance(command, str) else ' '.join(command)}", flush=True)
     try:

@@ -3,7 +3,7 @@
 A compare with ``--time-budget`` keeps a share (``REFINE_SHARE``) to pin a crossover. Where nothing crosses,
 refinement adds no level and that time would go unused while a top level had no window, or a window in which
 not one request finished. Here each server measures those levels again, in one short ladder of just them with the
-job's settings, into ``RUN/remeasured`` and merged into the run like a paired level (``merge_refined``); the
+job's settings, into ``RUN/remeasured`` and merged into the run like a paired level (``RunDir.merge``); the
 analysis then reads the later, measured step for the level (``RunSummary.row_at``) and drops the superseded one
 (``summary.superseded``). Levels that still have no finished request are named in one line, with the reason.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from specbench.contract.schema import RECORDS_FILE
-from specbench.refine import ROUND_OVERHEAD_S, LevelRunner, merge_refined
+from specbench.contract.rundir import RunDir
+from specbench.refine import ROUND_OVERHEAD_S, LevelRunner
 from specbench.shapes.budget import fmt_duration
 
 #: The least time worth a second try at a level: Locust's start and close, and a step's warm-up and window.
@@ -25,7 +25,7 @@ def short_levels(run_dir: Path) -> list[int]:
     """Closed-loop ladder levels of this run with no measured window, or a window no request finished in."""
     from specbench.analysis import load_run, summarize_run
 
-    if not (run_dir / RECORDS_FILE).exists():
+    if not RunDir(run_dir).has_records():
         return []
     run = load_run(run_dir)
     summary = summarize_run(run)
@@ -50,11 +50,11 @@ def top_up(order: Sequence[str], dirs: dict[str, Path], run_levels: LevelRunner,
         at = ", ".join(f"C={c}" for c in short[name])
         print(f"{name}: measuring {at} again with {fmt_duration(share)} of the budget that crossover refinement "
               "did not use (the ladder left them without a finished request)", flush=True)
-        sub = dirs[name] / "remeasured"
-        code = run_levels(name, short[name], sub, share)
+        run = RunDir(dirs[name])
+        code = run_levels(name, short[name], run.remeasured().path, share)
         if code not in (0, 3):
             return code
-        merge_refined(dirs[name], sub, "m", refined=False)
+        run.merge(run.remeasured(), "m", refined=False)
     still = [f"{name} {', '.join(f'C={c}' for c in levels)}" for name in order if (levels := short_levels(dirs[name]))]
     if still:
         left = time_left()

@@ -27,7 +27,7 @@ LOCUSTFILE = REPO / "locustfiles" / "sglang.py"
 # no load run. A test in these paths that is marked `slow` (e.g. a long real run) stays out of it.
 QUICK_PATHS = ("tests/analysis/", "tests/test_import_rules.py", "tests/test_settings.py", "tests/test_prompts.py",
                "tests/test_budget.py", "tests/emulator/test_emu_costmodel.py", "tests/test_hardening_inputs.py",
-               "tests/test_streams.py", "tests/test_module_size.py")
+               "tests/test_streams.py", "tests/test_module_size.py", "tests/test_rundir_owner.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

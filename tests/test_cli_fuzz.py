@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.contract.settings import OPTIONS
 from specbench.inputs import InputError, check_load_options
 from tests.conftest import REPO, locust_cmd, wait_until_or_timeout

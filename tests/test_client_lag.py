@@ -17,7 +17,7 @@ import pytest
 
 from specbench.analysis.records.summary import summarize_run
 from specbench.contract.policy import CLIENT_LAG_FLOOR_MS, READ_LAG_FLOOR_MS
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from tests.conftest import FAST_LADDER, REPO, ledger, locust_cmd
 from tests.neighbours import NeighbourCpu
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from specbench.contract.schema import LOG_FILE
+from specbench.contract.rundir import LOG_FILE
 from specbench.locustfiles.console import SPAWN_EXPLAINED, SPAWN_WARNING
 from tests.conftest import FAST_LADDER, SHORT_DEMO_LADDER, run_locust
 from tests.test_specbench import specbench

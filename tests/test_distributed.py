@@ -18,7 +18,7 @@ from pathlib import Path
 import requests
 
 from specbench.contract.policy import MASTER_GONE_S, MASTER_LOST_S
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.launch import free_port
 from specbench.locustfiles.link import ClockOffset
 from tests.conftest import LOCUSTFILE, run_flags, run_locust, wait_until

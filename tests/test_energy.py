@@ -31,7 +31,8 @@ from specbench.analysis.reporting.brief import brief_comparison
 from specbench.analysis.reporting.multi_render import render_multi, render_multi_report
 from specbench.analysis.reporting.multi_serialize import multi_json
 from specbench.analysis.reporting.serialize import comparison_json
-from specbench.contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
+from specbench.contract.gpu_metrics import read_gpu_metrics
+from specbench.contract.rundir import GPU_METRICS_FILE
 from specbench.launch import free_port
 from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import energy_slack, ledger, ledger_window_tok_s, read_jsonl, run_locust, wait_until

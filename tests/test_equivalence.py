@@ -19,7 +19,8 @@ import pytest
 from specbench.analysis import compare_many, compare_runs, load_run, write_outputs
 from specbench.analysis.reporting.multi_render import render_multi
 from specbench.analysis.verdicts.equivalence import Answer, Changes, first_difference, run_answers, verdict
-from specbench.contract.schema import ANSWERS_FILE, RunData
+from specbench.contract.rundir import ANSWERS_FILE
+from specbench.contract.schema import RunData
 from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import FAST_LADDER, ledger, read_jsonl, run_locust
 

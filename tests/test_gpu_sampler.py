@@ -13,12 +13,12 @@ import pytest
 import requests
 
 from specbench.contract.gpu_metrics import (
-    GPU_METRICS_FILE,
     GPU_METRICS_SCHEMA,
     parse_dcgm,
     parse_exporter_urls,
     read_gpu_metrics,
 )
+from specbench.contract.rundir import GPU_METRICS_FILE
 from specbench.contract.urls import UrlError
 from specbench.inputs import InputError, check_load_options
 from specbench.locustfiles.gpu_sampler import GpuMetricsSampler

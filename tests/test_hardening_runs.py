@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from specbench.analysis import compare_runs, load_run
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.launch import free_port
 from tests.analysis.synthetic_runs import Level, small_pair, write_run
 from tests.conftest import FAST_LADDER, LOCUSTFILE, REPO, read_jsonl, wait_answering, wait_until

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from specbench.analysis import compare_runs, load_run
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.launch import free_port
 from tests.conftest import (
     LOCUSTFILE,

@@ -3,7 +3,7 @@ warms up on a stable in-flight count instead of waiting for every kept user to f
 
 from __future__ import annotations
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.shapes.books import warmup_end
 from tests.conftest import run_locust
 

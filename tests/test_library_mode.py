@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "programmatic_ladder.py"
 REPO = SCRIPT.parent.parent.parent

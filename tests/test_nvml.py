@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from specbench.analysis import load_run, summarize_run
-from specbench.contract.gpu_metrics import GPU_METRICS_FILE, read_gpu_metrics
+from specbench.contract.gpu_metrics import read_gpu_metrics
+from specbench.contract.rundir import GPU_METRICS_FILE
 from specbench.launch import free_port
 from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import REPO, energy_slack, ledger, ledger_window_tok_s, read_jsonl, run_locust

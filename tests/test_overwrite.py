@@ -1,5 +1,5 @@
 """--overwrite never mixes runs (#53): a run directory reused keeps nothing of the old run (its telemetry files
-included: ``contract.schema.RUN_FILES`` is the one list of what a run writes), and a compare or sweep rerun into
+included: ``contract.rundir.RUN_FILES`` is the one list of what a run writes), and a compare or sweep rerun into
 its output removes the runs of configurations it no longer has, when it recognisably made them, and nothing else.
 Real ``specbench`` commands against the built-in emulator on 127.0.0.1."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis.records.load import load_run
-from specbench.contract.schema import GPU_METRICS_FILE, LOG_FILE, META_FILE, RUN_FILES, SERVER_METRICS_FILE
+from specbench.contract.rundir import GPU_METRICS_FILE, LOG_FILE, META_FILE, RUN_FILES, SERVER_METRICS_FILE
 from specbench.stale import clear_earlier_job
 from tests.conftest import FAST_LADDER
 
@@ -56,11 +56,14 @@ def test_only_runs_an_earlier_job_made_are_removed(tmp_path: Path) -> None:
     out = tmp_path / "out"
     _run_dir(out / "old", "old")
     _run_dir(out / "old" / "refined" / "round-1", "old")
+    _run_dir(out / "old" / "remeasured", "old")  # a top-up's sub-run (#61): the old run is removed with it
     (out / "servers").mkdir()
     (out / "servers" / "old.log").write_text("x")
     (out / "servers" / "kept.log").write_text("x")
     _run_dir(out / "baseline", "baseline")
     _run_dir(out / "baseline" / "refined" / "round-2", "baseline")  # a round the new job may not run again
+    _run_dir(out / "baseline" / "paired", "baseline")
+    _run_dir(out / "baseline" / "remeasured", "baseline")
     _run_dir(out / "theirs", "someone-else")  # a run, but not one this job would have labelled so
     _run_dir(out / "mixed", "mixed", "notes.txt")  # ours, but holding a file we never write
     (out / "notes").mkdir()
@@ -68,6 +71,7 @@ def test_only_runs_an_earlier_job_made_are_removed(tmp_path: Path) -> None:
     assert not (out / "old").exists() and not (out / "servers" / "old.log").exists()
     assert (out / "servers" / "kept.log").exists() and (out / "theirs" / "records.jsonl").exists()
     assert (out / "baseline" / "records.jsonl").exists() and not (out / "baseline" / "refined").exists()
+    assert not (out / "baseline" / "paired").exists() and not (out / "baseline" / "remeasured").exists()
     assert (out / "mixed" / "notes.txt").exists() and (out / "mixed" / "records.jsonl").exists()
     assert (out / "notes").is_dir()
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from specbench.analysis.reporting.html import write_html
-from specbench.contract.schema import META_FILE
+from specbench.contract.rundir import META_FILE
 from specbench.contract.servertext import markdown_text, plain
 from tests.analysis.synthetic_runs import small_pair, write_run
 from tests.conftest import FAST_LADDER, runs_on_profiles

@@ -18,7 +18,8 @@ import pytest
 
 from specbench.analysis import compare_runs, load_run, render_comparison, summarize_run
 from specbench.analysis.outputs import write_comparison_outputs
-from specbench.contract.server_metrics import SERVER_METRICS_FILE, SERVER_METRICS_SCHEMA, read_server_metrics
+from specbench.contract.rundir import SERVER_METRICS_FILE
+from specbench.contract.server_metrics import SERVER_METRICS_SCHEMA, read_server_metrics
 from tests.conftest import read_jsonl, runs_on_profiles
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from specbench.contract.server_metrics import SERVER_METRICS_FILE, read_server_metrics
+from specbench.contract.rundir import SERVER_METRICS_FILE
+from specbench.contract.server_metrics import read_server_metrics
 from specbench.locustfiles.server_metrics import ServerMetricsSampler
 from tests.tinyservers import tiny_server
 

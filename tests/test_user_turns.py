@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from tests.conftest import REPO
 
 SCRIPT = REPO / "tests" / "scripts" / "user_turns.py"

@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from tests.conftest import ledger, locust_cmd, run_flags, run_locust, wait_until
 
 

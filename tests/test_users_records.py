@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from tests.conftest import FAST_LADDER, ledger, locust_cmd, read_jsonl, read_lag_p90_s, run_locust, wait_until
 
 

@@ -1,6 +1,6 @@
-"""Reading a run directory for analysis: ``schema.read_run`` plus the type checks analysis relies on.
+"""Reading a run directory for analysis: ``contract.rundir.RunDir.read`` plus the type checks analysis relies on.
 
-``read_run`` checks structure (required keys, statuses, versions); this adds the value types the figures
+``RunDir.read`` checks structure (required keys, statuses, versions); this adds the value types the figures
 need, so a malformed file ends in one ``RunFormatError`` naming the file and the record, not a traceback. Records
 of the right types that still cannot be true (``contract.evidence``: a request twice, times not finite, negative or
 backwards, impossible token counts) are left out of ``records`` and counted in ``left_out``, for a warning.
@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from specbench.contract.evidence import screen_records
-from specbench.contract.schema import META_FILE, RECORDS_FILE, STEPS_FILE, RunData, RunFormatError, read_run
+from specbench.contract.rundir import RunDir
+from specbench.contract.schema import RunData, RunFormatError
 
 
 def _is_number(value: Any) -> bool:
@@ -43,22 +44,23 @@ def load_run(run_dir: str | Path) -> RunData:
 
 
 def _load_run(run_dir: str | Path) -> RunData:
-    run = read_run(run_dir)
+    files = RunDir.of(run_dir)
+    run = files.read()
     for n, rec in enumerate(run.records, start=1):
-        _check_record(run.path / RECORDS_FILE, n, rec)
+        _check_record(files.records_file, n, rec)
     run.records, run.left_out = screen_records(run.records)  # evidence: the impossible and the repeated kept out
     for step in run.steps:
         for key in _STEP_OPTIONAL_NUMBERS:
             # finite: JSON readers take NaN and Infinity, and a window that ends at NaN has no length (#53)
             value = step.get(key)
             if value is not None and not (_is_number(value) and math.isfinite(cast(float, value))):
-                raise RunFormatError(f"{run.path / STEPS_FILE}: step {step['index']}: {key!r} should be a finite "
+                raise RunFormatError(f"{files.steps_file}: step {step['index']}: {key!r} should be a finite "
                                      f"number, got {value!r}")
     for key in ("server", "prompts"):  # "settings" is checked as it is read (contract.schema.read_meta)
         if not isinstance(getattr(run.meta, key), dict):
-            raise RunFormatError(f"{run.path / META_FILE}: {key!r} should be an object")
+            raise RunFormatError(f"{files.meta_file}: {key!r} should be an object")
     if not isinstance(run.meta.ladder, list):
-        raise RunFormatError(f"{run.path / META_FILE}: 'ladder' should be a list of concurrencies")
+        raise RunFormatError(f"{files.meta_file}: 'ladder' should be a list of concurrencies")
     return run
 
 

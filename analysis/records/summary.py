@@ -37,7 +37,8 @@ from specbench.analysis.records.steprow import StepRow
 from specbench.analysis.records.steps import StepWindow, overlapping, step_windows, window_from_step
 from specbench.analysis.stats.batch_means import estimate_throughput
 from specbench.contract.policy import default_min_requests, default_min_requests_at_rate
-from specbench.contract.schema import META_FILE, NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta, StepRecord
+from specbench.contract.rundir import RunDir
+from specbench.contract.schema import NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta, StepRecord
 from specbench.contract.server_metrics import ServerMetricsSample
 from specbench.contract.slo import Slo, SloError, parse_slo
 from specbench.contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
@@ -121,7 +122,7 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     # An acceptance length no pass can give is a counting error: flagged and left out, never shown (#60).
     rows, impossible = bound_accept_lengths(rows, pass_limit(run.meta.server.get("speculative"), run.server_samples))
     warnings.extend(ValidityWarning(IMPOSSIBLE_ACCEPT_LENGTH, f"{run_name}, {text}", run_name) for text in impossible)
-    has_meta = (run.path / META_FILE).exists()
+    has_meta = RunDir(run.path).has_meta()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
                       cached_share(run.records), run.server_samples, slo)

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specbench.contract.gpu_metrics import GPU_METRICS_FILE
-from specbench.contract.schema import META_FILE, RECORDS_FILE, SCHEMA_VERSION, STEPS_FILE
-from specbench.contract.server_metrics import SERVER_METRICS_FILE
+from specbench.contract.rundir import GPU_METRICS_FILE, META_FILE, RECORDS_FILE, SERVER_METRICS_FILE, STEPS_FILE
+from specbench.contract.schema import SCHEMA_VERSION
 
 EPOCH = 1_760_000_000.0
 SEED_LEVELS = (1, 2, 5, 10, 30, 70, 100, 250)

@@ -22,7 +22,7 @@ from specbench.analysis.reporting.live import (
     tab_structure,
 )
 from specbench.contract.policy import CLIENT_BOUND_CPU, READ_LAG_FLOOR_MS, read_lag_limit_ms
-from specbench.contract.schema import STEPS_FILE
+from specbench.contract.rundir import STEPS_FILE
 
 SPEC = RunSpec("tab", [Level(1, 100.0, tokens=16), Level(3, 240.0, tokens=16, error_every=7),
                        Level(5, 300.0, tokens=16, users=4)])

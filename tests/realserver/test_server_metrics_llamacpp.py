@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis import load_run, summarize_run
+from specbench.contract.rundir import SERVER_METRICS_FILE
 from specbench.contract.server_metrics import (
-    SERVER_METRICS_FILE,
     accept_length_from_counters,
     accepted_by_position,
     read_server_metrics,

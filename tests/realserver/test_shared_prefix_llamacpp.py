@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis.records.summary import cached_share
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from tests.conftest import run_locust
 
 from .conftest import CTX_SIZE, N_PARALLEL, PROMPTS_SHORT

@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.locustfiles.prompts import load_prompts
 
 from .client import chat_payload, metrics, stream

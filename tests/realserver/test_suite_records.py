@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from specbench.analysis.records.request_metrics import verify_passes
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.locustfiles.serverinfo import identify
 from tests.conftest import run_locust
 

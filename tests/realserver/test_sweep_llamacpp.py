@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 
 from .conftest import PROMPTS_SHORT
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from specbench.analysis.records.request_metrics import acceptance_length, verify_passes, verify_passes_source
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from tests.conftest import FAST_LADDER, run_locust
 
 from .client import chat_payload, metrics, stream

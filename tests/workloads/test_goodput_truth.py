@@ -10,7 +10,7 @@ import pytest
 from specbench.analysis.cli import main as analysis_main
 from specbench.analysis.records.goodput import meets_slo
 from specbench.analysis.records.summary import summarize_run
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.contract.slo import parse_slo
 from tests.conftest import ledger, run_locust
 

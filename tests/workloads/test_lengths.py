@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specbench.contract.lengths import LengthError, parse_length
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.emulator.profile import load_profile
 from specbench.locustfiles.prompts import PromptOrder, load_prompts
 from specbench.locustfiles.workload import CHARS_PER_TOKEN, fit_prompt

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.locustfiles import longcontext
 from specbench.locustfiles.prompts import available_sets, load_prompts
 from tests.conftest import run_locust

@@ -8,7 +8,7 @@ from itertools import pairwise
 
 import pytest
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.locustfiles.conversation import FOLLOW_UPS, Conversation, follow_up
 from specbench.locustfiles.prompts import Prompt
 from tests.conftest import ledger, run_locust

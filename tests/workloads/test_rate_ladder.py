@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from tests.conftest import LOCUSTFILE, run_flags, run_locust
 from tests.workloads.kstest import ks_exponential, passes_at_1pct
 

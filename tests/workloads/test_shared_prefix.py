@@ -7,7 +7,7 @@ import pytest
 
 from specbench.analysis.records.summary import cached_share
 from specbench.contract.lengths import LengthError, parse_shared_prefix
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.emulator.prefixcache import PrefixCache
 from tests.conftest import ledger, run_locust
 

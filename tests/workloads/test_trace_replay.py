@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specbench.analysis.records.goodput import meets_slo
-from specbench.contract.schema import read_run
+from specbench.contract.rundir import read_run
 from specbench.contract.settings import SettingsError, SuiteSettings
 from specbench.contract.slo import Slo
 from specbench.contract.traces import (
