@@ -88,21 +88,22 @@ def test_compare_on_a_disk_that_fills_stops_at_the_first_run_and_names_the_disk(
 @pytest.mark.parametrize("command", ["analysis", "specbench"])
 def test_summary_and_comparison_files_on_a_full_disk_are_one_line_and_leave_no_cut_png(tiny_disk, pair, command):
     if command == "analysis":
-        proc = _run("analysis", "summarize", str(pair[0]), "--out", str(tiny_disk / "sum"), cwd=tiny_disk.parent)
+        proc = _run("specbench.analysis", "summarize", str(pair[0]), "--out", str(tiny_disk / "sum"),
+                    cwd=tiny_disk.parent)
         _one_error(proc, "error: cannot write ", str(tiny_disk / "sum"), "(ENOSPC)")
     else:
         proc = _run("specbench.cli", "compare-runs", str(pair[0]), str(pair[1]), "--out", str(tiny_disk / "cmp"),
                     cwd=tiny_disk.parent)
-        _one_error(proc, "error: cannot write ", str(tiny_disk / "cmp"), "(ENOSPC)")  # the analysis's line
+        _one_error(proc, "specbench: error: cannot write ", str(tiny_disk / "cmp"), "(ENOSPC)")
     _no_cut_files(tiny_disk)
     for png in tiny_disk.rglob("*.png"):  # what was written is whole
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.read_bytes()[-8:-4] == b"IEND", png
 
 
 def test_outputs_on_a_read_only_disk_are_one_line(read_only_disk, pair, tmp_path):
-    proc = _run("analysis", "summarize", str(pair[0]), "--out", str(read_only_disk / "sum"), cwd=tmp_path)
+    proc = _run("specbench.analysis", "summarize", str(pair[0]), "--out", str(read_only_disk / "sum"), cwd=tmp_path)
     _one_error(proc, "error: --out: cannot create ", "Read-only file system (EROFS)")
-    proc = _run("analysis", "compare", str(pair[0]), str(pair[1]), "--out", str(read_only_disk), cwd=tmp_path)
+    proc = _run("specbench.analysis", "compare", str(pair[0]), str(pair[1]), "--out", str(read_only_disk), cwd=tmp_path)
     _one_error(proc, "error: cannot write ", str(read_only_disk), "Read-only file system (EROFS)")
     proc = _run("specbench.cli", "compare-runs", str(pair[0]), str(pair[1]), "--out", str(read_only_disk),
                 cwd=tmp_path)
@@ -144,5 +145,5 @@ def test_a_non_finite_step_end_is_one_line(tmp_path, pair, value):
     steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines() if line.strip()]
     steps[0]["end_s"] = float(value.replace("Infinity", "inf"))
     (run / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
-    proc = _run("analysis", "summarize", str(run), cwd=tmp_path)
+    proc = _run("specbench.analysis", "summarize", str(run), cwd=tmp_path)
     _one_error(proc, "error: ", "steps.jsonl", "'end_s' should be a finite number", value.lower()[:3])

@@ -120,7 +120,7 @@ def test_the_wheel_carries_every_package_of_the_checkout(installed: Path, tmp_pa
                                else init.parent.relative_to(REPO).parts)
                       for top in ("analysis", "contract", "emulator", "locustfiles", "shapes", "specbench")
                       for init in (REPO / top).rglob("__init__.py"))
-    assert "analysis.stats" in packages
+    assert "specbench.analysis.stats" in packages
     code = ("import importlib, json, sys; print(json.dumps({name: importlib.import_module(name).__file__"
             " for name in sys.argv[1:]}))")
     python = installed / ("python.exe" if os.name == "nt" else "python")
