@@ -64,12 +64,16 @@ def test_attainment_and_goodput_equal_the_ledgers(tmp_path, emulator, mode):
     # one request at an edge, as above; 1.5 not 1.0: a difference of exactly one request is 1/(t1-t0) up to
     # rounding, which once came out 1e-16 over (a fresh-clone CI run beside two others)
     assert abs(row.goodput_req_s - len(good) / (t1 - t0)) <= 1.5 / (t1 - t0)
-    # tokens: at least every token of the good requests sent in the window that the server finished 50 ms before
-    # its end (so they reached the client in it), at most every token of good requests overlapping it (its
-    # edges widened by 50 ms: the client receives a chunk a little after the server sends it)
-    surely_in = sum(e["completion_tokens"] for e in good if e["finished_s"] <= t1 - 0.05)
+    # tokens: at least every token of the good requests sent in the window that the server finished well before
+    # its end (so they reached the client in it), at most every token of good requests overlapping it (its edges
+    # widened: the client receives a chunk a little after the server sends it; by 50 ms, or by the longest such
+    # delay this run saw, which beside two other CI runs once passed 50 ms and counted 653 tokens against 640)
+    late = max((r["start_s"] + r["e2e_s"] - truth[r["request_id"]]["finished_s"] for r in run.records
+                if r["status"] == "ok" and r["request_id"] in truth), default=0.0)
+    widen = max(0.05, late + 0.005)
+    surely_in = sum(e["completion_tokens"] for e in good if e["finished_s"] <= t1 - widen)
     overlapping = sum(e["completion_tokens"] for e in truth.values()
-                      if _ledger_verdict(e) and e["arrival_s"] < t1 and e["finished_s"] > t0 - 0.05)
+                      if _ledger_verdict(e) and e["arrival_s"] < t1 and e["finished_s"] > t0 - widen)
     counted = row.goodput_tok_s * (t1 - t0)  # tokens back from a rate: equal counts may differ in the last bit
     assert surely_in - 1e-6 <= counted <= overlapping + 1e-6, (surely_in, counted, overlapping)
     assert row.goodput_tok_s <= row.throughput_tok_s
