@@ -21,11 +21,14 @@ from pathlib import Path
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(sig: int = signal.SIGTERM) -> None:
-    """Ask the kernel to send ``sig`` to this process when its parent ends; exit now if it already has."""
+def die_with_parent(sig: int = signal.SIGTERM, parent: int | None = None) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent ends; send it now if it already has.
+
+    ``parent``: the pid the parent had when it started this process. Without it, a parent that died before this
+    call is noticed only if the orphan went to pid 1; in a container or under a subreaper it goes elsewhere."""
     if not sys.platform.startswith("linux"):
         return
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else parent
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)

@@ -63,7 +63,8 @@ class ServerCommand:
             except OSError as exc:
                 raise LaunchError(f"{self.name}: cannot start the command ({exc.strerror}): {shown}") from None
         self.guardian = subprocess.Popen(
-            [sys.executable, "-m", "specbench.guardian", str(self.process.pid), str(self.stop_timeout_s)],
+            [sys.executable, "-m", "specbench.guardian", str(self.process.pid), str(self.stop_timeout_s),
+             str(os.getpid())],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return self
 
