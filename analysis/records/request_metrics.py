@@ -118,9 +118,13 @@ def acceptance_length(records: Iterable[RequestRecord]) -> float | None:
 
 
 def most_tokens_per_pass(records: Iterable[RequestRecord]) -> float | None:
-    """The largest (output tokens - 1) / verify passes of one request: its first token comes from the prompt pass,
-    every later one from a verify pass, so no request can exceed the drafts per pass + 1 here."""
-    found = [(rec["output_tokens"] - 1) / n for rec in records if (n := verify_passes(rec))]
+    """The largest (output tokens - 1) / verify passes of one request whose passes the server counted
+    (``verify_ct``): its first token comes from the prompt pass, every later one from a verify pass, so no request
+    can exceed the drafts per pass + 1 here. Passes derived from llama.cpp's accepted drafts are left out: they are
+    known to fall short by the drafts of a last pass cut at the answer's end (``verify_passes_source``), so they
+    would be judged on a shortfall already documented, not on a count that claims to be exact."""
+    found = [(rec["output_tokens"] - 1) / n for rec in records
+             if (src := verify_passes_source(rec)) is not None and src[1] == "verify_ct" and (n := src[0])]
     return max(found, default=None)
 
 
