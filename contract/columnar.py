@@ -44,9 +44,13 @@ _INT16 = 2**15 - 1
 
 
 class Columns:
-    """One run's records as arrays: ``values[field]`` a numpy array (``nulls[field]`` its null mask) or a list."""
+    """One run's records as arrays: ``values[field]`` a numpy array (``nulls[field]`` its null mask) or a list.
 
-    __slots__ = ("counts", "keys", "n", "nulls", "offsets", "times", "values", "where")
+    ``read[field]``: how a record reads it, (``_LIST``, the list) or (``_NUMBER``, a memoryview of the values, one
+    of the null mask or None) or (``_CHUNKS``, a memoryview of the flat values, one of the offsets): a memoryview
+    gives a Python float or int per index, without numpy's scalar objects."""
+
+    __slots__ = ("cache", "counts", "keys", "n", "nulls", "offsets", "read", "times", "values", "where")
 
     def __init__(self, keys: tuple[str, ...], values: dict[str, Any], nulls: dict[str, np.ndarray],
                  offsets: np.ndarray, times: np.ndarray, counts: np.ndarray):
@@ -58,6 +62,23 @@ class Columns:
         self.counts = counts
         self.n = len(offsets) - 1
         self.where = {key: i for i, key in enumerate(keys)}
+        self.cache: dict[str, np.ndarray] = {}  # arrays derived from the columns (``ok``)
+        self.read: dict[str, tuple[int, Any, Any]] = {}
+        for key, column in values.items():
+            if type(column) is list:
+                self.read[key] = (_LIST, column, None)
+            else:
+                mask = nulls.get(key)
+                self.read[key] = (_NUMBER, _view(column), _view(mask) if mask is not None and mask.any() else None)
+        self.read[_TIMES] = (_CHUNKS, _view(times), _view(offsets))
+        self.read[_COUNTS] = (_CHUNKS, _view(counts), _view(offsets))
+
+
+_LIST, _NUMBER, _CHUNKS = range(3)
+
+
+def _view(array: np.ndarray) -> memoryview:
+    return memoryview(np.ascontiguousarray(array))  # type: ignore[arg-type]  # numpy arrays export the buffer
 
 
 class ColumnRecord(Mapping[str, Any]):
@@ -70,17 +91,13 @@ class ColumnRecord(Mapping[str, Any]):
         self._i = i
 
     def __getitem__(self, key: str) -> Any:
-        cols, i = self._cols, self._i
-        if key in (_TIMES, _COUNTS):
-            a, b = cols.offsets[i], cols.offsets[i + 1]
-            return memoryview(cols.times if key == _TIMES else cols.counts)[a:b]  # type: ignore[arg-type]  # numpy's buffer
-        column = cols.values[key]  # KeyError for a field no record has
-        if type(column) is list:
+        kind, column, other = self._cols.read[key]  # KeyError for a field no record has
+        i = self._i
+        if kind == _LIST:
             return column[i]
-        nulls = cols.nulls.get(key)
-        if nulls is not None and nulls[i]:
-            return None
-        return column[i].item()
+        if kind == _NUMBER:
+            return None if other is not None and other[i] else column[i]
+        return column[other[i]:other[i + 1]]
 
     def get(self, key: str, default: Any = None) -> Any:
         return self[key] if key in self._cols.where else default
@@ -113,6 +130,87 @@ class ColumnRecords(list[Any]):  # a list of ColumnRecord, as read_records retur
         kept = [rec for rec, kind in zip(self, kinds, strict=True) if kind < 0]
         counts = np.bincount(kinds[kinds >= 0], minlength=len(LEFT_OUT_KINDS))
         return kept, {LEFT_OUT_KINDS[k]: int(c) for k, c in enumerate(counts) if c}
+
+
+def columns_of(records: Any) -> tuple[Columns, np.ndarray] | None:
+    """(their ``Columns``, their indices in it) where ``records`` is a list of ``ColumnRecord`` of one run's
+    columns, else None (any other records, or an iterator: the caller goes record by record)."""
+    if not isinstance(records, list) or not records or type(records[0]) is not ColumnRecord:
+        return None
+    cols = records[0]._cols
+    if not all(type(r) is ColumnRecord and r._cols is cols for r in records):
+        return None
+    return cols, np.fromiter((r._i for r in records), dtype=np.int64, count=len(records))
+
+
+def ok_mask(cols: Columns) -> np.ndarray:
+    """Per record of ``cols``: its status is "ok"."""
+    if "ok" not in cols.cache:
+        cols.cache["ok"] = np.fromiter((s == "ok" for s in cols.values["status"]), dtype=bool, count=cols.n)
+    return cols.cache["ok"]
+
+
+def token_arrivals_of(cols: Columns, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``contract.window.token_arrivals`` of records ``idx``, concatenated: (absolute arrival times in s, tokens
+    that arrived at each, the position in ``idx`` of the record each belongs to); element by element the same
+    arithmetic, so the same values bit for bit."""
+    off = cols.offsets
+    lengths = off[idx + 1] - off[idx]
+    owner = np.repeat(np.arange(len(idx)), lengths)
+    firsts = np.cumsum(lengths) - lengths  # where each record's chunks start in the output
+    pos = np.repeat(off[idx] - firsts, lengths) + np.arange(int(lengths.sum()))
+    times = np.repeat(cols.values["start_s"][idx], lengths) + cols.times[pos] / 1000.0
+    cum = cols.counts[pos].astype(float)
+    new = cum.copy()
+    new[1:] -= cum[:-1]
+    new[firsts[lengths > 0]] = cum[firsts[lengths > 0]]  # np.diff(cum, prepend=0.0): a record's first from 0
+    return times, new, owner
+
+
+def ok_arrivals(records: Any, window: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(times, tokens) of every chunk of the ok records with chunks (and, with ``window`` (t0, t1), that started
+    before t1 and ended at t0 or later), in record order; None where ``records`` are not columns."""
+    found = columns_of(records)
+    if found is None:
+        return None
+    cols, idx = found
+    off = cols.offsets
+    keep = ok_mask(cols)[idx] & (off[idx + 1] > off[idx])
+    if window is not None:
+        start, e2e = cols.values["start_s"][idx], cols.values["e2e_s"][idx]
+        keep &= ~((start >= window[1]) | (start + e2e < window[0]))
+    times, new, _ = token_arrivals_of(cols, idx[keep])
+    return times, new
+
+
+def itl_samples_of(records: Any) -> np.ndarray | None:
+    """``analysis.records.request_metrics.itl_samples_s`` of every record, concatenated in record order (the
+    same arithmetic element by element); None where ``records`` are not columns."""
+    found = columns_of(records)
+    if found is None:
+        return None
+    cols, idx = found
+    off = cols.offsets
+    lengths = off[idx + 1] - off[idx]
+    owner = np.repeat(np.arange(len(idx)), lengths)
+    firsts = np.cumsum(lengths) - lengths
+    pos = np.repeat(off[idx] - firsts, lengths) + np.arange(int(lengths.sum()))
+    ms, cum = cols.times[pos], cols.counts[pos].astype(float)
+    pair = owner[1:] == owner[:-1]  # a gap between two chunks of one record
+    gaps_s = (ms[1:] - ms[:-1])[pair] / 1000.0
+    new = (cum[1:] - cum[:-1])[pair].astype(int)
+    keep = new > 0
+    return np.repeat(gaps_s[keep] / new[keep], new[keep])
+
+
+def span_mask(records: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(start_s, start_s + e2e_s) of ``records`` as arrays, in order; None where they are not columns."""
+    found = columns_of(records)
+    if found is None:
+        return None
+    cols, idx = found
+    start = cols.values["start_s"][idx]
+    return start, start + cols.values["e2e_s"][idx]
 
 
 def _segment_any(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -184,7 +282,7 @@ def read_columns(path: Path, newest: int, statuses: Collection[str]) -> ColumnRe
     except ImportError:  # pragma: no cover - a dependency; the line-by-line reader still reads the file
         return None
     try:
-        reader = pj.open_json(path, read_options=pj.ReadOptions(block_size=1 << 24))
+        reader = pj.open_json(path, read_options=pj.ReadOptions(block_size=1 << 22))
         blocks = [_block(batch, pa, newest, frozenset(statuses)) for batch in reader]
         return ColumnRecords(_join(blocks)) if blocks else None
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, _NotExact):
