@@ -25,6 +25,7 @@ in a field of floats (``"start_s": 5``) reads as the float of the same value (5.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,6 @@ _INTS = ("schema", "step", "target_c", "output_tokens", "max_tokens", "prompt_se
 _NOT_NULL = ("schema", "start_s", "e2e_s", "output_tokens")  # required by read_records / load_run's type checks
 _REQUIRED_PRESENT = ("request_id", "status")  # required keys that are not numbers: never null here
 _TIMES, _COUNTS = "chunk_ms", "chunk_tokens"
-_INT16 = 2**15 - 1
 
 
 class Columns:
@@ -65,7 +65,7 @@ class Columns:
         self.cache: dict[str, np.ndarray] = {}  # arrays derived from the columns (``ok``)
         self.read: dict[str, tuple[int, Any, Any]] = {}
         for key, column in values.items():
-            if type(column) is list:
+            if not isinstance(column, np.ndarray):  # a list, or text as _Text or _Codes
                 self.read[key] = (_LIST, column, None)
             else:
                 mask = nulls.get(key)
@@ -146,7 +146,11 @@ def columns_of(records: Any) -> tuple[Columns, np.ndarray] | None:
 def ok_mask(cols: Columns) -> np.ndarray:
     """Per record of ``cols``: its status is "ok"."""
     if "ok" not in cols.cache:
-        cols.cache["ok"] = np.fromiter((s == "ok" for s in cols.values["status"]), dtype=bool, count=cols.n)
+        status = cols.values["status"]
+        if isinstance(status, _Codes):
+            cols.cache["ok"] = np.array([v == "ok" for v in status.values], dtype=bool)[np.asarray(status.codes)]
+        else:
+            cols.cache["ok"] = np.fromiter((s == "ok" for s in status), dtype=bool, count=cols.n)
     return cols.cache["ok"]
 
 
@@ -167,9 +171,13 @@ def token_arrivals_of(cols: Columns, idx: np.ndarray) -> tuple[np.ndarray, np.nd
     return times, new, owner
 
 
-def ok_arrivals(records: Any, window: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray] | None:
+_SLICE = 16384  # records whose chunks are worked on at once: a step of a million-record run in small arrays
+
+
+def ok_arrivals(records: Any, window: tuple[float, float] | None) -> Iterator[tuple[np.ndarray, np.ndarray]] | None:
     """(times, tokens) of every chunk of the ok records with chunks (and, with ``window`` (t0, t1), that started
-    before t1 and ended at t0 or later), in record order; None where ``records`` are not columns."""
+    before t1 and ended at t0 or later), in record order, a slice of records at a time; None where ``records`` are
+    not columns."""
     found = columns_of(records)
     if found is None:
         return None
@@ -179,8 +187,8 @@ def ok_arrivals(records: Any, window: tuple[float, float] | None) -> tuple[np.nd
     if window is not None:
         start, e2e = cols.values["start_s"][idx], cols.values["e2e_s"][idx]
         keep &= ~((start >= window[1]) | (start + e2e < window[0]))
-    times, new, _ = token_arrivals_of(cols, idx[keep])
-    return times, new
+    chosen = idx[keep]
+    return (token_arrivals_of(cols, chosen[i:i + _SLICE])[:2] for i in range(0, len(chosen), _SLICE))
 
 
 def itl_samples_of(records: Any) -> np.ndarray | None:
@@ -189,18 +197,22 @@ def itl_samples_of(records: Any) -> np.ndarray | None:
     found = columns_of(records)
     if found is None:
         return None
-    cols, idx = found
+    cols, every = found
     off = cols.offsets
-    lengths = off[idx + 1] - off[idx]
-    owner = np.repeat(np.arange(len(idx)), lengths)
-    firsts = np.cumsum(lengths) - lengths
-    pos = np.repeat(off[idx] - firsts, lengths) + np.arange(int(lengths.sum()))
-    ms, cum = cols.times[pos], cols.counts[pos].astype(float)
-    pair = owner[1:] == owner[:-1]  # a gap between two chunks of one record
-    gaps_s = (ms[1:] - ms[:-1])[pair] / 1000.0
-    new = (cum[1:] - cum[:-1])[pair].astype(int)
-    keep = new > 0
-    return np.repeat(gaps_s[keep] / new[keep], new[keep])
+    pooled = array("d")
+    for i in range(0, len(every), _SLICE):
+        idx = every[i:i + _SLICE]
+        lengths = off[idx + 1] - off[idx]
+        owner = np.repeat(np.arange(len(idx)), lengths)
+        firsts = np.cumsum(lengths) - lengths
+        pos = np.repeat(off[idx] - firsts, lengths) + np.arange(int(lengths.sum()))
+        ms, cum = cols.times[pos], cols.counts[pos].astype(float)
+        pair = owner[1:] == owner[:-1]  # a gap between two chunks of one record
+        gaps_s = (ms[1:] - ms[:-1])[pair] / 1000.0
+        new = (cum[1:] - cum[:-1])[pair].astype(int)
+        keep = new > 0
+        pooled.frombytes(np.repeat(gaps_s[keep] / new[keep], new[keep]).tobytes())
+    return np.frombuffer(pooled, dtype=float)
 
 
 def span_mask(records: Any) -> tuple[np.ndarray, np.ndarray] | None:
@@ -215,8 +227,11 @@ def span_mask(records: Any) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _segment_any(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Per record: whether any of its elements (``offsets`` cut the flat ``flags``) is set."""
-    running = np.concatenate(([0], np.cumsum(flags, dtype=np.int64)))
-    return running[offsets[1:]] > running[offsets[:-1]]
+    out = np.zeros(len(offsets) - 1, dtype=bool)
+    hits = np.flatnonzero(flags)
+    if hits.size:
+        out[np.searchsorted(offsets, hits, side="right") - 1] = True
+    return out
 
 
 def problem_kinds(cols: Columns) -> np.ndarray:
@@ -246,7 +261,7 @@ def problem_kinds(cols: Columns) -> np.ndarray:
     step_back[1:] = times[1:] < times[:-1]
     step_back[off[:-1][off[:-1] < len(times)]] = False  # a record's first chunk has no earlier one of its own
     reversed_ = _segment_any(step_back, off)
-    impossible = _impossible_tokens(cols) & (np.asarray(cols.values["status"], dtype=object) == "ok")
+    impossible = _impossible_tokens(cols) & ok_mask(cols)
     for k, flags in enumerate((duplicate, non_finite, negative, reversed_, impossible)):
         kinds[(kinds < 0) & flags] = k
     return kinds
@@ -254,8 +269,8 @@ def problem_kinds(cols: Columns) -> np.ndarray:
 
 def _impossible_tokens(cols: Columns) -> np.ndarray:
     """``contract.evidence.token_count_problem`` is not None, per record (any status)."""
-    off, counts = cols.offsets, cols.counts.astype(np.int64)
-    final = cols.values["output_tokens"]
+    off, counts = cols.offsets, cols.counts  # the narrowest integers that hold them: compared, never summed
+    final = cols.values["output_tokens"].astype(np.int64)
     fell = np.zeros(len(counts), dtype=bool)
     fell[1:] = counts[1:] < counts[:-1]
     fell[off[:-1][off[:-1] < len(counts)]] = False
@@ -264,10 +279,10 @@ def _impossible_tokens(cols: Columns) -> np.ndarray:
     lengths = np.diff(off)
     has = lengths > 0
     if has.any():
-        top[has] = np.maximum(top[has], np.maximum.reduceat(counts, off[:-1][has]))
+        top[has] = np.maximum(top[has], np.maximum.reduceat(counts, off[:-1][has]).astype(np.int64))
     top = np.maximum(top, final)
     if "max_tokens" in cols.values:
-        limit = cols.values["max_tokens"]
+        limit = cols.values["max_tokens"].astype(np.int64)
         given = ~cols.nulls["max_tokens"] & (limit != 0)
         bad |= given & (top > limit)
     return bad
@@ -283,14 +298,198 @@ def read_columns(path: Path, newest: int, statuses: Collection[str]) -> ColumnRe
         return None
     try:
         reader = pj.open_json(path, read_options=pj.ReadOptions(block_size=1 << 22))
-        blocks = [_block(batch, pa, newest, frozenset(statuses)) for batch in reader]
-        return ColumnRecords(_join(blocks)) if blocks else None
+        gather = _Gather(pa, newest, frozenset(statuses))
+        for batch in reader:
+            gather.add(batch)
+            pa.default_memory_pool().release_unused()  # the block's parse, given back before the next
+        return ColumnRecords(gather.columns()) if gather.n else None
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError, _NotExact):
         return None
 
 
 class _NotExact(Exception):
     """A block the columnar reader cannot hold exactly as ``json`` parses it: read line by line instead."""
+
+
+#: text fields whose values are mostly distinct: held as UTF-8 bytes end to end (``_Text``), not one str each
+_DISTINCT_TEXT = frozenset(("request_id", "server_request_id", "answer_digest", "conversation_id", "error"))
+
+
+class _Text:
+    """A text column of mostly distinct values: one UTF-8 buffer and where each value ends; None where null."""
+
+    __slots__ = ("data", "ends", "nulls")
+
+    def __init__(self, data: bytes, ends: np.ndarray, nulls: np.ndarray | None):
+        self.data, self.ends, self.nulls = data, ends, nulls
+
+    def __getitem__(self, i: int) -> str | None:
+        if self.nulls is not None and self.nulls[i]:
+            return None
+        return self.data[self.ends[i - 1] if i else 0:self.ends[i]].decode()
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __iter__(self) -> Iterator[str | None]:
+        return (self[i] for i in range(len(self.ends)))
+
+
+class _Codes:
+    """A text column of few distinct values: each record's code into the list of values (None included)."""
+
+    __slots__ = ("codes", "values")
+
+    def __init__(self, codes: np.ndarray, values: list[Any]):
+        self.codes, self.values = memoryview(codes), values  # type: ignore[arg-type]  # numpy's buffer
+
+    def __getitem__(self, i: int) -> Any:
+        return self.values[self.codes[i]]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __iter__(self) -> Iterator[Any]:
+        values = self.values
+        return (values[c] for c in self.codes)
+
+
+class _Gather:
+    """The blocks of Arrow's reader appended to growing buffers, each block let go once read."""
+
+    def __init__(self, pa: Any, newest: int, statuses: frozenset[str]):
+        self.pa, self.newest, self.statuses = pa, newest, statuses
+        self.names: tuple[str, ...] | None = None
+        self.n = 0
+        self.times, self.counts, self.lengths = array("d"), array("h"), array("q")
+        self.numbers: dict[str, tuple[array[Any], bytearray]] = {}
+        self.texts: dict[str, tuple[bytearray, array[int], bytearray]] = {}
+        self.codes: dict[str, tuple[array[int], dict[Any, int], list[Any]]] = {}
+        self.lists: dict[str, list[Any]] = {}
+
+    def add(self, batch: Any) -> None:
+        pa, names = self.pa, tuple(batch.schema.names)
+        if self.names is None:
+            if len(set(names)) != len(names) or _TIMES not in names or _COUNTS not in names or \
+                    not all(k in names for k in (*_NOT_NULL, *_REQUIRED_PRESENT)):
+                raise _NotExact
+            self.names = names
+        elif names != self.names:
+            raise _NotExact  # fields in another order or missing in part of the file: the line reader keeps the order
+        times, off_t = _list_values(batch.column(_TIMES), pa, ints=False)
+        counts, off_c = _list_values(batch.column(_COUNTS), pa, ints=True)
+        if not np.array_equal(off_t, off_c):
+            raise _NotExact  # chunk lists of different lengths: the line reader names the line
+        self.times.frombytes(times.astype(float, copy=False).tobytes())
+        self._add_counts(counts)
+        self.lengths.frombytes(np.diff(off_t).astype(np.int64).tobytes())
+        for name in names:
+            if name not in (_TIMES, _COUNTS):
+                self._field(name, batch.column(name))
+        self.n += batch.num_rows
+
+    def _add_counts(self, counts: np.ndarray) -> None:
+        """Counts kept as int16 while they fit (most runs), else int32; past that the line reader reads the file."""
+        low, high = (int(counts.min()), int(counts.max())) if len(counts) else (0, 0)
+        if low < -2**31 or high > 2**31 - 1:
+            raise _NotExact
+        if self.counts.typecode == "h" and (low < -2**15 or high > 2**15 - 1):
+            self.counts = array("i", self.counts)
+        self.counts.frombytes(counts.astype(np.int16 if self.counts.typecode == "h" else np.int32).tobytes())
+
+    def _field(self, name: str, column: Any) -> None:
+        pa, typ = self.pa, column.type
+        if name in _FLOATS or name in _INTS:
+            values, nulls = _numbers(column, pa, ints=name in _INTS)
+            if name in _NOT_NULL and nulls.any():
+                raise _NotExact
+            if name == "schema" and values.max(initial=0) > self.newest:
+                raise _NotExact
+            buf, mask = self.numbers.setdefault(name, (array("q" if name in _INTS else "d"), bytearray()))
+            buf.frombytes(values.tobytes())
+            mask.extend(nulls.astype(np.uint8).tobytes())
+            return
+        if name == "spec" and not (pa.types.is_struct(typ) or pa.types.is_null(typ)):
+            raise _NotExact  # load_run's type check names a spec that is not an object
+        if pa.types.is_float64(typ) or pa.types.is_int64(typ):
+            raise _NotExact  # a number where the record has text or an object: keep json's exact value
+        text = pa.types.is_string(typ) or pa.types.is_null(typ)
+        if name in _DISTINCT_TEXT and text:
+            self._text(name, column)
+        elif text and name not in self.lists:
+            self._code(name, column)
+        elif name in self.codes or name in self.texts:
+            raise _NotExact  # text in one block, objects in another: read line by line
+        else:
+            self.lists.setdefault(name, []).extend(column.to_pylist())
+        self._required(name, column)
+
+    def _required(self, name: str, column: Any) -> None:
+        """A missing or null request id, a status not in the schema's: the line reader names the line."""
+        if name == "request_id" and column.null_count:
+            raise _NotExact
+        if name == "status" and not set(column.unique().to_pylist()) <= self.statuses:
+            raise _NotExact
+
+    def _text(self, name: str, column: Any) -> None:
+        data, ends, nulls = self.texts.setdefault(name, (bytearray(), array("q"), bytearray()))
+        if self.pa.types.is_null(column.type):
+            ends.extend([len(data)] * len(column))
+            nulls.extend(b"\x01" * len(column))
+            return
+        _, offset_buffer, raw = column.buffers()  # validity, int32 offsets, UTF-8 data
+        offsets = np.frombuffer(offset_buffer, dtype=np.int32)[column.offset:column.offset + len(column) + 1]
+        offsets = offsets.astype(np.int64)
+        data_bytes = raw.to_pybytes()[offsets[0]:offsets[-1]] if raw is not None else b""
+        ends.frombytes((offsets[1:] - offsets[0] + len(data)).tobytes())
+        data.extend(data_bytes)
+        nulls.extend(column.is_null().to_numpy(zero_copy_only=False).astype(np.uint8).tobytes())
+
+    def _code(self, name: str, column: Any) -> None:
+        codes, index, values = self.codes.setdefault(name, (array("I"), {}, []))
+        if self.pa.types.is_null(column.type):
+            column = column.cast(self.pa.string())
+        encoded = column.dictionary_encode()  # codes in this block; nulls have none
+        local = []
+        for value in [*encoded.dictionary.to_pylist(), *([None] if encoded.indices.null_count else [])]:
+            if value not in index:
+                index[value] = len(values)
+                values.append(value)
+            local.append(index[value])
+        indices = encoded.indices.fill_null(len(local) - 1) if encoded.indices.null_count else encoded.indices
+        block = np.asarray(local, dtype=np.int64)[indices.to_numpy(zero_copy_only=False).astype(np.int64)] \
+            if local else np.zeros(len(column), dtype=np.int64)
+        codes.frombytes(block.astype(np.uint32).tobytes())
+
+    def columns(self) -> Columns:
+        assert self.names is not None
+        values: dict[str, Any] = {}
+        nulls: dict[str, np.ndarray] = {}
+        for name, (buf, mask) in self.numbers.items():
+            array_ = np.frombuffer(buf, dtype=np.int64 if buf.typecode == "q" else float)
+            values[name] = _narrow(array_) if buf.typecode == "q" else array_
+            nulls[name] = np.frombuffer(mask, dtype=bool)
+        for name, (data, ends, text_nulls) in self.texts.items():
+            null_text = np.frombuffer(text_nulls, dtype=bool)
+            values[name] = _Text(bytes(data), np.frombuffer(ends, dtype=np.int64),
+                                 null_text if null_text.any() else None)
+        for name, (codes, _, distinct) in self.codes.items():
+            values[name] = _Codes(_narrow(np.frombuffer(codes, dtype=np.uint32).astype(np.int64)), distinct)
+        values.update(self.lists)
+        offsets = np.zeros(self.n + 1, dtype=np.int64)
+        np.cumsum(np.frombuffer(self.lengths, dtype=np.int64), out=offsets[1:])
+        counts = np.frombuffer(self.counts, dtype=np.int16 if self.counts.typecode == "h" else np.int32)
+        return Columns(self.names, values, nulls, offsets, np.frombuffer(self.times), counts)
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """``values`` (int64) in the smallest signed integer type that holds them all."""
+    low, high = (int(values.min()), int(values.max())) if len(values) else (0, 0)
+    for dtype in (np.int8, np.int16, np.int32):
+        info = np.iinfo(dtype)
+        if info.min <= low and high <= info.max:
+            return values.astype(dtype)
+    return values
 
 
 def _numbers(column: Any, pa: Any, ints: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -317,82 +516,3 @@ def _list_values(column: Any, pa: Any, ints: bool) -> tuple[np.ndarray, np.ndarr
     values = flat.to_numpy(zero_copy_only=False) if len(flat) else np.zeros(0)
     offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
     return values.astype(np.int64 if ints else float, copy=False), offsets - offsets[0]
-
-
-def _block(batch: Any, pa: Any, newest: int, statuses: frozenset[str]) -> dict[str, Any]:
-    """One block of lines as arrays and lists; raises ``_NotExact`` where it cannot be read exactly."""
-    names = batch.schema.names
-    if len(set(names)) != len(names) or _TIMES not in names or _COUNTS not in names:
-        raise _NotExact
-    out: dict[str, Any] = {"names": tuple(names), "values": {}, "nulls": {}, "n": batch.num_rows}
-    times, off_t = _list_values(batch.column(_TIMES), pa, ints=False)
-    counts, off_c = _list_values(batch.column(_COUNTS), pa, ints=True)
-    if not np.array_equal(off_t, off_c):
-        raise _NotExact  # chunk lists of different lengths: the line reader names the line
-    out["times"], out["counts"], out["offsets"] = times, counts, off_t
-    for name in names:
-        if name not in (_TIMES, _COUNTS):
-            _field(out, name, batch.column(name), pa)
-    for name in (*_NOT_NULL, *_REQUIRED_PRESENT):
-        if name not in out["values"]:
-            raise _NotExact
-    if any(v is None for v in out["values"]["request_id"]) or not set(out["values"]["status"]) <= statuses:
-        raise _NotExact
-    if out["values"]["schema"].max(initial=0) > newest:
-        raise _NotExact
-    return out
-
-
-def _field(out: dict[str, Any], name: str, column: Any, pa: Any) -> None:
-    """One field of a block into ``out``: numbers as an array and its null mask, anything else as a list."""
-    if name in _FLOATS or name in _INTS:
-        values, nulls = _numbers(column, pa, ints=name in _INTS)
-        if name in _NOT_NULL and nulls.any():
-            raise _NotExact
-        out["values"][name], out["nulls"][name] = values, nulls
-        return
-    if name == "spec" and not (pa.types.is_struct(column.type) or pa.types.is_null(column.type)):
-        raise _NotExact  # load_run's type check names a spec that is not an object
-    if pa.types.is_float64(column.type) or pa.types.is_int64(column.type):
-        raise _NotExact  # a number where the record has text or an object: keep json's exact value
-    out["values"][name] = column.to_pylist()
-
-
-def _shared(values: list[Any], shared: dict[Any, Any]) -> list[Any]:
-    return [shared.setdefault(v, v) if type(v) is str else v for v in values]
-
-
-def _join(blocks: list[dict[str, Any]]) -> Columns:
-    """The blocks as one ``Columns``: a field some block lacks is null there; numbers of one dtype throughout."""
-    names: list[str] = []
-    for block in blocks:
-        names.extend(k for k in block["names"] if k not in names)
-    if any(block["names"] != tuple(names) for block in blocks):
-        raise _NotExact  # fields in another order or missing in part of the file: the line reader keeps the order
-    values: dict[str, Any] = {}
-    nulls: dict[str, np.ndarray] = {}
-    shared: dict[Any, Any] = {}
-    for name in names:
-        if name in (_TIMES, _COUNTS):
-            continue
-        if name in blocks[0]["nulls"]:
-            values[name] = np.concatenate([b["values"][name] for b in blocks])
-            nulls[name] = np.concatenate([b["nulls"][name] for b in blocks])
-        else:
-            joined: list[Any] = []
-            for b in blocks:
-                joined.extend(_shared(b["values"][name], shared) if name != "request_id" else b["values"][name])
-            values[name] = joined
-    if "server_request_id" in values:  # one string object where the ids agree
-        values["server_request_id"] = [rid if sid == rid else sid
-                                       for sid, rid in zip(values["server_request_id"], values["request_id"],
-                                                           strict=True)]
-    sizes = np.concatenate([[0], *[np.diff(b["offsets"]) for b in blocks]])
-    offsets = np.cumsum(sizes, dtype=np.int64)
-    times = np.concatenate([b["times"] for b in blocks]).astype(float, copy=False)
-    counts64 = np.concatenate([b["counts"] for b in blocks]).astype(np.int64, copy=False)
-    narrow = np.int16 if (len(counts64) == 0 or np.abs(counts64).max() <= _INT16) else np.int32
-    if len(counts64) and np.abs(counts64).max() > 2**31 - 1:
-        raise _NotExact
-    counts = counts64.astype(narrow)
-    return Columns(tuple(names), values, nulls, offsets, times, counts)

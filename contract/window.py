@@ -31,9 +31,8 @@ def window_tokens(records: Iterable[RequestRecord], t0: float, t1: float) -> flo
     a partial answer is not output the user could use.
     """
     arrivals = ok_arrivals(records, (t0, t1))  # records read as columns: the same sums on the arrays
-    if arrivals is not None:
-        times, new = arrivals
-        return float(new[(times >= t0) & (times < t1)].sum())  # whole tokens: exact in any order
+    if arrivals is not None:  # whole tokens: exact in any order
+        return sum((float(new[(times >= t0) & (times < t1)].sum()) for times, new in arrivals), 0.0)
     total = 0.0
     for rec in records:
         if rec["status"] != "ok" or not rec["chunk_ms"]:
@@ -99,10 +98,10 @@ def batch_throughputs(records: Sequence[RequestRecord], t0: float, t1: float, n_
     sums = np.zeros(n_batches)
     arrivals = ok_arrivals(records, None)
     if arrivals is not None:
-        times, new = arrivals
-        idx = np.searchsorted(edges, times, side="right") - 1
-        ok = (idx >= 0) & (idx < n_batches)
-        np.add.at(sums, idx[ok], new[ok])  # whole tokens: exact in any order
+        for times, new in arrivals:
+            idx = np.searchsorted(edges, times, side="right") - 1
+            ok = (idx >= 0) & (idx < n_batches)
+            np.add.at(sums, idx[ok], new[ok])  # whole tokens: exact in any order
         return sums / np.diff(edges)
     for rec in records:
         if rec["status"] != "ok" or not rec["chunk_ms"]:

@@ -43,8 +43,9 @@ def _same(a, b) -> bool:
 
 
 def _rows():
-    return [_record(0), _record(1, chunk_ms=[0.001, 4.4175, 70000.25], chunk_tokens=[2, 2, 300], output_tokens=300,
-                               max_tokens=512, spec={"verify_ct": 2, "accept_length": 1.5}),
+    return [_record(0, finish_reason="stop"),
+            _record(1, chunk_ms=[0.001, 4.4175, 70000.25], chunk_tokens=[2, 2, 300], output_tokens=300, max_tokens=512,
+                    spec={"verify_ct": 2, "accept_length": 1.5}),
             _record(2, chunk_ms=[], chunk_tokens=[], output_tokens=0, status="http_error", error="HTTP 503",
                     ttft_s=None, server_request_id=None, step=None, target_c=None),
             _record(3, answer_digest="ids:ab", start_s=-0.0, e2e_s=0.1 + 0.2),
@@ -56,7 +57,8 @@ def _rows():
             _record(9, output_tokens=9, chunk_tokens=[1, 2, 9], status="bad_count"),  # not counted: kept
             _record(10, ttft_s=float("nan")),  # not finite
             _record(11, chunk_ms=[1.0, float("inf"), 2.0], e2e_s=-1.0),  # first kind wins
-            _record(12, max_tokens=None, output_tokens=99, chunk_tokens=[1, 2, 99])]  # no limit: kept
+            _record(12, max_tokens=None, output_tokens=99, chunk_tokens=[1, 2, 99]),  # no limit: kept
+            _record(13, max_tokens=None, output_tokens=40000, chunk_tokens=[1, 2, 40000], finish_reason=None)]
 
 
 def test_columns_read_every_value_and_type_the_line_reader_reads(tmp_path, monkeypatch):
@@ -89,7 +91,7 @@ def test_columns_are_screened_as_the_line_reader_screens(tmp_path, monkeypatch):
     assert left_out == want_left_out == {"duplicate": 1, "non_finite_time": 2, "negative_time": 1,
                                          "reversed_chunks": 1, "impossible_tokens": 2}
     assert [r["request_id"] for r in kept] == [r["request_id"] for r in want_kept] == \
-        ["r0", "r1", "r2", "r3", "r9", "r12"]
+        ["r0", "r1", "r2", "r3", "r9", "r12", "r13"]
 
 
 @pytest.mark.parametrize(("line", "where"), [
