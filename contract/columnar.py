@@ -26,7 +26,7 @@ in a field of floats (``"start_s": 5``) reads as the float of the same value (5.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,8 @@ _FLOATS = ("start_s", "e2e_s", "ttft_s", "send_lag_ms", "scheduled_s", "target_r
 _INTS = ("schema", "step", "target_c", "output_tokens", "max_tokens", "prompt_seq", "worker", "prompt_tokens",
          "cached_tokens", "http_status", "turn")
 _NOT_NULL = ("schema", "start_s", "e2e_s", "output_tokens")  # required by read_records / load_run's type checks
+#: the fields the screening reads as arrays: kept as arrays even where null throughout
+_ARRAYS_READ = ("start_s", "e2e_s", "ttft_s", "output_tokens", "max_tokens")
 _REQUIRED_PRESENT = ("request_id", "status")  # required keys that are not numbers: never null here
 _TIMES, _COUNTS = "chunk_ms", "chunk_tokens"
 
@@ -70,11 +72,19 @@ class Columns:
             else:
                 mask = nulls.get(key)
                 self.read[key] = (_NUMBER, _view(column), _view(mask) if mask is not None and mask.any() else None)
-        self.read[_TIMES] = (_CHUNKS, _view(times), _view(offsets))
+        # times as whole microseconds (int32) where that holds every value bit for bit (contract.compact's test)
+        self.read[_TIMES] = (_MICROS, times, _view(offsets)) if times.dtype == np.int32 else \
+            (_CHUNKS, _view(times), _view(offsets))
         self.read[_COUNTS] = (_CHUNKS, _view(counts), _view(offsets))
 
 
-_LIST, _NUMBER, _CHUNKS = range(3)
+_LIST, _NUMBER, _CHUNKS, _MICROS = range(4)
+
+
+def chunk_ms(cols: Columns, where: Any) -> np.ndarray:
+    """The chunk times (ms, float64) at ``where`` of the flat times: the values parsed, bit for bit."""
+    times = cols.times[where]
+    return times / 1000.0 if times.dtype == np.int32 else times
 
 
 def _view(array: np.ndarray) -> memoryview:
@@ -97,6 +107,8 @@ class ColumnRecord(Mapping[str, Any]):
             return column[i]
         if kind == _NUMBER:
             return None if other is not None and other[i] else column[i]
+        if kind == _MICROS:
+            return memoryview(column[other[i]:other[i + 1]] / 1000.0)
         return column[other[i]:other[i + 1]]
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -163,7 +175,7 @@ def token_arrivals_of(cols: Columns, idx: np.ndarray) -> tuple[np.ndarray, np.nd
     owner = np.repeat(np.arange(len(idx)), lengths)
     firsts = np.cumsum(lengths) - lengths  # where each record's chunks start in the output
     pos = np.repeat(off[idx] - firsts, lengths) + np.arange(int(lengths.sum()))
-    times = np.repeat(cols.values["start_s"][idx], lengths) + cols.times[pos] / 1000.0
+    times = np.repeat(cols.values["start_s"][idx], lengths) + chunk_ms(cols, pos) / 1000.0
     cum = cols.counts[pos].astype(float)
     new = cum.copy()
     new[1:] -= cum[:-1]
@@ -171,7 +183,7 @@ def token_arrivals_of(cols: Columns, idx: np.ndarray) -> tuple[np.ndarray, np.nd
     return times, new, owner
 
 
-_SLICE = 16384  # records whose chunks are worked on at once: a step of a million-record run in small arrays
+_SLICE = 2048  # records whose chunks are worked on at once: a step of a million-record run in small arrays
 
 
 def ok_arrivals(records: Any, window: tuple[float, float] | None) -> Iterator[tuple[np.ndarray, np.ndarray]] | None:
@@ -206,7 +218,7 @@ def itl_samples_of(records: Any) -> np.ndarray | None:
         owner = np.repeat(np.arange(len(idx)), lengths)
         firsts = np.cumsum(lengths) - lengths
         pos = np.repeat(off[idx] - firsts, lengths) + np.arange(int(lengths.sum()))
-        ms, cum = cols.times[pos], cols.counts[pos].astype(float)
+        ms, cum = chunk_ms(cols, pos), cols.counts[pos].astype(float)
         pair = owner[1:] == owner[:-1]  # a gap between two chunks of one record
         gaps_s = (ms[1:] - ms[:-1])[pair] / 1000.0
         new = (cum[1:] - cum[:-1])[pair].astype(int)
@@ -225,26 +237,55 @@ def span_mask(records: Any) -> tuple[np.ndarray, np.ndarray] | None:
     return start, start + cols.values["e2e_s"][idx]
 
 
-def _segment_any(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Per record: whether any of its elements (``offsets`` cut the flat ``flags``) is set."""
+_FLAT_SLICE = 1 << 22  # chunks tested at once: a million-record run's flags never all held
+
+
+def _records_where(test: Callable[[np.ndarray], np.ndarray] | None, flat: np.ndarray,
+                   offsets: np.ndarray) -> np.ndarray:
+    """Per record (``offsets`` cut ``flat``): whether ``test`` holds for any of its elements, or with ``test`` None,
+    whether any element is below the one before it in the same record; a slice of ``flat`` at a time."""
+    hits = []
+    for a in range(0, len(flat), _FLAT_SLICE):
+        b = min(a + _FLAT_SLICE, len(flat))
+        if test is not None:
+            hits.append(np.flatnonzero(test(flat[a:b])) + a)
+        elif b > max(a, 1):
+            part = flat[max(a, 1) - 1:b]
+            hits.append(np.flatnonzero(part[1:] < part[:-1]) + max(a, 1))
     out = np.zeros(len(offsets) - 1, dtype=bool)
-    hits = np.flatnonzero(flags)
-    if hits.size:
-        out[np.searchsorted(offsets, hits, side="right") - 1] = True
+    where = np.concatenate(hits) if hits else np.zeros(0, dtype=np.int64)
+    owner = np.searchsorted(offsets, where, side="right") - 1
+    if test is None:
+        owner = owner[offsets[owner] != where]  # a record's first element has no earlier one of its own
+    out[owner] = True
     return out
+
+
+def _repeated(ids: Any) -> np.ndarray:
+    """Per record: its request id is one an earlier record had (the ids as ``_Text``, or a list)."""
+    duplicate = np.zeros(len(ids), dtype=bool)
+    if isinstance(ids, _Text) and len(ids):
+        import pyarrow as pa  # present: the columns were read by it
+
+        offsets = np.concatenate(([0], ids.ends)).astype(np.int64)
+        text = pa.LargeStringArray.from_buffers(len(ids), pa.py_buffer(offsets), pa.py_buffer(ids.data))
+        first_seen = text.dictionary_encode().indices.to_numpy(zero_copy_only=False)  # codes in order of first use
+        duplicate[1:] = first_seen[1:] <= np.maximum.accumulate(first_seen)[:-1]
+        return duplicate
+    seen: set[Any] = set()
+    for i, rid in enumerate(ids):
+        duplicate[i] = rid in seen
+        seen.add(rid)
+    return duplicate
 
 
 def problem_kinds(cols: Columns) -> np.ndarray:
     """Per record: the index in ``LEFT_OUT_KINDS`` of why it is left out (the first kind that applies), -1 kept.
 
     The rules of ``contract.evidence.record_problem`` and ``screen_records``, on the arrays."""
-    n, off, times = cols.n, cols.offsets, cols.times
+    n, off, times = cols.n, cols.offsets, cols.times  # whole microseconds order and sign as the ms do
     kinds = np.full(n, -1, dtype=np.int64)
-    seen: set[Any] = set()
-    duplicate = np.zeros(n, dtype=bool)
-    for i, rid in enumerate(cols.values["request_id"]):
-        duplicate[i] = rid in seen
-        seen.add(rid)
+    duplicate = _repeated(cols.values["request_id"])
 
     def scalar(key: str) -> tuple[np.ndarray, np.ndarray]:
         values = cols.values[key]
@@ -255,12 +296,9 @@ def problem_kinds(cols: Columns) -> np.ndarray:
     e2e, _ = scalar("e2e_s")
     ttft, has_ttft = scalar("ttft_s") if "ttft_s" in cols.values else (np.zeros(n), np.zeros(n, dtype=bool))
     non_finite = ~np.isfinite(start) | ~np.isfinite(e2e) | (has_ttft & ~np.isfinite(ttft))
-    non_finite |= _segment_any(~np.isfinite(times), off)
-    negative = (e2e < 0) | (has_ttft & (ttft < 0)) | _segment_any(times < 0, off)
-    step_back = np.zeros(len(times), dtype=bool)
-    step_back[1:] = times[1:] < times[:-1]
-    step_back[off[:-1][off[:-1] < len(times)]] = False  # a record's first chunk has no earlier one of its own
-    reversed_ = _segment_any(step_back, off)
+    non_finite |= _records_where(lambda t: ~np.isfinite(t), times, off)
+    negative = (e2e < 0) | (has_ttft & (ttft < 0)) | _records_where(lambda t: t < 0, times, off)
+    reversed_ = _records_where(None, times, off)
     impossible = _impossible_tokens(cols) & ok_mask(cols)
     for k, flags in enumerate((duplicate, non_finite, negative, reversed_, impossible)):
         kinds[(kinds < 0) & flags] = k
@@ -271,10 +309,7 @@ def _impossible_tokens(cols: Columns) -> np.ndarray:
     """``contract.evidence.token_count_problem`` is not None, per record (any status)."""
     off, counts = cols.offsets, cols.counts  # the narrowest integers that hold them: compared, never summed
     final = cols.values["output_tokens"].astype(np.int64)
-    fell = np.zeros(len(counts), dtype=bool)
-    fell[1:] = counts[1:] < counts[:-1]
-    fell[off[:-1][off[:-1] < len(counts)]] = False
-    bad = _segment_any(counts < 0, off) | (final < 0) | _segment_any(fell, off)
+    bad = _records_where(lambda c: c < 0, counts, off) | (final < 0) | _records_where(None, counts, off)
     top = np.maximum(final, 0)
     lengths = np.diff(off)
     has = lengths > 0
@@ -283,7 +318,7 @@ def _impossible_tokens(cols: Columns) -> np.ndarray:
     top = np.maximum(top, final)
     if "max_tokens" in cols.values:
         limit = cols.values["max_tokens"].astype(np.int64)
-        given = ~cols.nulls["max_tokens"] & (limit != 0)
+        given = (~cols.nulls["max_tokens"] if "max_tokens" in cols.nulls else True) & (limit != 0)
         bad |= given & (top > limit)
     return bad
 
@@ -320,7 +355,7 @@ class _Text:
 
     __slots__ = ("data", "ends", "nulls")
 
-    def __init__(self, data: bytes, ends: np.ndarray, nulls: np.ndarray | None):
+    def __init__(self, data: bytearray, ends: np.ndarray, nulls: np.ndarray | None):
         self.data, self.ends, self.nulls = data, ends, nulls
 
     def __getitem__(self, i: int) -> str | None:
@@ -361,7 +396,9 @@ class _Gather:
         self.pa, self.newest, self.statuses = pa, newest, statuses
         self.names: tuple[str, ...] | None = None
         self.n = 0
-        self.times, self.counts, self.lengths = array("d"), array("h"), array("q")
+        self.times: array[Any] = array("i")
+        self.counts: array[Any] = array("h")
+        self.lengths = array("q")
         self.numbers: dict[str, tuple[array[Any], bytearray]] = {}
         self.texts: dict[str, tuple[bytearray, array[int], bytearray]] = {}
         self.codes: dict[str, tuple[array[int], dict[Any, int], list[Any]]] = {}
@@ -380,13 +417,25 @@ class _Gather:
         counts, off_c = _list_values(batch.column(_COUNTS), pa, ints=True)
         if not np.array_equal(off_t, off_c):
             raise _NotExact  # chunk lists of different lengths: the line reader names the line
-        self.times.frombytes(times.astype(float, copy=False).tobytes())
+        self._add_times(times.astype(float, copy=False))
         self._add_counts(counts)
         self.lengths.frombytes(np.diff(off_t).astype(np.int64).tobytes())
         for name in names:
             if name not in (_TIMES, _COUNTS):
                 self._field(name, batch.column(name))
         self.n += batch.num_rows
+
+    def _add_times(self, times: np.ndarray) -> None:
+        """Times kept as whole microseconds (int32) while that holds them bit for bit (``contract.compact``'s
+        test: -0.0, NaN and a fourth decimal do not), else as float64 from then on."""
+        if self.times.typecode == "i":
+            micros = np.rint(times * 1000.0)
+            if not len(times) or (np.abs(micros).max() <= 2**31 - 1
+                                  and (micros.astype(np.int64) / 1000.0).tobytes() == times.tobytes()):
+                self.times.frombytes(micros.astype(np.int32).tobytes())
+                return
+            self.times = array("d", (np.frombuffer(self.times, dtype=np.int32) / 1000.0).tobytes())
+        self.times.frombytes(times.tobytes())
 
     def _add_counts(self, counts: np.ndarray) -> None:
         """Counts kept as int16 while they fit (most runs), else int32; past that the line reader reads the file."""
@@ -466,20 +515,30 @@ class _Gather:
         values: dict[str, Any] = {}
         nulls: dict[str, np.ndarray] = {}
         for name, (buf, mask) in self.numbers.items():
+            null = np.frombuffer(mask, dtype=bool)
+            if null.all() and name not in _ARRAYS_READ:  # null throughout: nothing to hold but the None
+                values[name] = _Codes(np.zeros(self.n, dtype=np.int8), [None])
+                continue
             array_ = np.frombuffer(buf, dtype=np.int64 if buf.typecode == "q" else float)
             values[name] = _narrow(array_) if buf.typecode == "q" else array_
-            nulls[name] = np.frombuffer(mask, dtype=bool)
+            if null.any():
+                nulls[name] = null
         for name, (data, ends, text_nulls) in self.texts.items():
             null_text = np.frombuffer(text_nulls, dtype=bool)
-            values[name] = _Text(bytes(data), np.frombuffer(ends, dtype=np.int64),
+            values[name] = _Text(data, np.frombuffer(ends, dtype=np.int64),
                                  null_text if null_text.any() else None)
         for name, (codes, _, distinct) in self.codes.items():
             values[name] = _Codes(_narrow(np.frombuffer(codes, dtype=np.uint32).astype(np.int64)), distinct)
         values.update(self.lists)
+        ids, server_ids = values.get("request_id"), values.get("server_request_id")
+        if isinstance(ids, _Text) and isinstance(server_ids, _Text) and server_ids.nulls is None and \
+                np.array_equal(ids.ends, server_ids.ends) and ids.data == server_ids.data:
+            values["server_request_id"] = ids  # the server's ids are the suite's: held once
         offsets = np.zeros(self.n + 1, dtype=np.int64)
         np.cumsum(np.frombuffer(self.lengths, dtype=np.int64), out=offsets[1:])
         counts = np.frombuffer(self.counts, dtype=np.int16 if self.counts.typecode == "h" else np.int32)
-        return Columns(self.names, values, nulls, offsets, np.frombuffer(self.times), counts)
+        times = np.frombuffer(self.times, dtype=np.int32 if self.times.typecode == "i" else float)
+        return Columns(self.names, values, nulls, offsets, times, counts)
 
 
 def _narrow(values: np.ndarray) -> np.ndarray:

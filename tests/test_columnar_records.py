@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from specbench.analysis.records.load import load_run
@@ -79,6 +80,19 @@ def test_columns_read_every_value_and_type_the_line_reader_reads(tmp_path, monke
                 assert _same(value, got[key]), key
         assert all(got[k] is None for k in got if k not in want)  # a field of other lines: null here
         assert got.get("nope", 7) == 7 and "nope" not in got
+
+
+@pytest.mark.parametrize(("chunk_ms", "micros"), [([0.001, 4.417, 70000.25], True), ([0.0, 4.4175, 5.0], False),
+                                                 ([-0.0, 1.0, 2.0], False), ([1.0, 2.0, 3e9], False)])
+def test_chunk_times_held_as_microseconds_only_where_they_read_back_bit_for_bit(tmp_path, monkeypatch, chunk_ms,
+                                                                               micros):
+    path = tmp_path / "records.jsonl"
+    _write(path, [_record(0), _record(1, chunk_ms=chunk_ms)])
+    columns, _ = read_records(path)
+    assert isinstance(columns, ColumnRecords) and (columns.columns.times.dtype == np.int32) == micros
+    lines, _ = _line_records(monkeypatch, path)
+    for got, want in zip(columns, lines, strict=True):
+        assert [x.hex() for x in got["chunk_ms"]] == [x.hex() for x in want["chunk_ms"]]
 
 
 def test_columns_are_screened_as_the_line_reader_screens(tmp_path, monkeypatch):
