@@ -4,7 +4,10 @@ Why a script and not a test: the figure is a machine's, and the suite's claim (p
 is printed for the docs. It makes a run directory of ``--records`` records from a template run (its meta.json,
 steps.jsonl and records, each record cut to ``--tokens`` output tokens and copied with a new id; the figures in
 the report are then meaningless, the work is not), runs the summary in a child process, and prints its wall
-time and peak resident memory, per record.
+time and peak resident memory, per record: by default twice, on the columnar path (``contract.columnar``: Arrow's
+reader, the default) and on the line-by-line path it falls back to (each line parsed by ``json`` and compacted,
+as every read was before the columnar reader), so the two figures come from the same run of the same machine.
+Both must print the same JSON: the script says whether they did.
 
     .venv/bin/python benchmarks/bench_summarize.py --template RUN_DIR --records 1000000 --tokens 64
 """
@@ -12,7 +15,8 @@ time and peak resident memory, per record.
 from __future__ import annotations
 
 import argparse
-import resource
+import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -53,31 +57,61 @@ def make_run(template: Path, dest: Path, records: int, tokens: int) -> int:
     return written
 
 
+# The child: summarize --json with the columnar reader declining, so every file is read line by line.
+_LINE_PATH = ("import sys; import specbench.contract.schema as s; s.read_columns = lambda *a: None; "
+              "from specbench.analysis.cli import main; raise SystemExit(main(sys.argv[1:]))")
+PATHS = {"columnar": ["-m", "specbench.analysis"], "line": ["-c", _LINE_PATH]}
+
+
+def summarize_child(path: str, run: Path, scratch: Path) -> tuple[float, float, str | None, str]:
+    """(wall s, peak RSS MB, error or None, sha256 of the JSON) of ``summarize --json`` on one path, in a child.
+
+    The child's own peak, from ``os.wait4`` (RUSAGE_CHILDREN would give the largest child so far)."""
+    out, err = scratch / f"{path}.json", scratch / f"{path}.err"
+    t0 = time.perf_counter()
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        proc = subprocess.Popen([sys.executable, *PATHS[path], "summarize", str(run), "--json"], cwd=ROOT,
+                                stdout=stdout, stderr=stderr)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    error = f"exit {code}: {err.read_text(errors='replace').strip()[-500:]}" if code else None
+    return wall, usage.ru_maxrss / 1024, error, hashlib.sha256(out.read_bytes()).hexdigest()  # ru_maxrss: kB
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--template", type=Path, required=True, help="a finished run directory to copy")
+    parser.add_argument("--template", type=Path, help="a finished run directory to copy")
+    parser.add_argument("--run", type=Path, help="summarize this run directory as it is (no --template copy)")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--tokens", type=int, default=64, help="output tokens (chunks) per record")
+    parser.add_argument("--paths", default="line,columnar",
+                        help="which readers, in this order: line (json line by line, compacted), columnar (Arrow)")
     args = parser.parse_args()
+    if (args.template is None) == (args.run is None):
+        parser.error("give --template (a run to copy) or --run (a run to read as it is)")
     with tempfile.TemporaryDirectory(prefix="bench-summarize-") as tmp:
-        run = Path(tmp) / "run"
-        t0 = time.perf_counter()
-        size = make_run(args.template, run, args.records, args.tokens)
-        print(f"made {args.records:,} records of {args.tokens} chunks: {size / 1e9:.2f} GB, "
-              f"{time.perf_counter() - t0:.0f} s", flush=True)
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "specbench.analysis", "summarize", str(run), "--json"], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        wall = time.perf_counter() - t0
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # kB on Linux
-    if proc.returncode:
-        print(f"summarize failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
-        return 1
-    per_million = 1e6 / args.records
-    print(f"summarize: {wall:.1f} s, peak RSS {peak_mb:,.0f} MB "
-          f"({peak_mb * 1024 / args.records:.2f} KB per record; per million records: "
-          f"{peak_mb * per_million / 1024:.2f} GB, {wall * per_million:.0f} s)")
-    return 0
+        run = args.run
+        if run is None:
+            run = Path(tmp) / "run"
+            t0 = time.perf_counter()
+            size = make_run(args.template, run, args.records, args.tokens)
+            print(f"made {args.records:,} records of {args.tokens} chunks: {size / 1e9:.2f} GB, "
+                  f"{time.perf_counter() - t0:.0f} s", flush=True)
+        records = sum(1 for line in (run / "records.jsonl").open("rb") if line.strip())
+        per_million = 1e6 / records
+        digests = set()
+        for path in args.paths.split(","):
+            wall, peak_mb, error, digest = summarize_child(path, run, Path(tmp))
+            if error:
+                print(f"summarize ({path}) failed ({error})")
+                return 1
+            digests.add(digest)
+            print(f"summarize ({path}): {records:,} records, {wall:.1f} s, peak RSS {peak_mb:,.0f} MB "
+                  f"({peak_mb * 1024 / records:.2f} KB per record; per million records: "
+                  f"{peak_mb * per_million / 1024:.2f} GB, {wall * per_million:.0f} s)", flush=True)
+    print("same JSON on every path" if len(digests) == 1 else "the paths printed different JSON")
+    return 0 if len(digests) == 1 else 1
 
 
 if __name__ == "__main__":

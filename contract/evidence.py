@@ -79,7 +79,12 @@ def record_problem(rec: Mapping[str, Any]) -> str | None:
 
 
 def screen_records(records: Iterable[R]) -> tuple[list[R], LeftOut]:
-    """The records that can be true, each request once (its first line), and how many were left out, by kind."""
+    """The records that can be true, each request once (its first line), and how many were left out, by kind.
+
+    Records read as columns (``contract.columnar.ColumnRecords``) are screened on the arrays, by the same rules."""
+    screen = getattr(records, "screen", None)
+    if screen is not None:
+        return screen()  # ColumnRecords.screen: (kept records, left out)
     kept: list[R] = []
     left_out: LeftOut = {}
     seen: set[Any] = set()

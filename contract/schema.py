@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from specbench.contract.apis import APIS, Api  # noqa: F401 - re-exported: the contract names its routes
+from specbench.contract.columnar import read_columns
 from specbench.contract.compact import compact_record
 from specbench.contract.gpu_metrics import GpuMetricsSample
 from specbench.contract.runformat import RunFormatError  # schema.py raises it too; readers of a run catch it from here
@@ -262,7 +263,11 @@ def read_records(path: Path) -> tuple[list[RequestRecord], int]:
     """Read records.jsonl; a torn last line (killed run) is skipped and counted; a bad line before other
     records, or a malformed record, is corruption and an error. Records come back compacted
     (``contract.compact``): read-only mappings, not dicts; ``chunk_ms`` and ``chunk_tokens`` are sequences
-    (``array``), not lists."""
+    (``array``), not lists; or, where Arrow's reader reads the file exactly (``contract.columnar``), views of its
+    columns, ``chunk_ms`` and ``chunk_tokens`` then ``memoryview``s."""
+    columns = read_columns(path, SCHEMA_VERSION, STATUSES)
+    if columns is not None:
+        return columns, 0
     records: list[RequestRecord] = []
     shared: dict[Any, Any] = {}  # strings and record shapes the records share (compact_record)
     torn = 0

@@ -1,6 +1,7 @@
 """Records read for analysis are compacted (contract.compact: shared shapes, packed chunk lists) without changing a
 value or its type, and a malformed chunk list is still named by the analysis' type check. Memory per record is a
-benchmark's figure (benchmarks/bench_summarize.py), not asserted here."""
+benchmark's figure (benchmarks/bench_summarize.py), not asserted here. The compaction is the line-by-line reader's,
+so the tests of it turn the columnar reader off (``line_reader``); tests/test_columnar_records.py tests that one."""
 
 from __future__ import annotations
 
@@ -19,11 +20,17 @@ def _record(i: int, **fields) -> dict:
             "chunk_ms": [10.0, 20.5, 31.25], "chunk_tokens": [1, 2, 3], **fields}
 
 
+@pytest.fixture
+def line_reader(monkeypatch):
+    """read_records reads line by line, compacting (the columnar reader, contract.columnar, declines)."""
+    monkeypatch.setattr("specbench.contract.schema.read_columns", lambda *args: None)
+
+
 def _write(path, records) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
-def test_values_survive_compaction_and_repeated_strings_are_shared(tmp_path):
+def test_values_survive_compaction_and_repeated_strings_are_shared(tmp_path, line_reader):
     rows = [_record(0), _record(1, chunk_ms=[1, 2.5], chunk_tokens=[2, 4], output_tokens=4),
             _record(2, chunk_tokens=[1, 2**40, 2**40 + 1])]  # beyond 32 bits: stays a list, value intact
     _write(tmp_path / "records.jsonl", rows)
@@ -49,7 +56,7 @@ def test_a_malformed_chunk_list_is_still_named(tmp_path, field, bad):
         load_run(tmp_path / "run")
 
 
-def test_packed_chunks_read_back_bit_for_bit_and_what_would_not_survive_packing_stays_unpacked(tmp_path):
+def test_packed_chunks_read_back_bit_for_bit_and_what_would_not_survive_packing_stays_unpacked(tmp_path, line_reader):
     rows = [_record(0, chunk_ms=[4.417, 5.618, 7.0], chunk_tokens=[2, 2, 200], output_tokens=200),  # packed
             _record(1, chunk_ms=[4.4175, 5.0], chunk_tokens=[1, 2]),  # 4 decimals: not whole microseconds
             _record(2, chunk_ms=[-0.0, 1.0], chunk_tokens=[1, 2]),  # the sign of zero is kept
@@ -70,7 +77,7 @@ def test_packed_chunks_read_back_bit_for_bit_and_what_would_not_survive_packing_
     assert packed == [True, False, False, False, False, True, True]
 
 
-def test_a_repeated_field_keeps_its_own_type(tmp_path):
+def test_a_repeated_field_keeps_its_own_type(tmp_path, line_reader):
     rows = [_record(0, target_rate=1.0, start_s=-0.0), _record(1, target_rate=1, start_s=5),
             _record(2, target_rate=True, send_lag_ms=None), _record(3, target_rate=-0.0, e2e_s=0.1 + 0.2),
             _record(4, target_rate=0.0, ttft_s=None)]  # start_s ... e2e_s packed beside the chunk lists

@@ -11,6 +11,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from specbench.contract.columnar import span_mask
 from specbench.contract.schema import RequestRecord, RunData, StepRecord
 from specbench.contract.window import measured_in_window
 
@@ -48,6 +51,9 @@ def step_windows(run: RunData) -> list[StepWindow]:
 
 def overlapping(records: Sequence[RequestRecord], t0: float, t1: float) -> list[RequestRecord]:
     """Records in flight at some time in [t0, t1]: the only ones a window figure can depend on."""
+    spans = span_mask(records)
+    if spans is not None:  # records read as columns: the same test on the arrays
+        return [records[i] for i in np.flatnonzero((spans[0] <= t1) & (spans[1] >= t0)).tolist()]
     return [r for r in records if r["start_s"] <= t1 and r["start_s"] + r["e2e_s"] >= t0]
 
 
