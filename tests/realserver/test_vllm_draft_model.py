@@ -21,14 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from specbench.analysis.records.request_metrics import acceptance_length, verify_passes, verify_passes_source
+from specbench.contextfit import check_context_fit
 from specbench.contract.rundir import read_run
+from specbench.locustfiles.prompts import load_prompts
+from specbench.locustfiles.serverinfo import identify
 from tests.conftest import FAST_LADDER, run_locust
 
 from .client import chat_payload, metrics, stream
 from .conftest import PROMPTS_SHORT
-from .vllm_server import NGRAM_SPEC, VllmServer, draft_model_spec
+from .vllm_server import NGRAM_SPEC, SERVED_NAME, VllmServer, draft_model_spec
 
 pytestmark = pytest.mark.slow
 
@@ -93,6 +97,7 @@ def test_ngram_counts_equal_vllms_counters(vllm_setup: tuple[Path, Path], tmp_pa
     counts fewer steps than passes; the records' passes are at least its change and the draft sums exact."""
     with serving(vllm_setup, tmp_path / "ngram.log", NGRAM_SPEC) as server:
         records, delta = _run(server, tmp_path / "run", 32)
+        _check_context_fit(server)
     assert sum(r["output_tokens"] for r in records) == delta("vllm:generation_tokens_total")
     assert sum(r["spec"]["accepted_drafts"] for r in records) == delta("vllm:spec_decode_num_accepted_tokens_total")
     assert sum(r["spec"]["proposed_drafts"] for r in records) == delta("vllm:spec_decode_num_draft_tokens_total")
@@ -101,3 +106,31 @@ def test_ngram_counts_equal_vllms_counters(vllm_setup: tuple[Path, Path], tmp_pa
     for rec in records:
         assert rec["output_tokens"] == 32 and rec["output_tokens_source"] == "usage"
         assert 0 <= rec["spec"]["accepted_drafts"] <= rec["spec"]["proposed_drafts"]
+
+
+def _check_context_fit(server: VllmServer) -> None:
+    """The preflight line's prompts (#60), from vLLM's own /tokenize and max_model_len: each one it names vLLM
+    refuses (HTTP 400), and the longest prompt it does not name is served."""
+    identity = identify(server.url)
+    assert identity.kind == "vllm" and identity.context_tokens == server.max_model_len
+    prompts = load_prompts("diverse")
+    fit = check_context_fit(identity, prompts, "chat", MAX_TOKENS)
+    assert fit is not None and fit.counted_by == "tokenizer"
+    named = dict(fit.too_long)
+    assert named, "the built-in set has prompts over 2,048 tokens with this tokenizer"
+    print(fit.line("server", "vllm"))
+    by_id = {p.id: p for p in prompts.prompts}
+    for pid in named:
+        assert _status(server, by_id[pid].as_messages()) == 400, pid
+    counts = check_context_fit(identity, prompts, "chat", server.max_model_len)  # every prompt, with its count
+    assert counts is not None
+    fitting = [(n, pid) for pid, n in counts.too_long if pid not in named]
+    _, closest = max(fitting)
+    assert _status(server, by_id[closest].as_messages()) == 200, closest
+
+
+def _status(server: VllmServer, messages: tuple[dict[str, str], ...]) -> int:
+    """The status of one streamed chat request; the stream is closed after its headers (vLLM aborts it)."""
+    body = {"model": SERVED_NAME, "messages": list(messages), "max_tokens": MAX_TOKENS, "stream": True}
+    with requests.post(server.url + "/v1/chat/completions", json=body, stream=True, timeout=120) as resp:
+        return resp.status_code
