@@ -15,11 +15,13 @@ from pathlib import Path
 from specbench.analysis.records.checks import (
     CHUNK_COUNTED_TOKENS,
     IMPOSSIBLE_ACCEPT_LENGTH,
+    SERVER_GAUGE_STALE,
     ValidityWarning,
     run_warnings,
     step_warnings,
 )
 from specbench.analysis.records.energy import Prices, gpu_series, with_energy
+from specbench.analysis.records.gaugecheck import stale_gauges
 from specbench.analysis.records.goodput import sent_in, slo_figures
 from specbench.analysis.records.passbound import bound_accept_lengths, pass_limit
 from specbench.analysis.records.request_metrics import (
@@ -122,6 +124,9 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     # An acceptance length no pass can give is a counting error: flagged and left out, never shown (#60).
     rows, impossible = bound_accept_lengths(rows, pass_limit(run.meta.server.get("speculative"), run.server_samples))
     warnings.extend(ValidityWarning(IMPOSSIBLE_ACCEPT_LENGTH, f"{run_name}, {text}", run_name) for text in impossible)
+    # Running/waiting gauges far below the client's concurrency while the server's counter agrees: not current.
+    rows, stale = stale_gauges(rows)
+    warnings.extend(ValidityWarning(SERVER_GAUGE_STALE, f"{run_name}, {text}", run_name) for text in stale)
     has_meta = RunDir(run.path).has_meta()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,

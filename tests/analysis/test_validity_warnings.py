@@ -104,6 +104,9 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "gpu_readings_rejected": (_set(gpu_power_w=-300.0), "GPU reading(s) left out of the energy figures"),
     "gpu_energy_mismatch": (_set(gpu_power_w=300.0, gpu_counter_factor=3.0),
                             "energy counter (900 W mean) and power gauge (300 W mean) disagree by more than 2x"),
+    # a running gauge at 0.4x the requests truly running, the token counter exact (vLLM 0.32's draft model, #60)
+    "server_gauge_stale": (_set(server_counter_factor=1.0, running_gauge_factor=0.4),
+                           "C=4: the server's running + waiting gauges averaged"),
     # 2.5 tokens a pass from a server that drafts one token a pass (at most 2)
     "impossible_accept_length": (_set(speculative={"algorithm": "EAGLE3", "num_steps": 1}),
                                  "above the most a pass can yield, 2 (1 draft per pass (speculative_num_steps) + 1)"),
