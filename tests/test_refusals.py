@@ -28,6 +28,7 @@ from specbench.contract.rundir import read_run
 from specbench.locustfiles.refusals import JITTER_LOW, REFUSAL_FIRST_S
 from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import FAST_LADDER, REPO, ledger, read_lag_p90_s, run_locust
+from tests.tinyservers import tiny_server
 
 RUNS, QUEUED = 4, 2  # the server runs 4 and queues 2: it holds 6
 C = 2 * (RUNS + QUEUED)  # twice what it holds
@@ -194,3 +195,22 @@ def test_a_vllm_vintage_refuses_with_its_body_and_counts_the_rejections() -> Non
         metrics = requests.get(emu.url + "/metrics", timeout=10).text
         (line,) = [ln for ln in metrics.splitlines() if ln.startswith("vllm:admission_rejections_total{")]
         assert 'reason="queue_full"' in line and line.endswith(f" {float(len(refused))}")
+
+
+
+def test_sglangs_full_queue_abort_inside_a_stream_is_a_refusal(tmp_path: Path) -> None:
+    """A full queue answered inside the stream (an abort with status_code 503 on HTTP 200, before any token) is a
+    refusal too, and the user backs off after it: one user against a server that refuses everything sends a
+    handful of requests in its step, not one a millisecond."""
+    with tiny_server("queue_full_sse") as server:
+        proc = run_locust(server.url, tmp_path / "run", "--api", "generate", "--model", "m", "--ladder", "1",
+                          "--min-step-time", "1", "--max-step-time", "2", "--warmup-time", "0.2",
+                          "--max-error-rate", "1", "--exit-code-on-error", "0")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = list(read_run(tmp_path / "run").records)
+    assert records and {(r["status"], r["http_status"]) for r in records} == {("refused", 200)}, records[0]
+    assert all("queue is full" in (r["error"] or "") and r["backoff_s"] > 0 for r in records)
+    span = max(r["start_s"] + r["e2e_s"] for r in records) - min(r["start_s"] for r in records)
+    assert len(records) <= 1 + span / (JITTER_LOW * REFUSAL_FIRST_S), (len(records), span)
+    for gap, rec in _gaps_after_refusals(records):
+        assert gap >= rec["backoff_s"] - SEND_SLACK_S, (gap, rec["backoff_s"])
