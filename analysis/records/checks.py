@@ -129,7 +129,7 @@ def refused_text(row: StepRow) -> str:
     offered = row.requests_refused + row.requests_total
     if row.target_rate is not None:
         return (f"the server refused {share} of the arrivals ({row.requests_refused} of {offered} sent, answered "
-                "429/503 at once; none was sent again): under an SLO they count as missed, and the other figures "
+                "429/503 at once; none was sent again): under an SLO they are misses, and the other figures "
                 "describe only the work it took on; read this rate as past the server's queue limit")
     retry = (f", at least the server's Retry-After on {row.refusals_retry_after}" if row.refusals_retry_after
              else "")

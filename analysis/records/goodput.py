@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specbench.analysis.records.request_metrics import itl_samples_s, tpot_s, ttft_s
-from specbench.contract.schema import REFUSED, RequestRecord
+from specbench.contract.schema import RequestRecord
 from specbench.contract.slo import Slo
 from specbench.contract.window import window_tokens
 
@@ -65,11 +65,8 @@ class SloFigures:
 
 
 def slo_figures(records: Sequence[RequestRecord], t0: float, t1: float, slo: Slo) -> SloFigures:
-    """The SLO figures of window [t0, t1); ``records`` may hold any records, those outside are ignored.
-
-    An open-loop arrival the server refused is offered work missed; a closed-loop refusal is left out: the user
-    offers the same work again after its back-off, so counting each try would measure how often it retried."""
-    inside = [r for r in sent_in(records, t0, t1) if r["status"] != REFUSED or r.get("target_rate") is not None]
+    """The SLO figures of window [t0, t1); ``records`` may hold any records, those outside are ignored."""
+    inside = sent_in(records, t0, t1)
     good = [r for r in inside if meets_slo(r, slo)]
     good_nearby = [r for r in records if meets_slo(r, slo)]
     span = t1 - t0
