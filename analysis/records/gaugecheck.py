@@ -10,8 +10,9 @@ with a draft model and with n-gram speculation alike, its counters matching the 
 run kept the draft model's gauges current and left n-gram's at C=4 stale); why (vLLM's stats path, or its API
 process starved of CPU): not confirmed. Such a step's running, its maximum and its
 waiting figures are flagged and left out (never averaged in): they would show an idle server, and the verdict's
-reasons read them. Without the counter's agreement the two cannot be told apart (a gateway in front of several
-servers shows one server's gauges and one server's tokens) and nothing is said here; the token gap speaks then.
+reasons read them. Without the counter's agreement a stale gauge cannot be told from a gateway in front of several
+servers (one server's gauges on the URL's /metrics): the figures are left out all the same, and the sentence says
+both.
 """
 
 from __future__ import annotations
@@ -31,23 +32,40 @@ MIN_SAMPLES = 3  # gauge reads in the window before its mean says anything
 # request is on the wire or between requests (under a tenth of the time), so a mean under half from 3 or more reads
 # is not chance. Below it (open loop at a low rate) an idle server between requests is the truth.
 MIN_HELD = 0.9
+COUNTER_SHARE = 0.5  # without a quiet span: the counter's rate over the window against the client's tok/s
+
+
+def _counter_agrees(row: StepRow) -> str | None:
+    """How the server's generation counter vouches for this window (None: it does not). Over a quiet span the
+    token gap must be within its bound; a window too short for one (a second or two) is judged on the counter's
+    rate between its first and last reads, which may be off by a request's tokens at each edge but not by half:
+    a server that served at least half the client's tokens is not one of three or more behind a gateway."""
+    if row.server_token_gap is not None:
+        if abs(row.server_token_gap) > MAX_TOKEN_GAP:
+            return None  # the token gap speaks
+        return f"its generation counter matched the client's tokens ({row.server_token_gap:+.1%})"
+    gen, client = row.server_gen_tok_s, row.throughput_tok_s
+    if gen is not None and client and gen >= COUNTER_SHARE * client:
+        return f"its generation counter rose at {gen:.0f} tok/s beside the client's {client:.0f} tok/s"
+    return None
 
 
 def stale_gauges(rows: Sequence[StepRow]) -> tuple[list[StepRow], list[str]]:
-    """The rows with stale running/waiting figures left out, and one sentence per row left so."""
+    """The rows with contradicting running/waiting figures left out, and one sentence per row left so."""
     kept: list[StepRow] = []
     said: list[str] = []
     for row in rows:
         held = row.achieved_c
         at_server = (row.server_running or 0.0) + (row.server_queued or 0.0)
         if (row.server_running is not None and held is not None and held >= MIN_HELD
-                and row.server_samples >= MIN_SAMPLES
-                and row.server_token_gap is not None and abs(row.server_token_gap) <= MAX_TOKEN_GAP
-                and at_server < STALE_SHARE * held):
+                and row.server_samples >= MIN_SAMPLES and at_server < STALE_SHARE * held):
+            witness = _counter_agrees(row)
+            why = (f"and {witness}: the gauges are not current" if witness is not None else
+                   "and its token counter does not vouch for the window: the gauges are not current, or come from "
+                   "one of several servers behind this URL")
             said.append(f"{row.level_text}: the server's running + waiting gauges averaged {at_server:.2f} over "
-                        f"{row.server_samples} reads while the client held {held:.2f} requests open, and its "
-                        f"generation counter matched the client's tokens ({row.server_token_gap:+.1%}): the gauges "
-                        "are not current; its running and waiting figures are left out")
+                        f"{row.server_samples} reads while the client held {held:.2f} requests open, {why}; its "
+                        "running and waiting figures are left out")
             row = replace(row, server_running=None, server_running_max=None, server_queued=None)
         kept.append(row)
     return kept, said

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from steprows import clean_row
 
-from specbench.analysis.records.gaugecheck import MIN_HELD, MIN_SAMPLES, STALE_SHARE, stale_gauges
+from specbench.analysis.records.gaugecheck import COUNTER_SHARE, MIN_HELD, MIN_SAMPLES, STALE_SHARE, stale_gauges
 from specbench.analysis.records.server_side import MAX_TOKEN_GAP
 
 EPS = 1e-6
@@ -36,12 +36,18 @@ def test_half_the_concurrency_at_the_server_is_silent_just_under_speaks() -> Non
                            "held 4.00 requests open, and its generation counter matched the client's tokens (+0.0%)")
 
 
-def test_a_disagreeing_counter_or_too_few_reads_say_nothing() -> None:
+def test_the_counter_decides_the_reason_and_too_few_reads_or_requests_say_nothing() -> None:
     stale = {"server_running": 0.0, "server_queued": 0.0}
-    assert _judge(**stale)[0]
-    assert _judge(**stale, server_token_gap=MAX_TOKEN_GAP)[0]  # at the gap's bound the counter still agrees
-    assert not _judge(**stale, server_token_gap=MAX_TOKEN_GAP * (1 + EPS))[0]  # the token gap speaks instead
-    assert not _judge(**stale, server_token_gap=None)[0]
+    current = "the gauges are not current; its running"
+    either = "does not vouch for the window: the gauges are not current, or come from one of several servers"
+    assert current in _judge(**stale)[1]
+    assert current in _judge(**stale, server_token_gap=MAX_TOKEN_GAP)[1]  # at the gap's bound it still agrees
+    assert either in _judge(**stale, server_token_gap=MAX_TOKEN_GAP * (1 + EPS))[1]
+    # a window too short for the gap: the counter's rate against the client's tok/s (1000 in clean_row)
+    text = _judge(**stale, server_token_gap=None, server_gen_tok_s=COUNTER_SHARE * 1000.0)[1]
+    assert "its generation counter rose at 500 tok/s beside the client's 1000 tok/s: the gauges are not current" in text
+    assert either in _judge(**stale, server_token_gap=None, server_gen_tok_s=COUNTER_SHARE * 1000.0 * (1 - EPS))[1]
+    assert either in _judge(**stale, server_token_gap=None, server_gen_tok_s=None)[1]
     assert _judge(**stale, server_samples=MIN_SAMPLES)[0]
     assert not _judge(**stale, server_samples=MIN_SAMPLES - 1)[0]
     assert _judge(**stale, achieved_c=MIN_HELD)[0]  # C=1's achieved 0.998: one request open but between two
