@@ -13,9 +13,12 @@ whole app (every route, Locust's and ours, present and future), refuses with HTT
   ``same-site``: another port on the same host is another site's page too), but a link followed to the UI's
   start page;
 
-and it drops every ``Access-Control-*`` header from the answers, so no other origin can read one. Not covered:
-a page whose own host name resolves to this machine (DNS rebinding) is same-origin to the browser; a UI that
-listens beyond 127.0.0.1 wants ``--web-login``.
+and it drops every ``Access-Control-*`` header from the answers, so no other origin can read one. A page whose
+own host name is made to resolve to this machine (DNS rebinding) is same-origin to the browser, so every request,
+reads included, must name the UI by a name that cannot be rebound: an IP address, ``localhost`` (or a name under
+``.localhost``), this machine's host name, or a name listed in ``SPECBENCH_WEB_ALLOWED_HOSTS`` (comma-separated:
+the UI served behind a proxy under a domain name); any other ``Host`` is refused with 403. A UI that listens
+beyond 127.0.0.1 wants ``--web-login`` as well.
 
 The start form is held to the fields the UI shows (``FORM_FIELDS`` and the suite's options shown under Custom
 parameters): Locust applies any field whose name is an option, so ``out=...&overwrite=true`` replaced an earlier
@@ -24,7 +27,10 @@ run and ``json_file=PATH`` wrote a file where the page said.
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import os
+import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,6 +38,10 @@ from urllib.parse import urlsplit
 ORIGIN_REFUSED = ("refused: this request did not come from the web UI's own page (its Origin header is {origin}, "
                   "the UI is {expected}); a script must send the header 'Origin: {expected}'")
 SITE_REFUSED = "refused: a page of another site (Sec-Fetch-Site: {site}) may not use the web UI"
+HOST_REFUSED = ("refused: the request names the UI as {host}, a name that is not an IP address, localhost or this "
+                "machine's name (a page of another site can point such a name at this machine: DNS rebinding); "
+                "to serve the UI under that name, list it in {var}")
+ALLOWED_HOSTS_VAR = "SPECBENCH_WEB_ALLOWED_HOSTS"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 WRITING_GETS = ("/tokens/report",)  # GET routes that write files (the report into RUN_DIR/report/)
 # The fields Locust's own Start form sends (the suite's shown options come on top: ``form_fields``)
@@ -54,8 +64,40 @@ def _origin_of(url: str, scheme: str) -> tuple[str, str, int] | None:
     return parts.scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[parts.scheme]
 
 
+def _rebindable(name: str) -> bool:
+    """A host name a page of another site could point at this machine (DNS rebinding): not an IP address, not
+    localhost, not this machine's name, not one the user allowed."""
+    name = name.strip("[]").rstrip(".").lower()
+    if not name or name == "localhost" or name.endswith(".localhost"):
+        return False
+    try:
+        ipaddress.ip_address(name)
+        return False
+    except ValueError:
+        pass
+    allowed = {h.strip().rstrip(".").lower() for h in os.environ.get(ALLOWED_HOSTS_VAR, "").split(",") if h.strip()}
+    return name not in allowed | {socket.gethostname().lower()}
+
+
+def host_refusal(environ: dict[str, Any]) -> str | None:
+    """Why the request's ``Host`` (or a proxy's ``X-Forwarded-Host``) may not name the UI, or None."""
+    scheme = str(environ.get("wsgi.url_scheme", "http"))
+    for header in ("HTTP_HOST", "HTTP_X_FORWARDED_HOST"):
+        value = str(environ.get(header, "")).split(",")[0].strip()
+        if not value:
+            continue
+        parsed = _origin_of(value, scheme)
+        name = parsed[1] if parsed is not None else value
+        if parsed is None or _rebindable(name):
+            return HOST_REFUSED.format(host=repr(value[:100]), var=ALLOWED_HOSTS_VAR)
+    return None
+
+
 def refusal(environ: dict[str, Any], base: str) -> str | None:
     """Why this request may not reach the web UI (one line), or None."""
+    rebound = host_refusal(environ)
+    if rebound is not None:
+        return rebound
     method = str(environ.get("REQUEST_METHOD", "GET")).upper()
     path = str(environ.get("PATH_INFO", "/"))
     site = str(environ.get("HTTP_SEC_FETCH_SITE", "")).lower()

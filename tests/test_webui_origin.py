@@ -169,3 +169,40 @@ def test_the_uis_own_start_and_stop_still_work(web_ui: WebUi) -> None:
     assert resp.status_code == 200 and resp.json()["success"], resp.text
     wait_until(lambda: web_ui.state() == "stopped", timeout_s=30, what="the run to stop")
     assert (web_ui.earlier / "answers.jsonl").read_text() == EARLIER["answers.jsonl"]
+
+
+def test_a_name_a_page_could_rebind_is_refused_for_reads_and_writes(web_ui: WebUi) -> None:
+    """DNS rebinding: a page of rebind.example, its name pointed at 127.0.0.1, is same-origin to the browser (its
+    Origin matches its Host), so the Origin check passes; the Host name is what gives it away. Before, its reads
+    were answered and its Start applied."""
+    port = web_ui.base.rsplit(":", 1)[1]
+    rebound = {"Host": f"rebind.example:{port}", "Origin": f"http://rebind.example:{port}"}
+    before, state = web_ui.disk(), web_ui.state()
+    for route in ("/stats/requests", "/tokens/csv", "/"):
+        resp = requests.get(web_ui.base + route, headers=rebound, timeout=10)
+        assert resp.status_code == 403 and "DNS rebinding" in resp.json()["message"], (route, resp.status_code)
+    resp = requests.post(web_ui.base + "/swarm", headers=rebound, data={"user_count": "1", "spawn_rate": "1"},
+                         timeout=10)
+    assert resp.status_code == 403, resp.text[:300]
+    proxied = requests.get(web_ui.base + "/stats/requests", headers={"X-Forwarded-Host": "rebind.example"},
+                           timeout=10)
+    assert proxied.status_code == 403
+    time.sleep(0.5)
+    assert web_ui.state() == state and web_ui.disk() == before
+    # names that cannot be rebound still reach it: an IP address, localhost, this machine's name
+    import socket
+
+    for name in ("127.0.0.1", "localhost", "[::1]", socket.gethostname()):
+        resp = requests.get(web_ui.base + "/stats/requests", headers={"Host": f"{name}:{port}"}, timeout=10)
+        assert resp.status_code == 200, (name, resp.status_code)
+
+
+def test_a_name_the_user_allows_is_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind a proxy under a domain name: the names in SPECBENCH_WEB_ALLOWED_HOSTS are served, others not."""
+    from specbench.locustfiles.webguard import ALLOWED_HOSTS_VAR, host_refusal
+
+    environ = {"HTTP_HOST": "bench.example.org", "wsgi.url_scheme": "https"}
+    assert host_refusal(environ) is not None
+    monkeypatch.setenv(ALLOWED_HOSTS_VAR, "other.example, Bench.Example.org.")
+    assert host_refusal(environ) is None
+    assert host_refusal({**environ, "HTTP_HOST": "bench.example.org.evil.example"}) is not None
