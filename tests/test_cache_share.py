@@ -23,7 +23,7 @@ import pytest
 
 from specbench.analysis import load_run, summarize_run
 from specbench.analysis.records.cacheshare import cached_share
-from specbench.analysis.records.checks import PROMPT_CACHE_MISMATCH
+from specbench.analysis.records.checks import CACHE_WITNESSES_DISAGREE, PROMPT_CACHE_MISMATCH
 from specbench.analysis.verdicts.pair_checks import pair_warnings
 from tests.conftest import ledger, run_locust
 
@@ -117,6 +117,7 @@ def test_the_servers_prefix_cache_counters_give_the_ledgers_share(tmp_path, emul
         assert cache.source == "requests" and summary.cached_share == cache.requests
         assert cache.requests == pytest.approx(_ledger_share([truth[r["server_request_id"]] for r in ok]))
         assert cache.server == pytest.approx(cache.requests, abs=0.02)
+        assert CACHE_WITNESSES_DISAGREE not in {w.code for w in summary.warnings}
 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])

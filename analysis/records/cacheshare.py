@@ -23,6 +23,11 @@ from dataclasses import dataclass
 from specbench.contract.schema import RequestRecord
 from specbench.contract.server_metrics import ServerMetricsSample
 
+# Points by which the requests' share and the server's may differ before a run is flagged: the counters also count
+# what the records leave out (requests between the first sample and the first record, other clients, and on vLLM a
+# preempted request looked up again).
+WITNESS_GAP = 0.1
+
 # Servers whose OpenAI routes leave prompt_tokens_details out when nothing was cached (and without the flag).
 OMIT_ZERO_DETAILS = frozenset({"vllm", "sglang"})
 
@@ -72,6 +77,15 @@ def server_cached_share(samples: Sequence[ServerMetricsSample]) -> tuple[float, 
     gauges = [float(s["values"]["cache_hit_rate"]) for s in samples if "cache_hit_rate" in s["values"]]
     gauges = [g for g in gauges if 0.0 <= g <= 1.0]
     return (sum(gauges) / len(gauges), "server gauge") if gauges else None
+
+
+def witness_disagreement(cache: CacheShare) -> str | None:
+    """Why the two witnesses cannot both be right, or None (one of them absent, or within ``WITNESS_GAP``)."""
+    if cache.requests is None or cache.server is None or abs(cache.requests - cache.server) <= WITNESS_GAP:
+        return None
+    return (f"prompt tokens served from cache: {cache.requests:.0%} by the requests' counts, {cache.server:.0%} by "
+            "the server's own; the share shown is the requests' (another client on the server, or counts that mean "
+            "something else)")
 
 
 def run_cache_share(records: Sequence[RequestRecord], samples: Sequence[ServerMetricsSample],

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specbench.analysis.records.cacheshare import CacheShare, run_cache_share
+from specbench.analysis.records.cacheshare import CacheShare, run_cache_share, witness_disagreement
 from specbench.analysis.records.checks import (
+    CACHE_WITNESSES_DISAGREE,
     CHUNK_COUNTED_TOKENS,
     IMPOSSIBLE_ACCEPT_LENGTH,
     ValidityWarning,
@@ -127,6 +128,9 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     has_meta = RunDir(run.path).has_meta()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     cache = run_cache_share(run.records, run.server_samples, run.meta.server.get("kind"))
+    disagreement = witness_disagreement(cache)
+    if disagreement:
+        warnings.append(ValidityWarning(CACHE_WITNESSES_DISAGREE, f"{run_name}: {disagreement}", run_name))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
                       cache.share, run.server_samples, slo, cache)
 
