@@ -22,12 +22,12 @@ def sse(obj: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
-
 # sglext.spec_tokens_details' keys in the canonical (generation-3) names, with what a missing one is filled with.
 _CANONICAL_SGLEXT: dict[str, Any] = {
     "spec_accept_rate": 0.0, "spec_accept_length": 0.0, "spec_num_correct_drafts": 0, "spec_num_proposed_drafts": 0,
     "spec_verify_ct": 0, "spec_correct_drafts_histogram": [],
 }
+
 
 @dataclass
 class Output:

@@ -53,6 +53,9 @@ class Vintage:
     num_drafts_counter: bool = True  # vllm:spec_decode_num_drafts_total
     kv_metric: str | None = None  # the KV-use gauge's name (vLLM, llama.cpp); None: not exported
     prefix_counters: str = "prefix_cache"  # vLLM's prefix-cache counters: vllm:<this>_queries / _hits
+    admission_counter: bool = False  # vllm:admission_rejections_total{reason}: requests refused at admission (a
+    #                                  full --max-num-queued-reqs queue; seen on vLLM 0.32, the reason's values
+    #                                  not confirmed)
     # llama.cpp
     spec_counters: bool = True  # llamacpp:spec_decode_* counters
     props_types_key: str = "speculative.types"  # or "speculative.type" (older builds)
@@ -92,9 +95,9 @@ VINTAGES: dict[str, Vintage] = {v.name: v for v in (
     Vintage("vllm-0.8", "vllm", "vLLM early V1 engine (0.8.x)", openai_error="flat", num_drafts_counter=False,
             kv_metric="vllm:gpu_cache_usage_perc", prefix_counters="gpu_prefix_cache"),
     Vintage("vllm-0.33", "vllm", "vLLM 0.33, two engines, --per-request-spec-decode-metrics summary", parts=2,
-            request_spec_metrics=True, kv_metric="vllm:kv_cache_usage_perc"),
+            request_spec_metrics=True, kv_metric="vllm:kv_cache_usage_perc", admission_counter=True),
     Vintage("vllm-0.33-nometrics", "vllm", "vLLM 0.33 without per-request spec metrics",
-            kv_metric="vllm:kv_cache_usage_perc"),
+            kv_metric="vllm:kv_cache_usage_perc", admission_counter=True),
     Vintage("vllm-details-nonzero", "vllm", "vLLM with --enable-prompt-tokens-details whose serving code sends "
             "prompt_tokens_details only when some tokens were cached (release not confirmed)",
             kv_metric="vllm:kv_cache_usage_perc", prompt_details="nonzero"),
