@@ -53,6 +53,13 @@ VOCABULARY: tuple[Term, ...] = (
     Term("spec_verify_total", "counter: speculative verify passes (one per request per pass)", "sum"),
     Term("spec_draft_tokens_total", "counter: draft tokens proposed", "sum"),
     Term("spec_accepted_tokens_total", "counter: draft tokens accepted (bonus excluded)", "sum"),
+    Term("prefix_cache_queries_total", "counter: prompt tokens looked up in the prefix cache (vLLM, per scheduling)",
+         "sum"),
+    Term("prefix_cache_hits_total", "counter: of those, tokens found in the prefix cache (vLLM)", "sum"),
+    Term("cached_tokens_total", "counter: cached prompt tokens of finished requests (SGLang; summed over its "
+         "cache_source label where a release has one)", "sum"),
+    Term("cache_hit_rate", "the server's prefix-cache hit-rate gauge, 0..1, over its last prefill batches (SGLang)",
+         "mean"),
     Term("spec_accepted_pos_<i>", "counter, one term per draft position i = 0..k-1: verify passes whose draft "
          "token at position i was accepted", "sum"),
 )
@@ -100,6 +107,8 @@ SERVER_NAMES: dict[str, str] = {
     "sglang:generation_tokens_total": "generation_tokens_total",
     "sglang:num_requests_total": "requests_total",
     "sglang:spec_verify_calls_total": "spec_verify_total",
+    "sglang:cached_tokens_total": "cached_tokens_total",
+    "sglang:cache_hit_rate": "cache_hit_rate",
     # An intermediate SGLang generation's draft counters (the per-request keys of the same names are in SGLang's
     # source; the release that exported the counters is not confirmed). Bare names too, should they be gauges.
     "sglang:spec_accepted_drafts_total": "spec_accepted_tokens_total",
@@ -114,6 +123,12 @@ SERVER_NAMES: dict[str, str] = {
     "vllm:prompt_tokens_total": "prompt_tokens_total",
     "vllm:generation_tokens_total": "generation_tokens_total",
     "vllm:request_success_total": "requests_total",
+    # Prefix-cache lookups and hits in tokens: vllm:prefix_cache_* from 0.9.2, vllm:gpu_prefix_cache_* before (kept
+    # hidden in 0.10-0.11, removed after; docs/reference/protocols.md).
+    "vllm:prefix_cache_queries_total": "prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total": "prefix_cache_hits_total",
+    "vllm:gpu_prefix_cache_queries_total": "prefix_cache_queries_total",
+    "vllm:gpu_prefix_cache_hits_total": "prefix_cache_hits_total",
     "vllm:spec_decode_num_drafts_total": "spec_verify_total",
     "vllm:spec_decode_num_draft_tokens_total": "spec_draft_tokens_total",
     "vllm:spec_decode_num_accepted_tokens_total": "spec_accepted_tokens_total",
@@ -133,7 +148,10 @@ SERVER_NAMES: dict[str, str] = {
 # Names that, where a server exports them, replace every other name mapped onto the same term. SGLang's
 # ``token_usage`` is the maximum over its memory pools (full attention, sliding window, Mamba state) on hybrid
 # models; ``full_token_usage`` is the full-attention KV pool alone, the figure ``kv_cache_usage`` stands for.
-PREFERRED_NAMES = frozenset({"sglang:full_token_usage"})
+# vLLM 0.10-0.11 export the old prefix-cache names beside the new ones with --show-hidden-metrics-for-version: the
+# new ones count once.
+PREFERRED_NAMES = frozenset({"sglang:full_token_usage", "vllm:prefix_cache_queries_total",
+                             "vllm:prefix_cache_hits_total"})
 
 _COMBINE: dict[str, Callable[[list[float]], float]] = {"sum": sum, "mean": lambda v: sum(v) / len(v)}
 

@@ -123,6 +123,11 @@ def render_sglang(m: Metrics) -> str:
         t.emit("sglang:swa_token_usage", "gauge", "The token usage for SWA layers.", sched(swa, False))
     else:
         t.emit("sglang:token_usage", "gauge", "The token usage (0..1).", sched(full, False))
+    # SGLang's gauge is the hit rate of its last prefill batches; the emulator's stand-in is the share over every
+    # finished request (its counters below), on each rank.
+    prompt = m.total("prompt_tokens")
+    t.emit("sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.",
+           sched(m.total("cached_tokens") / prompt if prompt else 0.0, False, False))
     if spec is not None or wire.spec_gauges_always:
         t.emit("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
                sched(window.spec_accept_length if spec else 0.0, False))
@@ -192,6 +197,10 @@ def render_vllm(m: Metrics) -> str:
             counters.append(("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", "drafting"))
         counters += [("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", "drafts_proposed"),
                      ("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", "drafts_accepted")]
+    # Prefix-cache lookups and hits in tokens (vLLM counts them as it schedules a request; the emulator as the request
+    # finishes: the same sums once the server is idle). Renamed from vllm:gpu_prefix_cache_* in 0.9.2.
+    counters += [(f"vllm:{wire.prefix_counters}_queries_total", "Prefix cache queries, in tokens.", "prompt_tokens"),
+                 (f"vllm:{wire.prefix_counters}_hits_total", "Prefix cache hits, in tokens.", "cached_tokens")]
     for name, helptext, attr in counters:
         values = [getattr(part, attr) for part in m.parts]
         t.emit(name, "counter", helptext, per_engine([sum(v.values()) if isinstance(v, dict) else v for v in values]))

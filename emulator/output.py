@@ -22,6 +22,13 @@ def sse(obj: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
+# sglext.spec_tokens_details' keys in the canonical (generation-3) names, with what a missing one is filled with.
+_CANONICAL_SGLEXT: dict[str, Any] = {
+    "spec_accept_rate": 0.0, "spec_accept_length": 0.0, "spec_num_correct_drafts": 0, "spec_num_proposed_drafts": 0,
+    "spec_verify_ct": 0, "spec_correct_drafts_histogram": [],
+}
+
+
 @dataclass
 class Output:
     """Everything a formatter reads; ``finish`` is "length", "stop" or "abort" once known."""
@@ -95,7 +102,11 @@ class Output:
         return figures | old
 
     def spec_tokens_details(self) -> dict[str, Any]:
-        """``sglext.spec_tokens_details`` of the OpenAI routes; missing values are 0 or []."""
+        """``sglext.spec_tokens_details`` of the OpenAI routes; missing values are 0 or []. A release that zero-fills
+        it (``Vintage.sglext_zero_fill``) reads the canonical keys, each ``or 0``, from its own meta_info figures."""
+        if self.profile.wire.sglext_zero_fill:
+            meta = self.wire_spec_figures() or {}
+            return {key: meta.get(key) or empty for key, empty in _CANONICAL_SGLEXT.items()}
         if self.profile.wire.spec_names == 2:
             accepted, proposed = self._generation_two_names()
             return {"spec_accept_rate": 0.0, "spec_accept_length": 0.0, accepted: 0, proposed: 0,

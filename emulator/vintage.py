@@ -26,6 +26,8 @@ class Vintage:
     draft_names: bool = False  # generation 2 names its drafts spec_accepted_drafts / spec_proposed_drafts (an
     #                            intermediate generation; release not confirmed)
     sglext: bool = True  # OpenAI routes answer return_spec_tokens_details (only when speculating)
+    sglext_zero_fill: bool = False  # sglext built from the canonical (generation-3) keys, each ``or 0``, over a
+    #                                 meta_info that names them otherwise: the counts it lacks read 0
     spec_gauges_always: bool = True  # speculation gauges exported (0) by a server that does not speculate
     draft_counters: bool = False  # sglang:spec_accepted_drafts_total / sglang:spec_proposed_drafts_total (an
     #                               intermediate generation; release not confirmed)
@@ -41,12 +43,16 @@ class Vintage:
     parts: int = 1  # SGLang data-parallel ranks, or vLLM engines: each reports its share
     idle_ranks: int = 0  # SGLang: the last DP ranks get no requests (their live gauges read 0)
     # every server
+    prompt_details: str = ""  # usage.prompt_tokens_details: "" as each server's wire always did (SGLang: with the
+    #                           prefix cache on, also when 0; vLLM: never, the default server), "nonzero": only
+    #                           when some prompt tokens were cached, "always": also when 0
     openai_error: str = "nested"  # in-stream error chunk: "nested" {"error": {...}}, "flat" {"object": "error"},
     #                               "event" (an SSE ``error:`` field)
     # vLLM
     request_spec_metrics: bool = False  # --per-request-spec-decode-metrics: metrics.speculative_decoding
     num_drafts_counter: bool = True  # vllm:spec_decode_num_drafts_total
     kv_metric: str | None = None  # the KV-use gauge's name (vLLM, llama.cpp); None: not exported
+    prefix_counters: str = "prefix_cache"  # vLLM's prefix-cache counters: vllm:<this>_queries / _hits
     admission_counter: bool = False  # vllm:admission_rejections_total{reason}: requests refused at admission (a
     #                                  full --max-num-queued-reqs queue; seen on vLLM 0.32, the reason's values
     #                                  not confirmed)
@@ -83,12 +89,18 @@ VINTAGES: dict[str, Vintage] = {v.name: v for v in (
             "nothing)", spec_aliases=True, parts=2, idle_ranks=1),
     Vintage("sglang-newest", "sglang", "SGLang after 0.5.23: the cap in force as a per-DP-rank gauge "
             "(release not confirmed), --dp-size 2", spec_aliases=True, parts=2, cap_gauge=True),
+    Vintage("sglang-sglext-zeros", "sglang", "SGLang whose OpenAI routes zero-fill sglext.spec_tokens_details "
+            "from the canonical keys over a meta_info of generation-2 names (release not confirmed)", spec_names=2,
+            sglext_zero_fill=True),
     Vintage("vllm-0.8", "vllm", "vLLM early V1 engine (0.8.x)", openai_error="flat", num_drafts_counter=False,
-            kv_metric="vllm:gpu_cache_usage_perc"),
+            kv_metric="vllm:gpu_cache_usage_perc", prefix_counters="gpu_prefix_cache"),
     Vintage("vllm-0.33", "vllm", "vLLM 0.33, two engines, --per-request-spec-decode-metrics summary", parts=2,
             request_spec_metrics=True, kv_metric="vllm:kv_cache_usage_perc", admission_counter=True),
     Vintage("vllm-0.33-nometrics", "vllm", "vLLM 0.33 without per-request spec metrics",
             kv_metric="vllm:kv_cache_usage_perc", admission_counter=True),
+    Vintage("vllm-details-nonzero", "vllm", "vLLM with --enable-prompt-tokens-details whose serving code sends "
+            "prompt_tokens_details only when some tokens were cached (release not confirmed)",
+            kv_metric="vllm:kv_cache_usage_perc", prompt_details="nonzero"),
     Vintage("llamacpp-old", "llamacpp", "llama.cpp builds before the speculative counters (2025)",
             openai_error="event", spec_counters=False, kv_metric="llamacpp:kv_cache_usage_ratio",
             props_types_key="speculative.type"),

@@ -20,9 +20,12 @@ __all__ = ["ChatWire", "CompletionsWire"]
 
 def _full_usage(out: Output, completion_tokens: int) -> dict[str, Any]:
     prompt = out.req.prompt_tokens
-    # SGLang fills prompt_tokens_details only with --enable-cache-report; the emulator does when its prefix
+    # SGLang fills prompt_tokens_details only with --enable-cache-report, and only when some tokens were cached
+    # (usage_processor.py; Vintage.prompt_details "nonzero"); the emulator's older vintages do whenever its prefix
     # cache is on, so cache hits are visible on the OpenAI routes too.
     details = {"cached_tokens": out.cached_tokens} if out.profile.prefix_cache else None
+    if out.profile.wire.prompt_details == "nonzero":
+        details = {"cached_tokens": out.cached_tokens} if out.cached_tokens > 0 else None
     return {"prompt_tokens": prompt, "total_tokens": prompt + completion_tokens,
             "completion_tokens": completion_tokens, "prompt_tokens_details": details, "reasoning_tokens": 0,
             "completion_tokens_details": None}

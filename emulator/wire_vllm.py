@@ -48,6 +48,15 @@ class _VllmWire:
         prompt = self.out.req.prompt_tokens
         return {"prompt_tokens": prompt, "completion_tokens": tokens, "total_tokens": prompt + tokens}
 
+    def _final_usage(self, tokens: int) -> dict[str, Any]:
+        """The last usage: with --enable-prompt-tokens-details, ``prompt_tokens_details`` (only when some tokens were
+        cached in the releases that test the count for truth: ``Vintage.prompt_details``)."""
+        usage, out = self._usage(tokens), self.out
+        mode = out.profile.wire.prompt_details
+        if mode == "always" or (mode == "nonzero" and out.cached_tokens > 0):
+            usage["prompt_tokens_details"] = {"cached_tokens": out.cached_tokens}
+        return usage
+
     def _choice(self, text: str, finish: str | None) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -66,7 +75,7 @@ class _VllmWire:
         if not out.req.include_usage:
             return [DONE]
         body: dict[str, Any] = {"id": out.req.rid, "object": self.object_name, "created": out.created,
-                                "model": out.req.model, "choices": [], "usage": self._usage(out.produced)}
+                                "model": out.req.model, "choices": [], "usage": self._final_usage(out.produced)}
         spec = out.spec_figures()
         if out.profile.wire.request_spec_metrics and spec is not None:
             steps = out.job.drafting_steps  # vLLM counts only the steps that proposed drafts
@@ -91,7 +100,7 @@ class _VllmWire:
         out = self.out
         choice = self._choice(out.words.text(0, out.produced), out.finish)
         return {"id": out.req.rid, "object": self.object_name.removesuffix(".chunk"), "created": out.created,
-                "model": out.req.model, "choices": [choice], "usage": self._usage(out.produced)}
+                "model": out.req.model, "choices": [choice], "usage": self._final_usage(out.produced)}
 
 
 class VllmCompletionsWire(_VllmWire):

@@ -220,9 +220,10 @@ def _take_extensions(state: StreamFacts, obj: dict[str, Any]) -> None:
         details = sglext["spec_tokens_details"]
         if isinstance(details, list):
             details = details[0] if details else {}
-        # A server that does not speculate may still answer, with zeros: that is "no speculation".
+        # A server that does not speculate may still answer, with zeros: that is "no speculation". One that does
+        # zero-fills what it did not populate: those figures are not reported (specfields.sglext_reported).
         if isinstance(details, dict) and specfields.sglang_speculated(details):
-            state.spec = specfields.from_sglang(details, "sglext", state.final_tokens)
+            state.spec = specfields.from_sglang(specfields.sglext_reported(details), "sglext", state.final_tokens)
     metrics = obj.get("metrics")
     if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
         state.spec = specfields.from_vllm(metrics["speculative_decoding"], state.final_tokens)

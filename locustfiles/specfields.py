@@ -56,6 +56,20 @@ def sglang_speculated(src: dict[str, Any]) -> bool:
     return any(_num(src.get(k)) for k in SGLANG_SPEC_MARKERS)
 
 
+def _zero_fill(value: Any) -> bool:
+    return (_num(value) == 0.0) or value == []
+
+
+def sglext_reported(details: dict[str, Any]) -> dict[str, Any]:
+    """``sglext.spec_tokens_details`` less what may be SGLang's zero fill: its OpenAI routes build the block from
+    the canonical keys, each ``or 0``, so a build that did not populate a figure sends 0 (docs/reference/protocols.md).
+    A 0 or [] is dropped ("not reported"), except an accepted-draft count or rate of 0 beside a nonzero proposed count
+    (drafts proposed and all rejected). Never "accepted nothing" on a server that left the figure out."""
+    proposed = any(_num(details.get(k)) for k in _SPEC_KEYS["sglang"]["proposed_drafts"])
+    real_zeros = {*_SPEC_KEYS["sglang"]["accepted_drafts"], "spec_accept_rate"} if proposed else set()
+    return {k: v for k, v in details.items() if k in real_zeros or not _zero_fill(v)}
+
+
 def from_sglang(src: dict[str, Any], source: str, completion_tokens: int | None = None) -> SpecFields:
     """From SGLang's ``meta_info`` or ``sglext.spec_tokens_details`` (``source`` says which). The oldest
     releases report verify passes only: the accept length is then ``completion_tokens / verify_ct``."""

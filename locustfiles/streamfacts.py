@@ -105,9 +105,12 @@ class StreamFacts:
         predicted = timings.get("predicted_n")
         if isinstance(predicted, int) and self.final_tokens_source not in ("usage", "tokens_predicted"):
             self.final_tokens, self.final_tokens_source = predicted, "timings"
+        cache_n = timings.get("cache_n") if isinstance(timings.get("cache_n"), int) else None
         if self.prompt_tokens is None and isinstance(timings.get("prompt_n"), int):
-            cache_n = timings.get("cache_n") if isinstance(timings.get("cache_n"), int) else 0
-            self.prompt_tokens = timings["prompt_n"] + cache_n
+            self.prompt_tokens = timings["prompt_n"] + (cache_n or 0)
+            self.cached_tokens = cache_n or 0
+        elif self.cached_tokens is None and cache_n is not None:
+            # Older builds: usage (prompt_n + cache_n) without prompt_tokens_details, timings in the same chunk.
             self.cached_tokens = cache_n
         spec = specfields.from_llamacpp(timings)
         if spec is not None:

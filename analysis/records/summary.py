@@ -13,7 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from specbench.analysis.records.cacheshare import CacheShare, run_cache_share, witness_disagreement
 from specbench.analysis.records.checks import (
+    CACHE_WITNESSES_DISAGREE,
     CHUNK_COUNTED_TOKENS,
     IMPOSSIBLE_ACCEPT_LENGTH,
     SERVER_GAUGE_STALE,
@@ -58,9 +60,10 @@ class RunSummary:
     rows: list[StepRow]
     warnings: list[ValidityWarning] = field(default_factory=list)
     skipped_lines: int = 0
-    cached_share: float | None = None  # prompt tokens the server served from its cache (ok requests)
+    cached_share: float | None = None  # prompt tokens the server served from its cache: requests, else counters
     server_samples: list[ServerMetricsSample] = field(default_factory=list)  # for the timeline plot
     slo: Slo | None = None  # the SLO the rows' attainment and goodput were judged by
+    cache: CacheShare | None = None  # cached_share's source and both witnesses (analysis.records.cacheshare)
 
     @property
     def open_loop(self) -> bool:
@@ -130,8 +133,12 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     warnings.extend(ValidityWarning(SERVER_GAUGE_STALE, f"{run_name}, {text}", run_name) for text in stale)
     has_meta = RunDir(run.path).has_meta()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
+    cache = run_cache_share(run.records, run.server_samples, run.meta.server.get("kind"))
+    disagreement = witness_disagreement(cache)
+    if disagreement:
+        warnings.append(ValidityWarning(CACHE_WITNESSES_DISAGREE, f"{run_name}: {disagreement}", run_name))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
-                      cached_share(run.records), run.server_samples, slo)
+                      cache.share, run.server_samples, slo, cache)
 
 
 def with_step_line(row: StepRow, step: StepRecord | None) -> StepRow:
@@ -160,16 +167,6 @@ def flag_step(run_name: str, row: StepRow) -> tuple[StepRow, list[ValidityWarnin
     found = step_warnings(run_name, row)
     codes = [w.code for w in found] + ([CHUNK_COUNTED_TOKENS] if row.chunk_counted_requests else [])
     return replace(row, flags=tuple(dict.fromkeys(codes))), found
-
-
-def cached_share(records: Sequence[RequestRecord]) -> float | None:
-    """Cached prompt tokens / prompt tokens over ok requests where the server reported both."""
-    prompt = cached = 0
-    for rec in records:
-        p, c = rec.get("prompt_tokens"), rec.get("cached_tokens")
-        if rec["status"] == "ok" and isinstance(p, int) and isinstance(c, int) and p > 0:
-            prompt, cached = prompt + p, cached + c
-    return cached / prompt if prompt else None
 
 
 def summarize_step(run: RunData, window: StepWindow, slo: Slo | None = None) -> StepRow:

@@ -125,8 +125,15 @@ def _cache_mismatch(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]
     if b is None or s is None or abs(b - s) <= CACHE_SHARE_GAP:
         return []
     return [ValidityWarning(
-        PROMPT_CACHE_MISMATCH, f"prompt tokens served from cache: {b:.0%} on {base.name}, {s:.0%} on {spec.name}; "
-        "prefill work differs, so TTFT and latency ratios are skewed (flush the cache, or use fresh servers)")]
+        PROMPT_CACHE_MISMATCH, f"prompt tokens served from cache: {b:.0%} on {base.name}{_witness(base)}, {s:.0%} on "
+        f"{spec.name}{_witness(spec)}; prefill work differs, so TTFT and latency ratios are skewed (flush the cache, "
+        "or use fresh servers)")]
+
+
+def _witness(run: RunSummary) -> str:
+    """Where a share came from, when not from the requests themselves (analysis.records.cacheshare)."""
+    source = run.cache.source if run.cache is not None else None
+    return f" (its {source})" if source not in (None, "requests") else ""
 
 
 def _settings_mismatches(base: RunSummary, spec: RunSummary) -> list[ValidityWarning]:

@@ -73,6 +73,7 @@ class RunSpec:
     send_lag_ms: float | None = None  # every record's send_lag_ms (absent when None, as in older records)
     server_counter_factor: float | None = None  # write server_metrics.jsonl: the token counter = this x truth
     running_gauge_factor: float = 1.0  # its running gauge = this x the requests truly running
+    server_cached_share: float | None = None  # ... with prompt and cached-token counters at this share
     # the record lines as written, edited (to write a line twice, or a value no request can have); None: as made
     edit_records: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
     gpu_power_w: float | None = None  # write gpu_metrics.jsonl: one GPU drawing this, its counter agreeing...
@@ -108,8 +109,9 @@ def write_run(root: Path, spec: RunSpec) -> Path:
             if spec.client_busy is not None:
                 step.update(load_cpu={"local": 100 * spec.client_busy})
             fh.write(json.dumps(step) + "\n")
-    if spec.server_counter_factor is not None:
-        _write_server_metrics(root, records, EPOCH, t, spec.server_counter_factor, spec.running_gauge_factor)
+    if spec.server_counter_factor is not None or spec.server_cached_share is not None:
+        _write_server_metrics(root, records, EPOCH, t, spec.server_counter_factor or 1.0, spec.running_gauge_factor,
+                              spec.server_cached_share)
     if spec.gpu_power_w is not None:
         _write_gpu_metrics(root, EPOCH, t, spec.gpu_power_w, spec.gpu_counter_factor)
     if spec.write_meta:
@@ -128,18 +130,22 @@ def _write_gpu_metrics(root: Path, t0: float, t1: float, power_w: float, factor:
 
 
 def _write_server_metrics(root: Path, records: list[dict[str, Any]], t0: float, t1: float, factor: float,
-                          running_factor: float = 1.0) -> None:
+                          running_factor: float = 1.0, cached_share: float | None = None) -> None:
     """A sample every 0.25 s whose token counter is ``factor`` times the tokens of requests finished so far, and
-    whose running gauge is ``running_factor`` times the requests running."""
+    whose running gauge is ``running_factor`` times the requests running (and, with ``cached_share``, prompt and
+    cached-token counters: that share of the finished requests' prompts)."""
     ends = sorted((r["start_s"] + r["e2e_s"], r["output_tokens"]) for r in records if r["status"] == "ok")
+    prompt_ends = [(r["start_s"] + r["e2e_s"], r["prompt_tokens"]) for r in records if r["status"] == "ok"]
     with (root / SERVER_METRICS_FILE).open("w", encoding="utf-8") as fh:
         t = t0 + 0.1234  # never on a request's end
         while t < t1:
             done = sum(n for end, n in ends if end <= t)
             running = sum(1 for r in records if r["start_s"] <= t < r["start_s"] + r["e2e_s"])
-            fh.write(json.dumps({"schema": 1, "t_s": t, "server": "sglang", "raw": {},
-                                 "values": {"running": running_factor * running,
-                                            "generation_tokens_total": factor * done}}) + "\n")
+            values = {"running": running_factor * running, "generation_tokens_total": factor * done}
+            if cached_share is not None:
+                prompt = sum(n for end, n in prompt_ends if end <= t)
+                values |= {"prompt_tokens_total": prompt, "cached_tokens_total": cached_share * prompt}
+            fh.write(json.dumps({"schema": 1, "t_s": t, "server": "sglang", "raw": {}, "values": values}) + "\n")
             t += 0.25
 
 

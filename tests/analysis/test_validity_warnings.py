@@ -100,6 +100,8 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "unmatched_level": (_fewer_levels, "C=4 was measured in baseline only"),
     "no_interval": (_short_windows, "no 95% interval"),
     "prompt_cache_mismatch": (_set(cached_tokens=90), "served from cache: 0% on baseline, 90% on"),
+    "cache_witnesses_disagree": (_set(cached_tokens=90, server_cached_share=0.3),
+                                 "90% by the requests' counts, 30% by the server's own"),
     "server_token_gap": (_set(server_counter_factor=1.05), "differ by +5.0% over the same seconds"),
     "client_bound": (_set(client_busy=0.97), "used 97% of a core"),
     "client_lag": (_set(send_lag_ms=500.0), "send lag p90 500 ms"),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.analysis.records.summary import cached_share
+from specbench.analysis.records.cacheshare import cached_share
 from specbench.contract.rundir import read_run
 from tests.conftest import run_locust
 

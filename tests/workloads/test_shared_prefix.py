@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specbench.analysis.records.summary import cached_share
+from specbench.analysis.records.cacheshare import cached_share
 from specbench.contract.lengths import LengthError, parse_shared_prefix
 from specbench.contract.rundir import read_run
 from specbench.emulator.prefixcache import PrefixCache
