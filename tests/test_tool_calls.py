@@ -82,6 +82,26 @@ def test_a_delta_with_only_tool_calls_is_a_chunk() -> None:
     assert state.finish_reason == "tool_calls"
 
 
+def test_tool_call_tokens_after_text_keep_their_own_times() -> None:
+    """Text, then a tool call (SGLang's shape, continuous usage): each tool-call delta is its own chunk. Read as
+    before #55, both calls' tokens were credited to the text chunk's time (one chunk, the final count on it)."""
+    state = StreamState("chat")
+    usage = {"prompt_tokens": 5, "total_tokens": 0}
+    chunks = [{"choices": [{"index": 0, "delta": {"content": "Let me check."}}],
+               "usage": {**usage, "completion_tokens": 4}},
+              {"choices": [{"index": 0, "delta": {"content": None, "tool_calls": [
+                  {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\""}}]}}],
+               "usage": {**usage, "completion_tokens": 9}},
+              {"choices": [{"index": 0, "delta": {"content": None, "tool_calls": [
+                  {"index": 0, "function": {"arguments": ": 1}"}}]}}], "usage": {**usage, "completion_tokens": 12}},
+              {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+    for t, chunk in enumerate(chunks, start=1):
+        state.feed(float(t), json.dumps(chunk).encode())
+    counts = state.resolve_tokens()
+    assert state.chunk_times == [1.0, 2.0, 3.0]
+    assert (counts.chunk_tokens, counts.chunk_tokens_source, counts.output_tokens) == ([4, 9, 12], "server", 12)
+
+
 def _token_times(starts: float, chunk_ms: list[float], cumulative: list[int]) -> list[float]:
     """Each output token's arrival (or write) time: the time of the chunk that carried it."""
     times: list[float] = []
