@@ -41,11 +41,15 @@ from specbench.contract.settings import SuiteSettings
 SCHEMA_VERSION = 2
 
 Status = Literal["ok", "http_error", "stream_error", "timeout", "truncated", "connect_error", "not_streaming",
-                 "bad_count", "cancelled"]
+                 "bad_count", "cancelled", "refused"]
 STATUSES: tuple[str, ...] = ("ok", "http_error", "stream_error", "timeout", "truncated", "connect_error",
-                             "not_streaming", "bad_count", "cancelled")
+                             "not_streaming", "bad_count", "cancelled", "refused")
 # Ended by the suite itself (a user leaving a step of a descending ladder): never a server failure.
 NOT_SERVER_FAILURES: tuple[str, ...] = ("cancelled",)
+# Work the server declined at once (HTTP 429 or 503: a full queue, a rate limit, a server not yet ready): not a
+# failure of work it took on, so counted apart from failures and error rates, as the share of offered work refused.
+REFUSED = "refused"
+NOT_FAILURES: tuple[str, ...] = (*NOT_SERVER_FAILURES, REFUSED)
 Phase = Literal["warmup", "measured", "transition"]
 # Where output_tokens came from: a server-reported count, or (last resort) counted chunks.
 TokenSource = Literal["meta_info", "usage", "timings", "tokens_predicted", "chunks"]
@@ -108,6 +112,11 @@ class RequestRecord(TypedDict):
     # --check-output (temperature 0, ok requests only): "<kind>:<hex>", the blake2b-128 digest of the answer's
     # token ids ("ids") or, where the API gives none, of its text ("text"); the answer itself is in answers.jsonl
     answer_digest: NotRequired[str]
+    # status "refused" only: seconds the user waited before its next send (closed loop: the server's Retry-After
+    # where it sent one, else a bounded, jittered back-off; open loop: 0, the schedule sends the next arrival);
+    # ``retry_after_s``: the Retry-After the server sent, in seconds (absent: none)
+    backoff_s: NotRequired[float]
+    retry_after_s: NotRequired[float]
 
 
 class AnswerLine(TypedDict):
@@ -151,8 +160,9 @@ class StepRecord(TypedDict, total=False):
     flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window", "worker_lost", "client_bound",
     # "client_lag", "client_read_lag", "client_paused", "server_unreachable", "concurrency_above_target",
     # "dropped_requests", "low_rate"
-    requests_total: int  # requests sent in this step that ended, "cancelled" ones excluded
+    requests_total: int  # requests sent in this step that ended, "cancelled" and "refused" ones excluded
     requests_failed: int  # of those, the ones whose status is not "ok" (the step's error rate)
+    requests_refused: int  # requests of this step the server refused at once (429/503), apart from the two above
     users_lost: int  # only when a worker was lost: users it ran (re-spawned on the others)
     lost_requests: int  # only when a worker was lost: this step's requests it had in flight, never recorded
     load_cpu: dict[str, float]  # percent of one core per load process over the step ("local"/"master", "worker N")

@@ -7,7 +7,8 @@ Public API::
 
 Endpoints: ``POST /generate`` (also PUT), ``POST /v1/completions``, ``POST /v1/chat/completions``,
 ``GET /ready``, ``/health``, ``/health_generate``, ``/v1/models[/{id}]``, ``/model_info``,
-``/server_info``, ``/get_server_info``, ``/metrics``, ``POST|GET /flush_cache``, and for tests
+``/server_info``, ``/get_server_info``, ``/metrics``, ``POST|GET /flush_cache``, ``POST /tokenize`` (vLLM and
+llama.cpp vintages), and for tests
 ``GET /_emulator/requests[?clear=1]`` (the ledger), ``/_emulator/stats`` (step timing),
 ``/_emulator/gauges`` (each gauge refresh: time, running, waiting), ``/_emulator/profile``.
 

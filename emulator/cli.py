@@ -46,6 +46,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=30000, help="0 picks a free port")
     parser.add_argument("--speed", type=float, help="time factor: 10 runs the model ten times faster")
     parser.add_argument("--max-running-requests", type=int)
+    parser.add_argument("--max-queued-requests", type=int, metavar="M",
+                        help="requests waiting for a batch slot at most (SGLang's --max-queued-requests; profile key "
+                        "max_queued_requests); beyond them a request is refused at once")
+    parser.add_argument("--refuse-status", type=int, choices=(429, 503),
+                        help="a full queue's answer: 503 as the servers give it (default), 429 as a router or gateway")
+    parser.add_argument("--retry-after", type=float, metavar="S",
+                        help="a full queue's answer carries Retry-After: S (profile key retry_after_s; default none)")
     parser.add_argument("--startup-delay", type=float, help="seconds (at speed 1) of 503 on /ready and /health")
     parser.add_argument("--seed", type=int, help="seed for per-request randomness")
     parser.add_argument("--vintage", choices=sorted(VINTAGES),
@@ -81,7 +88,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 #: Command-line flags (argparse dest) that override a profile key of the same meaning.
-_PROFILE_FLAGS = {"max_running_requests": "max_running_requests", "startup_delay": "startup_delay_s", "seed": "seed",
+_PROFILE_FLAGS = {"max_running_requests": "max_running_requests", "max_queued_requests": "max_queued_requests",
+                  "refuse_status": "refuse_status", "retry_after": "retry_after_s",
+                  "startup_delay": "startup_delay_s", "seed": "seed",
                   "vintage": "vintage", "prefix_cache": "prefix_cache", "ledger_text": "ledger_text",
                   "ledger_chunk_times": "ledger_chunk_times"}
 

@@ -16,12 +16,19 @@ __all__ = [
     "generate_contract_error",
     "generate_stream_error",
     "generate_value_error",
+    "nested_error",
     "openai_stream_error",
 ]
 
 
 def flat_error(status: int, message: str, err_type: str) -> dict[str, Any]:
     return {"object": "error", "message": message, "type": err_type, "param": None, "code": status}
+
+
+def nested_error(status: int, message: str) -> dict[str, Any]:
+    """vLLM's OpenAI-server error body (``ErrorResponse``): the fields under ``error``."""
+    err_type = "ServiceUnavailableError" if status == 503 else "TooManyRequestsError"
+    return {"error": {"message": message, "type": err_type, "param": None, "code": status}}
 
 
 def generate_contract_error(message: str) -> dict[str, Any]:

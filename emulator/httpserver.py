@@ -73,9 +73,11 @@ class Responder:
         lines.append("connection: keep-alive" if self.keep_alive else "connection: close")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
-    def send(self, status: int, body: bytes = b"", content_type: str | None = "application/json") -> None:
+    def send(self, status: int, body: bytes = b"", content_type: str | None = "application/json",
+             headers: tuple[str, ...] = ()) -> None:
         self.started = True
-        self._send(self._head(status, content_type if body else None, [f"content-length: {len(body)}"]) + body)
+        extra = [f"content-length: {len(body)}", *headers]
+        self._send(self._head(status, content_type if body else None, extra) + body)
         self.complete = True
 
     def start_stream(self, status: int = 200, content_type: str = "text/event-stream; charset=utf-8", *,

@@ -75,6 +75,7 @@ class Metrics:
         self.by_priority: dict[str, PartCounts] = {"": PartCounts(accepted_per_pos=[0] * positions)}
         self.ttft = Histogram(_LATENCY_BUCKETS)
         self.e2e = Histogram(_LATENCY_BUCKETS)
+        self.refused: dict[str, int] = {}  # requests refused at once, by reason (vllm:admission_rejections_total)
 
     def total(self, name: str) -> int:
         """A counter summed over the parts (dict counters over both streaming labels)."""
@@ -93,6 +94,8 @@ class Metrics:
             self.by_priority[key] = PartCounts(accepted_per_pos=[0] * len(part.accepted_per_pos))
         self._count(part, record)
         self._count(self.by_priority[key], record)
+        if record.get("refused"):
+            self.refused[record["refused"]] = self.refused.get(record["refused"], 0) + 1
         if record["status"] != 200:
             return
         if record["first_token_s"] is not None:

@@ -199,6 +199,10 @@ def render_vllm(m: Metrics) -> str:
         t.emit("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.",
                [({**label, "position": str(i)}, float(n)) for label, part in zip(labels, m.parts, strict=True)
                 for i, n in enumerate(part.accepted_per_pos)])
+    if wire.admission_counter:  # counted in the API server, across engines: one series per reason
+        t.emit("vllm:admission_rejections_total", "counter", "Requests rejected at admission.",
+               [({"model_name": p.served_model_name, "reason": reason}, float(n))
+                for reason, n in sorted((m.refused or {"queue_full": 0}).items())])
     t.histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency.", m.e2e, labels[0])
     return t.text()
 

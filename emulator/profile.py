@@ -110,7 +110,7 @@ class Profile:
     version: str
     context_length: int
     max_running_requests: int  # the cap in force (SGLang's effective cap: after lowering it for memory)
-    max_queued_requests: int | None
+    max_queued_requests: int | None  # waiting requests at most (SGLang's --max-queued-requests); beyond: refused
     step_a_ms: float
     step_b_ms: float
     prefill_ms_per_token: float
@@ -134,6 +134,8 @@ class Profile:
     # What ``--max-running-requests`` said at launch, shown as /server_info's top-level ``max_running_requests``:
     # None, the flag was not given (SGLang then shows null); above ``max_running_requests``, the server lowered it.
     max_running_requests_flag: int | None = None
+    refuse_status: int = 503  # a full queue's answer: 503 (the servers themselves) or 429 (a router or gateway)
+    retry_after_s: float | None = None  # a full queue's Retry-After header in seconds; None: none sent (as vLLM)
 
     @property
     def scale(self) -> float:
@@ -290,6 +292,12 @@ class _Reader:
             return None
         return self.integer(key, lo=lo)
 
+    def optional_number(self, key: str, *, lo: float = 0.0) -> float | None:
+        if self.raw.get(key) is None:
+            self.raw.pop(key, None)
+            return None
+        return self.number(key, lo=lo)
+
     def text(self, key: str, default: str | None = None) -> str:
         value = self.raw.pop(key, default)
         if value is None:
@@ -355,6 +363,8 @@ def _build(raw: dict[str, Any], source: str, name: str) -> Profile:
         vintage=r.text("vintage", DEFAULT_VINTAGE),
         divergence=parse_divergence(r.sub("lossy"), r.sub("batch_variance")),
         max_running_requests_flag=_cap_flag(r),
+        refuse_status=r.integer("refuse_status", 503, lo=100),
+        retry_after_s=r.optional_number("retry_after_s"),
     )
     r.finish()
     flag = profile.max_running_requests_flag
@@ -363,6 +373,8 @@ def _build(raw: dict[str, Any], source: str, name: str) -> Profile:
                            "the cap it was given, never raises it)")
     if "max_running_requests_flag" not in raw:
         profile = replace(profile, max_running_requests_flag=profile.max_running_requests)
+    if profile.refuse_status not in (429, 503):
+        raise ProfileError(source, "refuse_status", "must be 429 or 503")
     if profile.vintage not in VINTAGES:
         raise ProfileError(source, "vintage", f"unknown vintage {profile.vintage!r} (known: {', '.join(VINTAGES)})")
     return profile

@@ -15,6 +15,7 @@ from .prefixcache import PrefixCache
 from .profile import Profile
 from .scheduler import Scheduler
 from .session import send_json
+from .tokenize import tokenize
 
 __all__ = ["INFO_ROUTES", "Served"]
 
@@ -202,8 +203,8 @@ _COMMON = ("/ready", "/health", "/v1/models", "/metrics", "/_emulator/requests",
 _SERVER_ROUTES = {
     "sglang": (*_COMMON, "/health_generate", "/model_info", "/get_model_info", "/server_info", "/get_server_info",
                "/flush_cache"),
-    "vllm": _COMMON,
-    "llamacpp": (*_COMMON, "/props", "/slots"),
+    "vllm": (*_COMMON, "/tokenize"),
+    "llamacpp": (*_COMMON, "/props", "/slots", "/tokenize"),
 }
 
 
@@ -226,6 +227,7 @@ INFO_ROUTES = {
     ("GET", "/get_server_info"): server_info,
     ("GET", "/metrics"): metrics,
     ("POST", "/flush_cache"): flush_cache,
+    ("POST", "/tokenize"): tokenize,
     ("GET", "/flush_cache"): flush_cache,
     ("GET", "/_emulator/requests"): ledger,
     ("GET", "/_emulator/stats"): stats,

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import gevent
 
-from .errors import flat_error
+from .errors import flat_error, nested_error
 from .faults import STREAM_FAULTS, http_fault
 from .httpserver import ClientGone, Responder
 from .output import Output
@@ -90,6 +90,7 @@ class Session:
         self.job: Job | None = None
         self.out: Output | None = None
         self._recorded = False
+        self._refused: str | None = None  # why the server refused it at once (the ledger's ``refused``)
 
     # ------------------------------------------------------------ entry
 
@@ -108,7 +109,7 @@ class Session:
         try:
             ctx.scheduler.submit(job)
         except QueueFull:
-            self.reject(503, flat_error(503, "The request queue is full.", "503"))
+            self._refuse_full()
             return
         self.job = job
         self.out = Output(req, job, profile, stops_at_eos, cached, self.arrival_s)
@@ -124,13 +125,24 @@ class Session:
             self._record(200, progress, "abort", error="client disconnected")
             raise
 
-    def reject(self, status: int, body: dict[str, Any]) -> None:
+    def reject(self, status: int, body: dict[str, Any], headers: tuple[str, ...] = ()) -> None:
         """Answer with an error before any generation (and record it)."""
         message = body.get("message") or body.get("error")
         if isinstance(message, dict):
             message = message.get("message")
         self._record(status, _Progress(), None, error=str(message))
-        send_json(self.resp, status, body)
+        self.resp.send(status, json.dumps(body, separators=(",", ":")).encode(), headers=headers)
+
+    def _refuse_full(self) -> None:
+        """The queue is full: refused at once with the profile's status (503, or 429 as a gateway), the server's
+        JSON error body (vLLM's nested one on a vLLM vintage, SGLang's flat one otherwise; a plain JSON body even
+        for a stream) and, where the profile says, a Retry-After; counted in the ledger as ``refused``."""
+        p = self.ctx.profile
+        status, message = p.refuse_status, "The request queue is full."
+        body = nested_error(status, message) if p.wire.server == "vllm" else flat_error(status, message, str(status))
+        headers = (f"retry-after: {p.retry_after_s:g}",) if p.retry_after_s is not None else ()
+        self._refused = "queue_full"
+        self.reject(status, body, headers)
 
     # ------------------------------------------------------------ writing
 
@@ -235,7 +247,7 @@ class Session:
         if spec is not None and job is not None:
             spec["alpha"] = job.alpha
             spec["drafting_steps"] = job.drafting_steps  # the passes that verified a proposal (vLLM's count)
-        extra: dict[str, Any] = {}  # opt-in fields
+        extra: dict[str, Any] = {"refused": self._refused} if self._refused else {}  # opt-in fields
         if self.ctx.profile.ledger_text:  # opt-in: a long run's ledger would otherwise hold every prompt
             extra = {"prompt_text": req.text,
                      "output_text": out.words.text(0, progress.sent) if out is not None else ""}

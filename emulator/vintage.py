@@ -47,6 +47,9 @@ class Vintage:
     request_spec_metrics: bool = False  # --per-request-spec-decode-metrics: metrics.speculative_decoding
     num_drafts_counter: bool = True  # vllm:spec_decode_num_drafts_total
     kv_metric: str | None = None  # the KV-use gauge's name (vLLM, llama.cpp); None: not exported
+    admission_counter: bool = False  # vllm:admission_rejections_total{reason}: requests refused at admission (a
+    #                                  full --max-num-queued-reqs queue; seen on vLLM 0.32, the reason's values
+    #                                  not confirmed)
     # llama.cpp
     spec_counters: bool = True  # llamacpp:spec_decode_* counters
     props_types_key: str = "speculative.types"  # or "speculative.type" (older builds)
@@ -83,9 +86,9 @@ VINTAGES: dict[str, Vintage] = {v.name: v for v in (
     Vintage("vllm-0.8", "vllm", "vLLM early V1 engine (0.8.x)", openai_error="flat", num_drafts_counter=False,
             kv_metric="vllm:gpu_cache_usage_perc"),
     Vintage("vllm-0.33", "vllm", "vLLM 0.33, two engines, --per-request-spec-decode-metrics summary", parts=2,
-            request_spec_metrics=True, kv_metric="vllm:kv_cache_usage_perc"),
+            request_spec_metrics=True, kv_metric="vllm:kv_cache_usage_perc", admission_counter=True),
     Vintage("vllm-0.33-nometrics", "vllm", "vLLM 0.33 without per-request spec metrics",
-            kv_metric="vllm:kv_cache_usage_perc"),
+            kv_metric="vllm:kv_cache_usage_perc", admission_counter=True),
     Vintage("llamacpp-old", "llamacpp", "llama.cpp builds before the speculative counters (2025)",
             openai_error="event", spec_counters=False, kv_metric="llamacpp:kv_cache_usage_ratio",
             props_types_key="speculative.type"),

@@ -9,7 +9,7 @@ SGLang: ``/server_info`` (flat server args, ``speculative_*``) and, for the cap 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import requests
@@ -36,6 +36,9 @@ class ServerIdentity:
     speculative: dict[str, Any] | None  # None: the server says it does not speculate
     max_running_requests: int | None
     version: str | None = None
+    # Tokens one request may hold, prompt and answer together (#60): vLLM's and SGLang's ``max_model_len`` on
+    # /v1/models, SGLang's ``context_length`` on /server_info, llama.cpp's per-slot ``n_ctx`` on /props.
+    context_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,8 +87,10 @@ def identify(base_url: str, *, api_key: str | None = None, timeout: float = 10.0
             info = get.json(f"{base}/get_server_info")
         models = get.json(f"{base}/v1/models")
         model, owner = _first_model(models)
+        model_len = _model_len(models)
         if isinstance(info, dict) and ("speculative_algorithm" in info or "max_running_requests" in info):
-            return _from_sglang(base, info, model, get.text(f"{base}/metrics"))
+            found = _from_sglang(base, info, model, get.text(f"{base}/metrics"))
+            return replace(found, context_tokens=found.context_tokens or model_len)
         props = get.json(f"{base}/props")
         if isinstance(props, dict) and ("default_generation_settings" in props or "total_slots" in props):
             slots = get.json(f"{base}/slots")  # 501 with --no-slots: None
@@ -93,8 +98,8 @@ def identify(base_url: str, *, api_key: str | None = None, timeout: float = 10.0
         if owner == "vllm":
             metrics = get.text(f"{base}/metrics") or ""
             spec = {"source": "metrics"} if "vllm:spec_decode_" in metrics else None
-            return ServerIdentity(base, "vllm", model, spec, None)
-        return ServerIdentity(base, "openai", model, None, None)
+            return ServerIdentity(base, "vllm", model, spec, None, context_tokens=model_len)
+        return ServerIdentity(base, "openai", model, None, None, context_tokens=model_len)
 
 
 def _first_model(models: Any) -> tuple[str | None, str | None]:
@@ -103,6 +108,15 @@ def _first_model(models: Any) -> tuple[str | None, str | None]:
         if isinstance(first, dict):
             return (str(first["id"]) if "id" in first else None), first.get("owned_by")
     return None, None
+
+
+def _model_len(models: Any) -> int | None:
+    """``max_model_len`` of the first model card (vLLM always sends it; newer SGLang too), else None."""
+    if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
+        first = models["data"][0]
+        if isinstance(first, dict):
+            return _count(first.get("max_model_len"))
+    return None
 
 
 def _from_sglang(base: str, info: dict[str, Any], model: str | None, metrics: str | None = None) -> ServerIdentity:
@@ -115,6 +129,7 @@ def _from_sglang(base: str, info: dict[str, Any], model: str | None, metrics: st
         url=base, kind="sglang", model=model or info.get("served_model_name") or info.get("model_path"),
         speculative=spec, max_running_requests=_sglang_cap(info, metrics),
         version=str(info["version"]) if info.get("version") is not None else None,
+        context_tokens=_count(info.get("context_length")),
     )
 
 
@@ -209,4 +224,5 @@ def _from_llamacpp(base: str, props: dict[str, Any], model: str | None, slots: A
         url=base, kind="llamacpp", model=model or props.get("model_path"), speculative=spec,
         max_running_requests=slot_count if isinstance(slot_count, int) else None,
         version=str(build) if build is not None else None,
+        context_tokens=_count(settings.get("n_ctx")),
     )

@@ -31,6 +31,7 @@ from specbench.locustfiles.conversation import Conversation
 from specbench.locustfiles.deferred import AFTER_SENDS
 from specbench.locustfiles.pacer import wait_for_turn
 from specbench.locustfiles.prompts import Prompt
+from specbench.locustfiles.refusals import RefusalBackoff, is_refusal, retry_after_s
 from specbench.locustfiles.run import RunContext
 from specbench.locustfiles.silence import DeadlinePassed
 from specbench.locustfiles.sse import EventReader
@@ -47,13 +48,14 @@ ERROR_PAGE_LIMIT = 65536  # of a body that is not a stream, read for its text (t
 class Outcome:
     """How a request ended, in the record's terms."""
 
-    __slots__ = ("error", "http_status", "reason", "status")
+    __slots__ = ("error", "http_status", "reason", "retry_after", "status")
 
     def __init__(self, status: Status = "ok", http_status: int | None = None, error: str | None = None) -> None:
         self.status = status
         self.http_status = http_status
         self.error = error  # the record's detail
         self.reason: str | None = None  # a short, stable text for Locust's failure table (one row per kind)
+        self.retry_after: float | None = None  # a refusal's Retry-After, seconds (``locustfiles.refusals``)
 
     def fail(self, status: Status, reason: str, detail: str | None = None) -> None:
         self.status, self.reason = status, clip(reason, ERROR_TEXT_LIMIT)  # may hold a server's header text
@@ -69,6 +71,8 @@ def classify_stream_end(state: StreamState, outcome: Outcome, max_tokens: int | 
     problem = state.count_problem(max_tokens)
     if problem is not None:
         outcome.fail("bad_count", "impossible output token count", problem)
+    elif state.finish_reason == "abort" and is_refusal(state.error_code) and not state.chunk_times:
+        outcome.fail("refused", f"refused inside the stream ({state.error_code})", state.error)  # SGLang's full queue
     elif state.finish_reason == "abort":
         outcome.fail("stream_error", "server aborted the request", state.error)
     elif state.error is not None:
@@ -118,6 +122,7 @@ class InFlight:
     sent: bool = False  # its bytes went on the wire (``LLMUser._sent``)
     started: float | None = None  # wall clock when its send began, once it ran its course (Locust's start_time)
     ready: float | None = None  # a clean end: the poll that woke the user for its last bytes (send lag's start)
+    backoff_s: float = 0.0  # a refusal: what the user waits before its next send (``locustfiles.refusals``)
 
 
 def _add_conversation(record: RequestRecord, conv: Conversation | None) -> RequestRecord:
@@ -170,6 +175,7 @@ class LLMUser(HttpUser):
         self._ready: float | None = None  # perf_counter when this user became ready to send (send_lag_ms)
         self._ended: str | None = None  # this user's last sent request, ended but perhaps not yet booked
         self._only_task = len(set(self.tasks)) == 1  # no other task of a subclass to share the user's turns
+        self._refusals = RefusalBackoff()
 
     def on_stop(self) -> None:
         self._http.close()
@@ -211,7 +217,7 @@ class LLMUser(HttpUser):
             raise
         finally:
             self._finish(ctx, req, name)
-        if self._back_off(req.outcome.status):
+        if self._back_off(req):
             self._ready = time.perf_counter()  # a deliberate wait is not lag
             return False
         return self._straight_on(ctx)
@@ -274,6 +280,10 @@ class LLMUser(HttpUser):
         """End of a request: what the next send needs now (when this user became ready, the conversation's next
         turn); the rest (``_book``) after the sends of the users ready with it (``locustfiles.deferred``)."""
         self._ready = req.ready or req.end  # the end of this stream: all that follows until the next send is lag
+        if req.outcome.status != "refused":
+            self._refusals.reset()
+        elif ctx.schedule is None:  # closed loop waits; open loop's next send is its schedule's next arrival
+            req.backoff_s = self._refusals.next_wait(req.outcome.retry_after)
         self._ended = req.request_id if req.sent else None
         self._conversation = self._continued(ctx, req)
         AFTER_SENDS.add(functools.partial(self._book, ctx, req, name))
@@ -345,9 +355,13 @@ class LLMUser(HttpUser):
                                    "after": self._ended})
         self._ended = None
 
-    def _back_off(self, status: str) -> bool:
-        """After a connection error wait 0.1 s, doubling to 2 s while they last: a down server is not hammered.
-        True when it waited."""
+    def _back_off(self, req: InFlight) -> bool:
+        """After a connection error wait 0.1 s, doubling to 2 s while they last: a down server is not hammered;
+        after a refusal (closed loop) the wait ``_finish`` set. True when it waited."""
+        status = req.outcome.status
+        if status == "refused" and req.backoff_s > 0:
+            gevent.sleep(req.backoff_s)
+            return True
         if status != "connect_error":
             self._backoff_s = 0.0
             return False
@@ -370,7 +384,11 @@ class LLMUser(HttpUser):
             resp = self._http.post(ctx.dialect.path, headers, orjson.dumps(body), (s.connect_timeout, s.read_timeout),
                                    lambda: self._sent(ctx, req), s.request_timeout)
             outcome.http_status = resp.status_code
-            if resp.status_code >= 400:
+            if is_refusal(resp.status_code):  # declined at once (a full queue, a rate limit): not a failure
+                outcome.fail("refused", f"HTTP {resp.status_code}", _page(resp, ERROR_PAGE_LIMIT))
+                outcome.retry_after = retry_after_s(resp.headers.get("retry-after"))
+                end = time.perf_counter()
+            elif resp.status_code >= 400:
                 outcome.fail("http_error", f"HTTP {resp.status_code}", _page(resp, ERROR_PAGE_LIMIT))
                 end = time.perf_counter()
             elif _not_a_stream(resp.headers.get("content-type", "")):
@@ -423,7 +441,7 @@ class LLMUser(HttpUser):
         counts = state.resolve_tokens()
         chunk_ms = [round((t - t0) * 1000.0, 3) for t in state.chunk_times]
         e2e_s = req.end - t0
-        return _add_conversation(RequestRecord(
+        record = RequestRecord(
             schema=SCHEMA_VERSION, request_id=req.request_id, server_request_id=state.server_request_id,
             label=ctx.settings.label, api=ctx.api, prompt_id=req.prompt.id,
             category=req.prompt.category, prompt_seq=req.seq, step=req.step, target_c=req.target_c,
@@ -440,4 +458,9 @@ class LLMUser(HttpUser):
             target_rate=req.target_rate,
             scheduled_s=req.scheduled_s,
             send_lag_ms=req.send_lag_ms,
-        ), req.conversation)
+        )
+        if outcome.status == "refused":
+            record["backoff_s"] = req.backoff_s
+            if outcome.retry_after is not None:
+                record["retry_after_s"] = outcome.retry_after
+        return _add_conversation(record, req.conversation)

@@ -18,7 +18,7 @@ from specbench.contract.policy import (
     rate_held,
     read_lagged,
 )
-from specbench.contract.schema import NOT_SERVER_FAILURES, SCHEMA_VERSION, RequestRecord, StepRecord
+from specbench.contract.schema import NOT_FAILURES, REFUSED, SCHEMA_VERSION, RequestRecord, StepRecord
 from specbench.contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
 from specbench.shapes.loadcpu import client_bound
 
@@ -105,8 +105,9 @@ def warmup_end(records: Sequence[RequestRecord], since_s: float, users_needed: i
 
 
 def count_measured(records: Sequence[RequestRecord], steady_start_s: float) -> int:
-    """Requests so far that started inside the open window (all of them have finished)."""
-    return sum(1 for r in records if r["start_s"] >= steady_start_s)
+    """Requests so far that started inside the open window (all of them have finished); refusals are no
+    measured work."""
+    return sum(1 for r in records if r["start_s"] >= steady_start_s and r["status"] != REFUSED)
 
 
 def sent_in_window(records: Sequence[RequestRecord], t0: float, t1: float) -> int:
@@ -119,7 +120,7 @@ def window_flags(book: StepBook, records: Sequence[RequestRecord], end: float, a
     """Flags ``client_lag``, ``client_read_lag`` and ``low_concurrency`` for a closed window; returns the requests
     measured in it."""
     assert book.steady_start_s is not None
-    inside = measured_in_window(records, book.steady_start_s, end)
+    inside = [r for r in measured_in_window(records, book.steady_start_s, end) if r["status"] != REFUSED]
     if sent_late(inside):
         flags.append("client_lag")
     if read_late(inside, book.read_lag_ms):
@@ -131,7 +132,7 @@ def window_flags(book: StepBook, records: Sequence[RequestRecord], end: float, a
 
 def sent_late(inside: Sequence[RequestRecord]) -> bool:
     """``client_lag``: the window's send-lag p90 above its limit (a share of the median TTFT, and a floor)."""
-    ok = [r for r in inside if r["status"] not in NOT_SERVER_FAILURES]
+    ok = [r for r in inside if r["status"] not in NOT_FAILURES]
     return client_lagged(send_lag_percentiles(ok)[1], _ttft_median(ok))
 
 
@@ -158,7 +159,8 @@ def open_loop_window(book: StepBook, records: Sequence[RequestRecord], end: floa
         flags.append("low_rate")
     if book.dropped:
         flags.append("dropped_requests")
-    return sent / window, sent
+    refused = sum(1 for r in records if book.steady_start_s <= r["start_s"] < end and r["status"] == REFUSED)
+    return sent / window, sent - refused  # refused arrivals were sent, but are no measured work
 
 
 def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str = "poisson") -> StepRecord:
@@ -181,7 +183,9 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str =
         flags.append("too_few_requests")
     if book.ended_by == "stopped":
         flags.append("stopped")
-    own = [r for r in records if r.get("step") == book.index and r["status"] not in NOT_SERVER_FAILURES]
+    mine = [r for r in records if r.get("step") == book.index]
+    own = [r for r in mine if r["status"] not in NOT_FAILURES]
+    refused = sum(r["status"] == REFUSED for r in mine)
     failed = [r for r in own if r["status"] != "ok"]
     if own and sum(r["status"] == "connect_error" for r in own) * 2 >= len(own):
         flags.append("server_unreachable")
@@ -193,6 +197,7 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str =
         steady_start_s=book.steady_start_s, end_s=end, min_requests=book.min_requests,
         requests_measured=measured, achieved_c=achieved, throughput_tok_s=throughput,
         ended_by=book.ended_by or "stopped", flags=flags, requests_total=len(own), requests_failed=len(failed),
+        requests_refused=refused,
         target_rate=book.target_rate, achieved_rate=achieved_rate, dropped=book.dropped,
     )
     step.update(load_side_fields(book))

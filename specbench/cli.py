@@ -45,7 +45,7 @@ from specbench.contract.version import SUITE_VERSION
 from specbench.inputs import InputError, check_fresh_dir, check_host, check_key_and_url, check_load_options, check_speed
 from specbench.launch import LaunchError
 from specbench.locustfiles.target import start_emulator_process
-from specbench.preflight import PreflightError, check_server
+from specbench.preflight import Preflight, PreflightError, check_server
 from specbench.sweepfile import SweepFileError
 from specbench.terminal import OneLineParser, closed_pipe, did_you_mean, stdout_on_stderr
 
@@ -277,6 +277,16 @@ def compare_finished_runs(args: argparse.Namespace, out: Path) -> int:
     return 0
 
 
+def _print_fit(servers: list[tuple[str, Preflight]], settings: SuiteSettings) -> None:
+    """Before any load, one line per server naming the prompts that cannot fit its context (#60)."""
+    from specbench.contextfit import fit_line
+
+    for role, pre in servers:
+        line = fit_line(role, pre.identity, pre.api, settings, settings.api_key())
+        if line is not None:
+            print(redact(line), flush=True)
+
+
 class UsageError(Exception):
     """A mistake in the command line."""
 
@@ -293,6 +303,7 @@ def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     check_fresh_dir(run_dir, "--out", args.overwrite)
     pre = check_server(host, "server", api_key=settings.api_key())
     print(redact(pre.describe("server")), flush=True)
+    _print_fit([("server", pre)], settings)
     result = execute(LoadRun(host, args.label, run_dir, args.suite_config, args.processes, passthrough,
                              verbose=args.verbose))
     print(f"run directory: {run_dir} (Locust's log: {RunDir(run_dir).log_file})", flush=True)
@@ -429,6 +440,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     print(redact(base.describe("baseline")), flush=True)
     for name, pre in specs:
         print(redact(pre.describe(name)), flush=True)
+    _print_fit([("baseline", base), *specs], settings)
     for name, urls in exporters.items():
         print(redact(f"{name}: GPU metrics from {urls.replace(',', ', ')}"), flush=True)
     job = CompareJob(baseline=base, specs=specs, out=out, suite_config=args.suite_config,

@@ -91,8 +91,9 @@ def test_ttft_and_latency_agree_with_the_emulators_timestamps(tmp_path, emulator
     assert all(d > -0.002 for d in ttft_diffs), "the client cannot see a token before the server sent it"
 
 
-EXPECTED_STATUS = {"error_503": ("http_error", 503), "error_500": ("http_error", 500),
-                   "error_429": ("http_error", 429), "cut_stream": ("truncated", 200),
+# 503 and 429 are refusals (#55): the server declined the work at once, counted apart from failures.
+EXPECTED_STATUS = {"error_503": ("refused", 503), "error_500": ("http_error", 500),
+                   "error_429": ("refused", 429), "cut_stream": ("truncated", 200),
                    "malformed_chunk": ("stream_error", 200), "stream_error": ("stream_error", 200),
                    "stall": ("timeout", 200)}
 
@@ -124,7 +125,7 @@ def test_each_fault_yields_its_status_class_and_locust_failure_entries(tmp_path,
     with open(tmp_path / "locust_failures.csv") as fh:
         failures = list(csv.DictReader(fh))
     messages = " ".join(row["Error"] for row in failures)
-    for status in ("http_error", "truncated", "stream_error", "timeout"):
+    for status in ("http_error", "truncated", "stream_error", "timeout", "refused"):
         assert status in messages
 
 

@@ -25,7 +25,10 @@ COUNTED = {mode: SSE_OK.replace(b'"completion_tokens":1', b'"completion_tokens":
            for mode, count in (("negative_count", b"-5"), ("huge_count", b"1000000000000000"))}
 AFTER_DONE = SSE_OK + (b'data: {"choices":[{"index":0,"delta":{"content":"more"},"finish_reason":null}],'
                        b'"usage":{"prompt_tokens":3,"completion_tokens":900}}\n\n')
-CANNED = {**COUNTED, "after_done": AFTER_DONE}
+# "queue_full_sse": SGLang's full queue answered inside a /generate stream (HTTP 200, an abort before any token)
+QUEUE_FULL_SSE = (b'data: {"text":"","meta_info":{"id":"q","completion_tokens":0,"finish_reason":{"type":"abort",'
+                  b'"status_code":503,"message":"The request queue is full."}}}\n\ndata: [DONE]\n\n')
+CANNED = {**COUNTED, "after_done": AFTER_DONE, "queue_full_sse": QUEUE_FULL_SSE}
 # Held open: what is written every how many seconds, until the server stops
 HELD = {"no_head": (b"", 0.05), "ping_sse": (b": ping\n\n", 0.1), "endless_sse": (b"x" * 64, 0.05),
         "silent_sse": (b"", 0.05)}
@@ -181,7 +184,7 @@ def tiny_server(mode: str) -> Iterator[Any]:
     """A server on a free loopback port; yields it (``.url``, ``.seen``).
 
     Modes: ok (any other name: plain answers, a short stream), ok_then_500, echo_creds, echo401_html, endless_sse,
-    silent_sse, ping_sse, no_head, negative_count, huge_count, after_done,
+    silent_sse, ping_sse, no_head, negative_count, huge_count, after_done, queue_full_sse,
     trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics, early_hints.
     """
     server: Any = _Server(("127.0.0.1", 0), _Handler)

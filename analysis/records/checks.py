@@ -25,6 +25,7 @@ from specbench.contract.policy import (
 from specbench.contract.schema import RunData
 
 MAX_ERROR_RATE = 0.01  # more failures than this share of the window's requests
+MAX_REFUSED_SHARE = 0.01  # more refusals (429/503 at once) than this share of the offered work: a notable share
 
 # Stable warning codes (documented in analysis/README.md).
 LOW_CONCURRENCY = "low_concurrency"
@@ -55,12 +56,15 @@ GPU_READINGS_REJECTED = "gpu_readings_rejected"
 GPU_ENERGY_MISMATCH = "gpu_energy_mismatch"
 NO_FINISHED_REQUESTS = "no_finished_requests"
 IMPOSSIBLE_ACCEPT_LENGTH = "impossible_accept_length"
+SERVER_GAUGE_STALE = "server_gauge_stale"
+REFUSED_WORK = "refused_work"
 WARNING_CODES: tuple[str, ...] = (
     LOW_CONCURRENCY, FEW_REQUESTS, SINGLE_PROMPT, CHUNK_COUNTED_TOKENS, ERROR_RATE, PARTIAL_RUN, NO_WINDOW,
     MISSING_META, SETTINGS_MISMATCH, SPEC_NOT_SPECULATIVE, BASELINE_SPECULATIVE, SPEC_MAX_RUNNING_LOWER,
     UNMATCHED_LEVEL, NO_INTERVAL, PROMPT_CACHE_MISMATCH, SERVER_TOKEN_GAP, CLIENT_BOUND,
     DROPPED_REQUESTS, LOW_RATE, CLIENT_LAG, CLIENT_PAUSED, CLIENT_READ_LAG, DUPLICATE_RECORDS, IMPOSSIBLE_RECORDS,
-    GPU_READINGS_REJECTED, GPU_ENERGY_MISMATCH, NO_FINISHED_REQUESTS, IMPOSSIBLE_ACCEPT_LENGTH,
+    GPU_READINGS_REJECTED, GPU_ENERGY_MISMATCH, NO_FINISHED_REQUESTS, IMPOSSIBLE_ACCEPT_LENGTH, SERVER_GAUGE_STALE,
+    REFUSED_WORK,
 )
 
 
@@ -104,6 +108,8 @@ def window_problems(row: StepRow) -> list[tuple[str, str]]:
     if row.error_rate is not None and row.error_rate > MAX_ERROR_RATE:
         kinds = ", ".join(f"{n} {status}" for status, n in row.failures.items())
         found.append((ERROR_RATE, f"error rate {row.error_rate:.1%} ({kinds} of {row.requests_total} requests)"))
+    if refused_notably(row):
+        found.append((REFUSED_WORK, refused_text(row)))
     if row.server_token_gap is not None and abs(row.server_token_gap) > MAX_TOKEN_GAP:
         found.append((SERVER_TOKEN_GAP, f"the server's generation-token counter ({row.server_gen_tok_s:.1f} tok/s) "
                       f"and the client's output tokens differ by {row.server_token_gap:+.1%} over the same seconds "
@@ -111,6 +117,29 @@ def window_problems(row: StepRow) -> list[tuple[str, str]]:
     if row.energy_disputed:
         found.append((GPU_ENERGY_MISMATCH, f"energy {row.energy_note}"))
     return found
+
+
+def refused_notably(row: StepRow) -> bool:
+    """The server declined more than ``MAX_REFUSED_SHARE`` of the work offered at this level."""
+    return row.refused_share is not None and row.refused_share > MAX_REFUSED_SHARE
+
+
+def refused_text(row: StepRow) -> str:
+    """What a level's refusals mean: the figures are those of the work the server took on, at less than the load
+    asked for; how the client waited after them; the error rate leaves them out."""
+    share = f"{row.refused_share or 0:.1%}"
+    offered = row.requests_refused + row.requests_total
+    if row.target_rate is not None:
+        return (f"the server refused {share} of the arrivals ({row.requests_refused} of {offered} sent, answered "
+                "429/503 at once; none was sent again): under an SLO they are misses, and the other figures "
+                "describe only the work it took on; read this rate as past the server's queue limit")
+    retry = (f", at least the server's Retry-After on {row.refusals_retry_after}" if row.refusals_retry_after
+             else "")
+    return (f"the server refused {share} of the offered work ({row.requests_refused} of {offered} requests "
+            f"answered 429/503 at once, counted apart from failures); each refused user waited "
+            f"{row.refusal_backoff_s or 0:.2f} s on average before sending again{retry}, so the server ran less "
+            f"than C={row.target_c} and this level's figures are those of the work it took on: read it as past "
+            "the server's queue limit, not as its speed at this load")
 
 
 def finished_none_text(row: StepRow) -> str:

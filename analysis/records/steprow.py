@@ -67,6 +67,13 @@ class StepRow:
     slo_attainment: float | None = None  # share of those that met every SLO target
     goodput_req_s: float | None = None  # requests meeting the SLO / window length
     goodput_tok_s: float | None = None  # in-window output tokens of requests meeting the SLO / window length
+    # Offered work the server declined at once (status "refused": HTTP 429/503), apart from requests_total and
+    # the error rate: how many, their share of requests_refused + requests_total, the client's mean back-off
+    # after them (closed loop; 0 in open loop), and how many carried a Retry-After.
+    requests_refused: int = 0
+    refused_share: float | None = None
+    refusal_backoff_s: float | None = None
+    refusals_retry_after: int = 0
 
     @property
     def level(self) -> float:

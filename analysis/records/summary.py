@@ -11,15 +11,18 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from specbench.analysis.records.checks import (
     CHUNK_COUNTED_TOKENS,
     IMPOSSIBLE_ACCEPT_LENGTH,
+    SERVER_GAUGE_STALE,
     ValidityWarning,
     run_warnings,
     step_warnings,
 )
 from specbench.analysis.records.energy import Prices, gpu_series, with_energy
+from specbench.analysis.records.gaugecheck import stale_gauges
 from specbench.analysis.records.goodput import sent_in, slo_figures
 from specbench.analysis.records.passbound import bound_accept_lengths, pass_limit
 from specbench.analysis.records.request_metrics import (
@@ -38,7 +41,7 @@ from specbench.analysis.records.steps import StepWindow, overlapping, step_windo
 from specbench.analysis.stats.batch_means import estimate_throughput
 from specbench.contract.policy import default_min_requests, default_min_requests_at_rate
 from specbench.contract.rundir import RunDir
-from specbench.contract.schema import NOT_SERVER_FAILURES, RequestRecord, RunData, RunMeta, StepRecord
+from specbench.contract.schema import NOT_SERVER_FAILURES, REFUSED, RequestRecord, RunData, RunMeta, StepRecord
 from specbench.contract.server_metrics import ServerMetricsSample
 from specbench.contract.slo import Slo, SloError, parse_slo
 from specbench.contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
@@ -122,6 +125,9 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     # An acceptance length no pass can give is a counting error: flagged and left out, never shown (#60).
     rows, impossible = bound_accept_lengths(rows, pass_limit(run.meta.server.get("speculative"), run.server_samples))
     warnings.extend(ValidityWarning(IMPOSSIBLE_ACCEPT_LENGTH, f"{run_name}, {text}", run_name) for text in impossible)
+    # Running/waiting gauges far below the client's concurrency while the server's counter agrees: not current.
+    rows, stale = stale_gauges(rows)
+    warnings.extend(ValidityWarning(SERVER_GAUGE_STALE, f"{run_name}, {text}", run_name) for text in stale)
     has_meta = RunDir(run.path).has_meta()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
@@ -190,8 +196,10 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
     # slowest finish after the window; leaving them out would flatter an overloaded level's latencies).
     inside = sent_in(nearby, t0, t1) if window.target_rate is not None else measured_in_window(nearby, t0, t1)
     inside = [r for r in inside if r["status"] not in NOT_SERVER_FAILURES]
+    refused = [r for r in inside if r["status"] == REFUSED]  # offered work declined at once: not a failure
+    inside = [r for r in inside if r["status"] != REFUSED]
     ok = [r for r in inside if r["status"] == "ok"]
-    failures = Counter(r["status"] for r in inside if r["status"] not in ("ok", *NOT_SERVER_FAILURES))
+    failures = Counter(r["status"] for r in inside if r["status"] != "ok")
     speeds = [s for s in (per_request_tok_s(r) for r in ok) if s is not None]
     ttfts = [t for t in (ttft_s(r) for r in ok) if t is not None]
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
@@ -235,12 +243,24 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
         throughput_ci_method=estimate.method,
         send_lag_p50_ms=lag_p50,
         send_lag_p90_ms=lag_p90,
+        **refusal_figures(refused, len(inside)),
     )
     if slo is None:
         return row
     figures = slo_figures(nearby, t0, t1, slo)
     return replace(row, slo_requests=figures.requests, slo_attainment=figures.attainment,
                    goodput_req_s=figures.goodput_req_s, goodput_tok_s=figures.goodput_tok_s)
+
+
+def refusal_figures(refused: Sequence[RequestRecord], served: int) -> dict[str, Any]:
+    """The row's refusals: how many, their share of the offered work (refused + served), the mean back-off the
+    client applied after them, and how many carried the server's Retry-After."""
+    if not refused:
+        return {}
+    waits = [float(w) for r in refused if isinstance(w := r.get("backoff_s"), (int, float))]
+    return {"requests_refused": len(refused), "refused_share": len(refused) / (len(refused) + served),
+            "refusal_backoff_s": mean_or_none(waits),
+            "refusals_retry_after": sum(r.get("retry_after_s") is not None for r in refused)}
 
 
 def with_server_side(row: StepRow, run: RunData, window: StepWindow) -> StepRow:

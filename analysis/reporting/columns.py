@@ -56,6 +56,11 @@ RATE_COLUMNS: list[Column[StepRow]] = [
     Column("dropped", lambda r: str(r.dropped)),
 ]
 
+REFUSAL_COLUMNS: list[Column[StepRow]] = [
+    Column("refused", lambda r: f"{r.requests_refused} ({fmt_pct(r.refused_share)})" if r.requests_refused else "0"),
+    Column("back-off s", lambda r: fmt_num(r.refusal_backoff_s, 2)),
+]
+
 SLO_COLUMNS: list[Column[StepRow]] = [
     Column("SLO met", lambda r: fmt_pct(r.slo_attainment)),
     Column("goodput req/s", lambda r: fmt_num(r.goodput_req_s, 2)),
@@ -71,6 +76,8 @@ def step_columns(summary: RunSummary) -> list[Column[StepRow]]:
     if summary.slo is not None:
         cols[-1:-1] = SLO_COLUMNS
     cols[-1:-1] = energy_columns(summary.rows)  # with --gpu-metrics telemetry
+    if any(r.requests_refused for r in summary.rows):  # a server that declined work at once (429/503)
+        cols[-1:-1] = REFUSAL_COLUMNS
     return cols
 
 

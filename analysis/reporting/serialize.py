@@ -33,6 +33,7 @@ LEVEL_FIELDS: tuple[str, ...] = (
     "spec_server_running", "baseline_server_running", "spec_server_queued", "baseline_server_queued",
     "spec_server_kv_usage", "baseline_server_kv_usage", "spec_server_accept_length",
     "spec_server_accept_by_position", "baseline_server_accept_by_position", "why", "refined",
+    "spec_refused_share", "baseline_refused_share", "spec_refusal_backoff_s", "baseline_refusal_backoff_s",
     *LEVEL_ENERGY_FIELDS,
 )
 
@@ -132,6 +133,10 @@ def level_json(level: LevelComparison, comparison: Comparison) -> dict[str, Any]
         "baseline_server_accept_by_position": level.baseline.server_accept_by_position,
         "why": level.why,
         "refined": level.refined,
+        "spec_refused_share": level.spec.refused_share,
+        "baseline_refused_share": level.baseline.refused_share,
+        "spec_refusal_backoff_s": level.spec.refusal_backoff_s,
+        "baseline_refusal_backoff_s": level.baseline.refusal_backoff_s,
         **level_energy_json(level.spec, level.baseline, level.energy),
     })
 

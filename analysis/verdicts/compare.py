@@ -10,7 +10,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from specbench.analysis.records.checks import CLIENT_PAUSED, NO_INTERVAL, ValidityWarning
+from specbench.analysis.records.checks import (
+    CLIENT_PAUSED,
+    MAX_REFUSED_SHARE,
+    NO_INTERVAL,
+    REFUSED_WORK,
+    ValidityWarning,
+    refused_notably,
+)
 from specbench.analysis.records.energy import Prices, gpu_series
 from specbench.analysis.records.server_side import in_window, server_accept_source
 from specbench.analysis.records.steps import StepWindow, measured_ok, overlapping, step_windows
@@ -167,29 +174,17 @@ def compare_runs(
         requests.append(LevelRequests(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win)))
     levels = _with_load_why(levels, spec_sum.rows, caps)
     limit = _error_limit(base, spec) if max_error_rate is None else max_error_rate
-    judged = []
-    for lv in levels:
-        bad = [(name, row) for name, row in (("baseline", lv.baseline), ("spec", lv.spec))
-               if row.error_rate is not None and row.error_rate > limit]
-        paused = [(name, row) for name, row in (("baseline", lv.baseline), ("spec", lv.spec)) if row.client_paused_s]
-        if bad:
-            why = ", ".join(f"{name} {row.error_rate:.0%} of {row.requests_total} requests failed"
-                            for name, row in bad)
-            notes.append(ValidityWarning(TOO_MANY_ERRORS, f"C={lv.target_c}: no verdict at this level: {why} "
-                                         f"(above --max-error-rate {limit:.0%})", None, lv.target_c))
-        elif paused:
-            why = ", ".join(f"{name}'s load process stood still {row.client_paused_s:.1f} s" for name, row in paused)
-            notes.append(ValidityWarning(CLIENT_PAUSED, f"C={lv.target_c}: no verdict at this level: {why} (the "
-                                         "figures measure the client); run it again", None, lv.target_c))
-        else:
-            judged.append(lv)
+    judged, held_back = judge_levels(levels, limit)
+    notes.extend(held_back)
     points = [RatioPoint(lv.target_c, lv.ratio, lv.ratio_low, lv.ratio_high) for lv in judged
               if lv.ratio is not None]
     verdict = judge(points)
     if not points and len(judged) < len(levels):
-        withheld = {w.code for w in notes if w.code in (TOO_MANY_ERRORS, CLIENT_PAUSED)}
+        withheld = {w.code for w in notes if w.code in (TOO_MANY_ERRORS, CLIENT_PAUSED, REFUSED_WORK)}
         why = " or ".join(([f"had an error rate above {limit:.0%}"] if TOO_MANY_ERRORS in withheld else [])
-                          + (["ran while a load process stood still"] if CLIENT_PAUSED in withheld else []))
+                          + (["ran while a load process stood still"] if CLIENT_PAUSED in withheld else [])
+                          + (["favoured a server that refused part of the work"] if REFUSED_WORK in withheld
+                             else []))
         verdict = Verdict("no_levels", f"no verdict: every level measured in both runs {why}; see the warnings, "
                           "fix what they name and run again")
     priced = [LevelThroughput(lv.target_c, lv.spec.throughput_tok_s, lv.baseline.throughput_tok_s)
@@ -215,6 +210,50 @@ def compare_runs(
         skipped=skipped_statement(sorted({*base.meta.ladder, *spec.meta.ladder}), common,
                                   _stop_after(base), saturated),
     )
+
+
+def judge_levels(levels: list[LevelComparison], limit: float
+                 ) -> tuple[list[LevelComparison], list[ValidityWarning]]:
+    """The levels the verdict may rest on, and a note for each one withheld: an error rate above ``limit``, a
+    load process that stood still, a ratio that favours a server that refused part of the work."""
+    notes: list[ValidityWarning] = []
+    judged = []
+    for lv in levels:
+        bad = [(name, row) for name, row in (("baseline", lv.baseline), ("spec", lv.spec))
+               if row.error_rate is not None and row.error_rate > limit]
+        paused = [(name, row) for name, row in (("baseline", lv.baseline), ("spec", lv.spec)) if row.client_paused_s]
+        if bad:
+            why = ", ".join(f"{name} {row.error_rate:.0%} of {row.requests_total} requests failed"
+                            for name, row in bad)
+            notes.append(ValidityWarning(TOO_MANY_ERRORS, f"C={lv.target_c}: no verdict at this level: {why} "
+                                         f"(above --max-error-rate {limit:.0%})", None, lv.target_c))
+        elif paused:
+            why = ", ".join(f"{name}'s load process stood still {row.client_paused_s:.1f} s" for name, row in paused)
+            notes.append(ValidityWarning(CLIENT_PAUSED, f"C={lv.target_c}: no verdict at this level: {why} (the "
+                                         "figures measure the client); run it again", None, lv.target_c))
+        elif (refusal := refusal_withheld(lv)) is not None:
+            notes.append(refusal)
+        else:
+            judged.append(lv)
+    return judged, notes
+
+
+def refusal_withheld(lv: LevelComparison) -> ValidityWarning | None:
+    """A level whose ratio favours a server that refused a notable share of the work offered to it: no verdict
+    there. Refused work is work it never did (its figures are those of a lighter load than asked), so being
+    ahead while refusing is no win; a server that refused and still fell behind keeps its loss."""
+    if lv.ratio is None:
+        return None
+    refusing = {name: row for name, row in (("baseline", lv.baseline), ("spec", lv.spec)) if refused_notably(row)}
+    favoured = "spec" if lv.ratio > 1 else "baseline"
+    if favoured not in refusing:
+        return None
+    why = ", ".join(f"{name} refused {row.refused_share or 0:.1%} of the work offered to it" for name, row in
+                    refusing.items())
+    return ValidityWarning(REFUSED_WORK, f"C={lv.target_c}: no verdict at this level: {why} (over "
+                           f"{MAX_REFUSED_SHARE:.0%}); its {lv.ratio:.2f}x ratio is no win for {favoured}, which took "
+                           "on less work than was asked of it; raise its queue limit or compare at a lower level",
+                           None, lv.target_c)
 
 
 def _stop_after(run: RunData) -> int | None:

@@ -72,6 +72,7 @@ class RunSpec:
     client_busy: float | None = None  # every step line's load_cpu, as a share of one core
     send_lag_ms: float | None = None  # every record's send_lag_ms (absent when None, as in older records)
     server_counter_factor: float | None = None  # write server_metrics.jsonl: the token counter = this x truth
+    running_gauge_factor: float = 1.0  # its running gauge = this x the requests truly running
     # the record lines as written, edited (to write a line twice, or a value no request can have); None: as made
     edit_records: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
     gpu_power_w: float | None = None  # write gpu_metrics.jsonl: one GPU drawing this, its counter agreeing...
@@ -108,7 +109,7 @@ def write_run(root: Path, spec: RunSpec) -> Path:
                 step.update(load_cpu={"local": 100 * spec.client_busy})
             fh.write(json.dumps(step) + "\n")
     if spec.server_counter_factor is not None:
-        _write_server_metrics(root, records, EPOCH, t, spec.server_counter_factor)
+        _write_server_metrics(root, records, EPOCH, t, spec.server_counter_factor, spec.running_gauge_factor)
     if spec.gpu_power_w is not None:
         _write_gpu_metrics(root, EPOCH, t, spec.gpu_power_w, spec.gpu_counter_factor)
     if spec.write_meta:
@@ -126,8 +127,10 @@ def _write_gpu_metrics(root: Path, t0: float, t1: float, power_w: float, factor:
             t += 0.25
 
 
-def _write_server_metrics(root: Path, records: list[dict[str, Any]], t0: float, t1: float, factor: float) -> None:
-    """A sample every 0.25 s whose token counter is ``factor`` times the tokens of requests finished so far."""
+def _write_server_metrics(root: Path, records: list[dict[str, Any]], t0: float, t1: float, factor: float,
+                          running_factor: float = 1.0) -> None:
+    """A sample every 0.25 s whose token counter is ``factor`` times the tokens of requests finished so far, and
+    whose running gauge is ``running_factor`` times the requests running."""
     ends = sorted((r["start_s"] + r["e2e_s"], r["output_tokens"]) for r in records if r["status"] == "ok")
     with (root / SERVER_METRICS_FILE).open("w", encoding="utf-8") as fh:
         t = t0 + 0.1234  # never on a request's end
@@ -135,7 +138,8 @@ def _write_server_metrics(root: Path, records: list[dict[str, Any]], t0: float, 
             done = sum(n for end, n in ends if end <= t)
             running = sum(1 for r in records if r["start_s"] <= t < r["start_s"] + r["e2e_s"])
             fh.write(json.dumps({"schema": 1, "t_s": t, "server": "sglang", "raw": {},
-                                 "values": {"running": running, "generation_tokens_total": factor * done}}) + "\n")
+                                 "values": {"running": running_factor * running,
+                                            "generation_tokens_total": factor * done}}) + "\n")
             t += 0.25
 
 

@@ -70,6 +70,18 @@ def _fewer_levels(_base: RunSpec, spec: RunSpec) -> None:
     spec.levels = spec.levels[:2]
 
 
+def _refused(recs: list[dict]) -> list[dict]:
+    """Every fifth request of C=2 refused at once (503), as a queue-limited server answers (#55)."""
+    step = sorted({r["step"] for r in recs})[1]
+    mine = [i for i, r in enumerate(recs) if r["step"] == step]
+    out = list(recs)
+    for i in mine[::5]:
+        out[i] = {**recs[i], "status": "refused", "http_status": 503, "error": "HTTP 503", "ttft_s": None,
+                  "e2e_s": 0.001, "chunk_ms": [], "chunk_tokens": [], "output_tokens": 0, "spec": None,
+                  "finish_reason": None, "backoff_s": 0.1}
+    return out
+
+
 CASES: dict[str, tuple[Mutation, str]] = {
     "low_concurrency": (_level(2, users=3), "C=4: achieved concurrency 3.0 is 75%"),
     "few_requests": (_level(0, window_requests=5), "C=1: "),
@@ -104,7 +116,11 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "gpu_readings_rejected": (_set(gpu_power_w=-300.0), "GPU reading(s) left out of the energy figures"),
     "gpu_energy_mismatch": (_set(gpu_power_w=300.0, gpu_counter_factor=3.0),
                             "energy counter (900 W mean) and power gauge (300 W mean) disagree by more than 2x"),
+    # a running gauge at 0.4x the requests truly running, the token counter exact (vLLM 0.32's draft model, #60)
+    "server_gauge_stale": (_set(server_counter_factor=1.0, running_gauge_factor=0.4),
+                           "C=4: the server's running + waiting gauges averaged"),
     # 2.5 tokens a pass from a server that drafts one token a pass (at most 2)
+    "refused_work": (_set(edit_records=_refused), "C=2: the server refused 20.6% of the offered work (7 of 34"),
     "impossible_accept_length": (_set(speculative={"algorithm": "EAGLE3", "num_steps": 1}),
                                  "above the most a pass can yield, 2 (1 draft per pass (speculative_num_steps) + 1)"),
 }

