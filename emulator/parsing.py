@@ -15,6 +15,7 @@ from typing import Any
 from .errors import ApiError, generate_contract_error, generate_value_error
 from .profile import Profile
 from .textmodel import estimate_prompt_tokens, prompt_key, prompt_tokens
+from .toolcalls import chosen_tool
 
 __all__ = ["GenRequest", "parse_chat", "parse_completions", "parse_generate", "parse_json_body"]
 
@@ -40,6 +41,7 @@ class GenRequest:
     return_meta_info: bool = False
     token_ids: bool = False  # vLLM's return_token_ids: each choice carries its new tokens' ids
     priority: int | None = None  # SGLang's request priority (--enable-priority-scheduling); None: not given
+    tool: str | None = None  # chat with ``tools``: the function the answer calls (emulator.toolcalls)
 
 
 def parse_json_body(body: bytes) -> dict[str, Any]:
@@ -183,5 +185,5 @@ def parse_chat(data: dict[str, Any], profile: Profile) -> GenRequest:
     _check_context(profile, num_prompt_tokens, max_tokens, generate=False)
     return GenRequest(
         route="/v1/chat/completions", text=text, prompt_tokens=num_prompt_tokens, max_new_tokens=max_tokens,
-        return_meta_info=bool(_field(data, "return_meta_info", bool, False)), **common,
+        return_meta_info=bool(_field(data, "return_meta_info", bool, False)), tool=chosen_tool(data), **common,
     )

@@ -75,8 +75,8 @@ class Vintage:
 VINTAGES: dict[str, Vintage] = {v.name: v for v in (
     Vintage("sglang-0.4", "sglang", "SGLang 0.4.x", spec_names=1, sglext=False, spec_gauges_always=False,
             max_running_metric=True),
-    Vintage("sglang-0.5.9", "sglang", "SGLang 0.5.9, --enable-priority-scheduling", spec_names=2,
-            priority_series=True),
+    Vintage("sglang-0.5.9", "sglang", "SGLang 0.5.9, --enable-priority-scheduling", spec_names=2, sglext=False,
+            priority_series=True),  # 0.5.9's SglExt has no spec_tokens_details (read in its wheel, #55)
     Vintage("sglang-drafts", "sglang", "SGLang between 0.5.9 and 0.5.23 with draft counters "
             "(sglang:spec_accepted_drafts / spec_proposed_drafts, per request too; release not confirmed)",
             spec_names=2, draft_names=True, draft_counters=True),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .output import DONE, Output, sse
+from .toolcalls import call_delta, finish_name
 from .wire_vllm import error_event
 
 __all__ = ["LlamaChatWire", "LlamaCompletionsWire"]
@@ -98,8 +99,19 @@ class LlamaChatWire(_LlamaWire):
     def _piece(self, text: str) -> dict[str, Any]:
         return {"index": 0, "finish_reason": None, "delta": {"content": text}}
 
+    def content(self, start: int, stop: int, final: bool) -> list[bytes]:
+        """With ``tools``: one tool-call fragment per token, no content (emulator.toolcalls)."""
+        out = self.out
+        if out.req.tool is None:
+            return super().content(start, stop, final)
+        events = [self._chunk([{"index": 0, "finish_reason": None, "delta": {"tool_calls": call_delta(
+            out.req.tool, out.req.rid, out.words.text(i, i + 1), first=i == 0, final=final and i == stop - 1)}}])
+            for i in range(start, stop)]
+        return events + (self.final() if final else [])
+
     def final(self) -> list[bytes]:
-        finish: dict[str, Any] = {"index": 0, "finish_reason": self.out.finish, "delta": {}}
+        finish: dict[str, Any] = {"index": 0, "finish_reason": finish_name(self.out.finish, self.out.req.tool),
+                                  "delta": {}}
         if not self.out.req.include_usage:
             return [self._chunk([finish], timings=self.timings())]
         return [self._chunk([finish]), self._chunk([], usage=self.usage(), timings=self.timings())]

@@ -14,6 +14,7 @@ from typing import Any
 
 from .errors import openai_stream_error
 from .output import DONE, Output, sse
+from .toolcalls import call_delta, finish_name
 
 __all__ = ["ChatWire", "CompletionsWire"]
 
@@ -120,12 +121,21 @@ class ChatWire(_OpenAIWire):
 
     def _choice(self, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
         matched = self.out.matched_stop if finish else None
-        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_name(finish, self.out.req.tool),
+                "matched_stop": matched}
+
+    def _delta(self, start: int, stop: int, final: bool) -> dict[str, Any]:
+        """Content, or with ``tools`` a tool-call fragment and no content (emulator.toolcalls)."""
+        out = self.out
+        text = out.words.text(start, stop)
+        if out.req.tool is None:
+            return {"reasoning_content": None, "content": text}
+        return {"reasoning_content": None, "content": None,
+                "tool_calls": call_delta(out.req.tool, out.req.rid, text, first=start == 0, final=final)}
 
     def content(self, start: int, stop: int, final: bool) -> list[bytes]:
         out = self.out
-        chunk = self._envelope([self._choice({"reasoning_content": None, "content": out.words.text(start, stop)},
-                                             None)])
+        chunk = self._envelope([self._choice(self._delta(start, stop, final), None)])
         if out.req.continuous_usage:
             chunk["usage"] = _full_usage(out, stop)
         events = [sse(chunk)]

@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import flat_error
 from .output import DONE, Output, sse
+from .toolcalls import call_delta, finish_name
 
 __all__ = ["VllmChatWire", "VllmCompletionsWire", "error_event"]
 
@@ -118,4 +119,15 @@ class VllmChatWire(_VllmWire):
                              "finish_reason": None}, 0)]
 
     def _choice(self, text: str, finish: str | None) -> dict[str, Any]:
-        return {"index": 0, "delta": {"content": text} if text else {}, "logprobs": None, "finish_reason": finish}
+        return {"index": 0, "delta": {"content": text} if text else {}, "logprobs": None,
+                "finish_reason": finish_name(finish, self.out.req.tool)}
+
+    def content(self, start: int, stop: int, final: bool) -> list[bytes]:
+        """With ``tools``: a tool-call fragment, no content (emulator.toolcalls)."""
+        out = self.out
+        if out.req.tool is None:
+            return super().content(start, stop, final)
+        choice = self._choice("", out.finish if final else None)
+        choice["delta"] = {"tool_calls": call_delta(out.req.tool, out.req.rid, out.words.text(start, stop),
+                                                    first=start == 0, final=final)}
+        return [self._chunk(choice, stop)]

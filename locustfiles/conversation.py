@@ -84,5 +84,5 @@ class Conversation:
         messages = (*self.prompt.as_messages(), {"role": "assistant", "content": answer},
                     {"role": "user", "content": question})
         prompt = Prompt(id=turn_prompt_id(self.base_id, turn), category=self.prompt.category, messages=messages,
-                        recorded_turns=recorded)
+                        recorded_turns=recorded, tools=self.prompt.tools)
         return replace(self, turn=turn, prompt=prompt)

@@ -203,7 +203,7 @@ def _take_choice(state: StreamFacts, t: float, choice: dict[str, Any], cum: int 
     state.add_text(_answer_delta(choice))
     if state.keep_ids and isinstance(ids, list):
         state.add_ids(ids)
-    if text or ids:
+    if text or ids or _tool_calls(choice):
         if cum is None and isinstance(ids, list):
             cum = state.last_cum + len(ids)
         state.add_chunk(t, cum)
@@ -243,6 +243,12 @@ def _choice_text(choice: dict[str, Any]) -> str:
     return ""
 
 
+def _tool_calls(choice: dict[str, Any]) -> bool:
+    """A chat delta that carries tool-call fragments (``delta.tool_calls``): output tokens, though no text."""
+    delta = choice.get("delta")
+    return isinstance(delta, dict) and bool(delta.get("tool_calls"))
+
+
 def _answer_delta(choice: dict[str, Any]) -> str:
     """The answer text a choice adds (completions ``text``, chat ``delta.content``; reasoning is not answer)."""
     text = choice.get("text")
@@ -258,6 +264,8 @@ class ChatDialect(OpenAIDialect):
     path = "/v1/chat/completions"
 
     def prompt_fields(self, prompt: Prompt) -> dict[str, Any]:
+        if prompt.tools:  # the prompt file's tools: the answer may stream as delta.tool_calls
+            return {"messages": prompt.as_messages(), "tools": list(prompt.tools)}
         return {"messages": prompt.as_messages()}
 
 

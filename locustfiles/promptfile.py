@@ -2,7 +2,7 @@
 
 * JSONL, one object per line: ``{"prompt": "..."}`` or ``{"messages": [{"role": "system"|"user"|"assistant",
   "content": "..."}, ...]}`` ending with a user turn, with optional ``"id"`` (default ``<file stem>-<line>``) and
-  ``"category"`` (default ``"uncategorized"``);
+  ``"category"`` (default ``"uncategorized"``) and ``"tools"`` (OpenAI function tools, sent on the chat API);
 * recorded conversations (#28): a ShareGPT JSON file (a JSON list of ``{"id"?, "conversations": [{"from":
   "human"|"gpt"|"system", "value": "..."}]}``), ShareGPT JSONL (one such object per line), or OpenAI-style chat
   JSONL whose ``messages`` end with the model's answer. The prompt is the first user turn (with any system
@@ -21,6 +21,7 @@ from __future__ import annotations
 import codecs
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -124,7 +125,8 @@ def _parse_jsonl(content: str | Iterable[str], display: str, stem: str) -> tuple
         if prompt is _SKIP:
             skipped += 1
             continue
-        prompts.append(prompt)
+        tools = _read_tools(obj, where)
+        prompts.append(replace(prompt, tools=tools) if tools else prompt)
         explicit.append(has_id)
     return prompts, explicit, skipped
 
@@ -145,6 +147,22 @@ def _jsonl_prompt(obj: dict[str, Any], where: str, pid: str, category: str) -> P
     if has_messages:
         return Prompt(id=pid, category=category, messages=_read_messages(obj["messages"], where))
     raise PromptError(f'{where}: expected a "prompt" string or a "messages" list (or ShareGPT "conversations")')
+
+
+def _read_tools(obj: dict[str, Any], where: str) -> tuple[dict[str, Any], ...] | None:
+    """The optional ``tools`` of a JSONL line: OpenAI function tools, sent as they are on the chat API."""
+    tools = obj.get("tools")
+    if tools is None:
+        return None
+    if not isinstance(tools, list) or not tools:
+        raise PromptError(f'{where}: expected "tools" to be a non-empty list of function tools')
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(name, str) \
+                or not name.strip():
+            raise PromptError(f'{where}: tools[{i}]: expected {{"type": "function", "function": {{"name": ...}}}}')
+    return tuple(tools)
 
 
 def _read_id(obj: dict[str, Any], where: str, default: str) -> tuple[str, bool]:

@@ -34,6 +34,9 @@ class Prompt:
     # A recorded conversation's later user turns, in order (ShareGPT, chat JSONL ending with an answer): with
     # --multi-turn they are asked as turns 2, 3, ... instead of the suite's own follow-up questions.
     recorded_turns: tuple[str, ...] = ()
+    # OpenAI function tools, sent as the chat API's ``tools`` (the prompt file's ``tools`` field): a server with a
+    # tool parser then streams its answer as ``delta.tool_calls``. Out of the hash, like messages.
+    tools: tuple[dict[str, Any], ...] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if (self.text is None) == (self.messages is None):
@@ -82,6 +85,8 @@ class Prompt:
             record["messages"] = self.as_messages()
         if self.recorded_turns:
             record["recorded_turns"] = list(self.recorded_turns)
+        if self.tools:
+            record["tools"] = list(self.tools)
         return record
 
 
