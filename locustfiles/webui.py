@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gevent
 from flask import Response, request, send_from_directory
 from locust.env import Environment
-from locust.runners import STATE_RUNNING, STATE_SPAWNING
+from locust.runners import STATE_CLEANUP, STATE_RUNNING, STATE_SPAWNING, STATE_STOPPING
 
 from specbench.analysis.reporting.live import (
     OpenStep,
@@ -38,6 +39,13 @@ log = logging.getLogger("specbench.webui")
 TAB_KEY = "tokens"
 REFRESH_S = 1.0  # live figures are recomputed at most this often, however many browsers poll
 REPORT_PLOTS = ("throughput_vs_c.png", "latency_vs_c.png")
+# Locust's page polls /stats/requests only while the state it last read is spawning or running: an answer read
+# in the moment between Stop and stopped (cleanup, stopping) leaves the page on that state, with no New button,
+# until reloaded. Such a read waits for the runner to settle: at most Locust's --stop-timeout (the users finishing
+# their requests) plus this long.
+SETTLE_S = 10.0
+SETTLE_POLL_S = 0.05
+PASSING_STATES = frozenset({STATE_CLEANUP, STATE_STOPPING})
 
 
 class TokensTab:
@@ -119,6 +127,22 @@ class TokensTab:
         return self._reports[run_dir]
 
 
+def wait_settled(env: Environment, limit_s: float) -> None:
+    """Yield (gevent) while the runner passes from Stop to stopped, so the page never reads a passing state."""
+    deadline = time.monotonic() + limit_s
+    while env.runner is not None and env.runner.state in PASSING_STATES and time.monotonic() < deadline:
+        gevent.sleep(SETTLE_POLL_S)
+
+
+def install_settled_state(app: Any, env: Environment) -> None:
+    """The page's state reads (``/stats/requests``) wait through the passage from Stop to stopped."""
+
+    @app.before_request
+    def _settle_state() -> None:
+        if request.path.endswith("/stats/requests"):
+            wait_settled(env, float(env.stop_timeout or 0) + SETTLE_S)
+
+
 def _render_report(run_dir: Path, base: str) -> str:
     # matplotlib and the rest of the analysis only when a report is asked for
     from specbench.analysis.outputs import write_summary_outputs
@@ -162,6 +186,8 @@ def install_tokens_tab(env: Environment, hooks: Any) -> TokensTab:
         ],
     })
     app = ui.app
+
+    install_settled_state(app, env)
 
     @app.after_request
     def _inject_rows(resp: Response) -> Response:
