@@ -72,6 +72,8 @@ LIMITS: dict[str, Limit] = {
     "stop_after_saturation": Limit(-1, 1000, "a count of ladder levels (-1: off); a ladder has fewer than this"),
     "emulator_speed": Limit(0.001, 1000, "a positive, finite time scale; faster than 1000x the emulator's timers "
                                          "cannot keep up, slower than 1/1000 never ends a request"),
+    "burstiness": Limit(0.01, 100, "the gamma gaps' shape: at 0.01 one gap in a hundred holds nearly all the time, "
+                                   "at 100 the gaps are within 10% of even"),
     "trace_speed": Limit(0.001, 1_000_000, "a positive, finite replay speed; at 1/1000 a trace minute takes "
                                           "17 hours"),
 }

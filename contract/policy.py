@@ -68,17 +68,26 @@ def default_min_requests_at_rate(rate: float) -> int:
     return max(30, math.ceil(3 * rate))
 
 
-def rate_held(sent: int, target_rate: float, window_s: float, arrivals: str) -> bool:
+def arrival_dispersion(arrivals: str, burstiness: float = 1.0) -> float:
+    """The variance of a window's send count over its mean, for an arrival process (a renewal process's count
+    has variance about mean x CV^2 of its gaps): constant 0, Poisson 1, gamma with shape B 1/B."""
+    if arrivals == "constant":
+        return 0.0
+    if arrivals == "gamma":
+        return 1.0 / burstiness
+    return 1.0
+
+
+def rate_held(sent: int, target_rate: float, window_s: float, dispersion: float) -> bool:
     """Whether a window's sends are consistent with the asked rate.
 
-    Constant arrivals: at least 95% of the expected count (as closed loop asks of concurrency). Poisson: the
-    count is itself random (standard deviation sqrt(expected)), so a shortfall beyond three of those, or 5%,
-    whichever is larger, is what counts as not held.
+    ``dispersion``: ``arrival_dispersion`` of the arrivals. Constant arrivals (0): at least 95% of the expected
+    count (as closed loop asks of concurrency). Random arrivals: the count is itself random (standard deviation
+    sqrt(dispersion x expected)), so a shortfall beyond three of those, or 5%, whichever is larger, is what
+    counts as not held.
     """
     expected = target_rate * window_s
-    slack = (1 - MIN_ACHIEVED_FRACTION) * expected
-    if arrivals == "poisson":
-        slack = max(slack, 3 * math.sqrt(expected))
+    slack = max((1 - MIN_ACHIEVED_FRACTION) * expected, 3 * math.sqrt(dispersion * expected))
     return sent >= expected - slack
 
 # A --time-budget: the share kept back for the last step's requests to finish, and the least time a step's share

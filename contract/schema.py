@@ -171,6 +171,7 @@ class StepRecord(TypedDict, total=False):
     target_rate: float | None  # open loop: requests/s asked for (target_c is then 0); absent/None: closed loop
     achieved_rate: float | None  # open loop: requests sent in the window / window length
     dropped: int  # open loop: requests due while --max-in-flight were busy (never sent)
+    arrival_dispersion: float  # open loop: the send count's variance over its mean the rate was judged with
     refined: bool  # true: a level added after the ladder to pin a crossover (specbench compare); absent: a ladder level
 
 

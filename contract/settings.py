@@ -80,6 +80,7 @@ __all__ = [
     "safe_label", "settings_of",
 ]
 
+ARRIVALS: tuple[str, ...] = ("poisson", "constant", "gamma")
 LOAD_MODES: tuple[str, ...] = ("ladder", "users")
 _OPTION = "specbench_option"  # key of an option's declaration in its field's metadata
 
@@ -300,8 +301,10 @@ class SuiteSettings:
     # -- open loop, SLO, workload shapes (issue #16) --
     rate_ladder: list[float] = option("", "open loop: request rates (requests/s) to walk instead of --ladder, "
                                       "comma-separated, e.g. 0.5,1,2,4", parse=parse_rate_ladder)  # empty: closed loop
-    arrivals: str = option("poisson", "open loop: poisson (seeded exponential gaps) or constant (even gaps)",
-                           choices=("poisson", "constant"))
+    arrivals: str = option("poisson", "open loop: poisson (seeded exponential gaps), constant (even gaps) or gamma "
+                           "(seeded gamma gaps, shaped by --burstiness)", choices=ARRIVALS)
+    burstiness: float = option(1.0, "open loop, --arrivals gamma: the gaps' shape; 1 is Poisson, below 1 burstier "
+                               "(bunched sends, long lulls), above 1 more even (as vLLM's benchmark --burstiness)")
     max_in_flight: int = option(256, "open loop: most requests in flight per run; a request due when all are busy "
                                 "is dropped, counted and flagged")
     slo: str = option("", "latency targets for SLO attainment and goodput, e.g. ttft=2s,tpot=50ms "
@@ -402,6 +405,9 @@ class SuiteSettings:
         if self.min_step_time > self.max_step_time:
             raise LimitError(f"--min-step-time: {self.min_step_time:g} s is above --max-step-time "
                              f"{self.max_step_time:g} s; a step could never end on time")
+        if self.burstiness != 1.0 and self.arrivals != "gamma":
+            raise SettingsError(f"--burstiness: shapes --arrivals gamma; with --arrivals {self.arrivals} it would "
+                                f"be ignored (give --arrivals gamma, or leave --burstiness out)")
         if self.rate_ladder and self.load_mode == "users":
             raise SettingsError("--rate-ladder: open loop walks request rates; it cannot be combined with "
                                 "--load-mode users (which holds a user count)")

@@ -175,7 +175,7 @@ def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, writes_re
     if ctx.replay is not None:  # rows are taken with the run's prompt numbers, due in the master's time line
         ctx.schedule = TraceSchedule(ctx.replay, ctx.next_seq, lambda: ctx.clock.offset_s)
     elif settings.open_loop:
-        ctx.schedule = ArrivalClock(settings.arrivals, settings.seed, worker, workers)
+        ctx.schedule = ArrivalClock(settings.arrivals, settings.seed, worker, workers, settings.burstiness)
     return ctx
 
 

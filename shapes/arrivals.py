@@ -1,4 +1,7 @@
-"""One process's schedule of request due times in open loop: seeded Poisson or constant arrivals.
+"""One process's schedule of request due times in open loop: seeded Poisson, gamma or constant arrivals.
+
+Gamma gaps with shape B (``--burstiness``) and mean 1/rate (scale 1/(rate x B)), as vLLM's benchmark draws
+them: B = 1 is Poisson, B < 1 bunches sends between long lulls (gap CV 1/sqrt(B)), B > 1 evens them out.
 
 Free users queue for the schedule; the first in the queue claims the next due time, sleeps until it, sends,
 and the next free user claims the one after, so the schedule never waits for a response: a slow server only
@@ -30,10 +33,11 @@ class ArrivalSchedule:
 
     step: int
     rate: float  # requests/s on this process
-    mode: str  # "poisson" or "constant"
+    mode: str  # "poisson", "gamma" or "constant"
     anchor_s: float
     seed: str
     dropped: int = 0
+    burstiness: float = 1.0  # gamma: the gaps' shape
     _next_s: float = field(init=False)
     _rng: random.Random = field(init=False)
 
@@ -44,6 +48,8 @@ class ArrivalSchedule:
     def _gap(self) -> float:
         if self.mode == "constant":
             return 1.0 / self.rate
+        if self.mode == "gamma":
+            return self._rng.gammavariate(self.burstiness, 1.0 / (self.rate * self.burstiness))
         return self._rng.expovariate(self.rate)
 
     def claim(self, free_since_s: float) -> tuple[float, int]:
@@ -66,8 +72,9 @@ class ArrivalSchedule:
 class ArrivalClock:
     """The process's current schedule; a new one starts (anchored at that moment) whenever the step changes."""
 
-    def __init__(self, mode: str, seed: int, worker: int, workers: int) -> None:
+    def __init__(self, mode: str, seed: int, worker: int, workers: int, burstiness: float = 1.0) -> None:
         self.mode = mode
+        self.burstiness = burstiness
         self.seed = seed
         self.worker = worker
         self.workers = max(1, workers)
@@ -83,7 +90,7 @@ class ArrivalClock:
         if sched is None or sched.step != step:
             # Each of N processes sends 1/N of the rate; seeded per run seed, step and process.
             sched = ArrivalSchedule(step=step, rate=rate / self.workers, mode=self.mode, anchor_s=now_s,
-                                    seed=f"{self.seed}:{step}:{self.worker}")
+                                    seed=f"{self.seed}:{step}:{self.worker}", burstiness=self.burstiness)
             self.schedule = sched
             free_since_s = now_s
         return Claim(*sched.claim(free_since_s))

@@ -149,13 +149,13 @@ def _ttft_median(records: Sequence[RequestRecord]) -> float | None:
     return float(np.median(ttfts)) if ttfts else None
 
 
-def open_loop_window(book: StepBook, records: Sequence[RequestRecord], end: float, arrivals: str,
+def open_loop_window(book: StepBook, records: Sequence[RequestRecord], end: float, dispersion: float,
                      flags: list[str]) -> tuple[float, int]:
     """A rate step's achieved rate and its window's requests (those sent in it); flags ``low_rate``."""
     assert book.steady_start_s is not None and book.target_rate
     window = end - book.steady_start_s
     sent = sent_in_window(records, book.steady_start_s, end)
-    if not rate_held(sent, book.target_rate, window, arrivals):
+    if not rate_held(sent, book.target_rate, window, dispersion):
         flags.append("low_rate")
     if book.dropped:
         flags.append("dropped_requests")
@@ -163,7 +163,7 @@ def open_loop_window(book: StepBook, records: Sequence[RequestRecord], end: floa
     return sent / window, sent - refused  # refused arrivals were sent, but are no measured work
 
 
-def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str = "poisson") -> StepRecord:
+def close_step(book: StepBook, records: Sequence[RequestRecord], dispersion: float = 1.0) -> StepRecord:
     """The steps.jsonl line for a finished step, with its flags."""
     flags: list[str] = []
     achieved_rate: float | None = None
@@ -178,7 +178,7 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str =
         throughput = window_throughput(records, book.steady_start_s, end)
         measured = window_flags(book, records, end, achieved, flags)
         if book.target_rate:
-            achieved_rate, measured = open_loop_window(book, records, end, arrivals, flags)
+            achieved_rate, measured = open_loop_window(book, records, end, dispersion, flags)
     if measured < book.min_requests:
         flags.append("too_few_requests")
     if book.ended_by == "stopped":
@@ -200,6 +200,8 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], arrivals: str =
         requests_refused=refused,
         target_rate=book.target_rate, achieved_rate=achieved_rate, dropped=book.dropped,
     )
+    if book.target_rate:
+        step["arrival_dispersion"] = dispersion  # the analysis judges the send count as the ladder did
     step.update(load_side_fields(book))
     return step
 

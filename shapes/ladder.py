@@ -25,7 +25,7 @@ from specbench.analysis.records.summary import closed_step_row
 from specbench.analysis.reporting.stepline import step_line
 from specbench.analysis.stats.batch_means import window_precision
 from specbench.contract.messages import STEP_MESSAGE
-from specbench.contract.policy import STALL_MS
+from specbench.contract.policy import STALL_MS, arrival_dispersion
 from specbench.contract.schema import RequestRecord, StepRecord
 from specbench.contract.settings import SuiteSettings, parse_budget, settings_of
 from specbench.shapes.books import (
@@ -323,9 +323,9 @@ class ConcurrencyLadder(LoadTestShape):
         self.live.end_s = now
         self._broadcast()
 
-    def _arrivals_kind(self) -> str:
-        """How a step's arrivals are judged when it closes (``contract.policy.rate_held``)."""
-        return self.settings.arrivals
+    def _arrival_dispersion(self) -> float:
+        """How a step's send count is judged when it closes (``contract.policy.rate_held``)."""
+        return arrival_dispersion(self.settings.arrivals, self.settings.burstiness)
 
     def _close_ready_books(self, force: bool) -> None:
         for book in self.books:
@@ -335,7 +335,7 @@ class ConcurrencyLadder(LoadTestShape):
                 continue
             records = self._window_records(book)
             book.dropped = self.collector.dropped.get(book.index, 0)
-            step = close_step(book, records, arrivals=self._arrivals_kind())
+            step = close_step(book, records, dispersion=self._arrival_dispersion())
             book.closed = True
             # One computation (#61): the line printed here is the report's row for this step, from the same records.
             row, _ = closed_step_row(self.settings.label or "run", step, records)

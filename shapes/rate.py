@@ -34,7 +34,7 @@ USERS_WAIT_S = 10.0  # at most this long for the pool's users to be running befo
 #: ConcurrencyLadder's step hooks. An open-loop schedule answers those it defines (under the same name); the others,
 #: and all of them in closed loop, stay the ladder's own.
 STEP_HOOKS = ("_new_book", "_n_steps", "_users", "_users_needed", "_measured_so_far", "_level_text",
-              "_check_warmup", "_end_reason", "_end_step", "_measures_text", "_arrivals_kind")
+              "_check_warmup", "_end_reason", "_end_step", "_measures_text", "_arrival_dispersion")
 
 
 class RateLadder(ConcurrencyLadder):
@@ -146,9 +146,9 @@ class TraceReplay(RateSchedule):
     def _measures_text(self, book: StepBook) -> str:
         return f"sends all {book.min_requests} rows of the window, each when due"
 
-    def _arrivals_kind(self) -> str:
+    def _arrival_dispersion(self) -> float:
         # a trace's own arrivals: held when (almost) all of its rows were sent, as a constant rate is judged
-        return "constant"
+        return 0.0
 
     def _level_text(self, book: StepBook) -> str:
         step = self._window(book.index)

@@ -196,7 +196,8 @@ def open_loop_problems(row: StepRow) -> list[tuple[str, str]]:
                       "busy and were never sent; the server did not see the asked rate (raise --max-in-flight, "
                       "or read this level as overload)"))
     if row.target_rate is not None and row.achieved_rate is not None and row.window_s and not rate_held(
-            round(row.achieved_rate * row.window_s), row.target_rate, row.window_s, "poisson"):
+            round(row.achieved_rate * row.window_s), row.target_rate, row.window_s,
+            1.0 if row.arrival_dispersion is None else row.arrival_dispersion):
         found.append((LOW_RATE, f"requests were sent at {row.achieved_rate:.3g}/s, short of the asked "
                       f"{row.target_rate:g}/s beyond what chance explains"))
     return found

@@ -63,6 +63,7 @@ class StepRow:
     target_rate: float | None = None  # open loop: requests/s asked for (target_c is then 0)
     achieved_rate: float | None = None  # open loop: requests sent in the window / window length
     dropped: int = 0  # open loop: requests due while every user was busy, never sent
+    arrival_dispersion: float | None = None  # open loop: the send count's variance/mean (None: judged as Poisson)
     slo_requests: int | None = None  # with an SLO: requests sent in the window (all statuses)
     slo_attainment: float | None = None  # share of those that met every SLO target
     goodput_req_s: float | None = None  # requests meeting the SLO / window length

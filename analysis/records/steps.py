@@ -31,6 +31,7 @@ class StepWindow:
     ended_by: str | None
     target_rate: float | None = None  # open loop: requests/s asked for; None in closed loop
     dropped: int = 0  # open loop: requests due while every user was busy (from steps.jsonl)
+    arrival_dispersion: float | None = None  # open loop: how the send count was judged (None: as Poisson)
 
     @property
     def bounds(self) -> tuple[float, float] | None:
@@ -79,6 +80,7 @@ def window_from_step(step: StepRecord) -> StepWindow:
         ended_by=step.get("ended_by"),
         target_rate=step.get("target_rate"),
         dropped=int(step.get("dropped") or 0),
+        arrival_dispersion=step.get("arrival_dispersion"),
     )
 
 

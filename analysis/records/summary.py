@@ -186,7 +186,8 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
     else:
         min_requests = default_min_requests(window.target_c)
     if window.bounds is None:
-        return replace(_empty_row(window, min_requests), target_rate=window.target_rate, dropped=window.dropped)
+        return replace(_empty_row(window, min_requests), target_rate=window.target_rate, dropped=window.dropped,
+                       arrival_dispersion=window.arrival_dispersion)
     t0, t1 = window.bounds
     nearby = overlapping(records, t0, t1)
     # Closed loop: requests that started and finished in the window. Open loop: every request sent in it (the
@@ -236,6 +237,7 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
         target_rate=window.target_rate,
         achieved_rate=len(sent_in(nearby, t0, t1)) / (t1 - t0) if window.target_rate is not None else None,
         dropped=window.dropped,
+        arrival_dispersion=window.arrival_dispersion,
         throughput_ci_rel=ci if math.isfinite(ci) else None,
         throughput_ci_method=estimate.method,
         send_lag_p50_ms=lag_p50,

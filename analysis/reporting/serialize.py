@@ -74,6 +74,7 @@ def run_json(summary: RunSummary) -> dict[str, Any]:
         "server": meta.server,
         "slo": _slo_json(summary),
         "open_loop": {"rate_ladder": settings.rate_ladder, "arrivals": settings.arrivals,
+                      "burstiness": settings.burstiness,
                       "max_in_flight": settings.max_in_flight} if summary.open_loop and settings else None,
         "steps": [asdict(row) for row in summary.rows],
         "server_not_reported": unreported_figures(summary.server_samples, meta.server,

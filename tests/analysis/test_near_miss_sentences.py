@@ -166,11 +166,14 @@ def test_dropped_requests_none_is_silent_one_speaks() -> None:
     assert message.startswith("spec, rate=2/s: 1 request(s) fell due")
 
 
-def test_low_rate_at_the_least_count_held_is_silent_one_fewer_speaks() -> None:
+@pytest.mark.parametrize("dispersion", [None, 4.0])  # as Poisson (runs before gamma arrivals), gamma shape 0.25
+def test_low_rate_at_the_least_count_held_is_silent_one_fewer_speaks(dispersion: float | None) -> None:
     rate, window = 10.0, 30.0
-    least = next(n for n in range(int(rate * window) + 1) if rate_held(n, rate, window, "poisson"))
+    judged = 1.0 if dispersion is None else dispersion
+    least = next(n for n in range(int(rate * window) + 1) if rate_held(n, rate, window, judged))
     assert least < MIN_ACHIEVED_FRACTION * rate * window  # Poisson slack is wider than 5% here
-    held = clean_row(0, achieved_c=None, target_rate=rate, achieved_rate=least / window, window_s=window)
+    held = clean_row(0, achieved_c=None, target_rate=rate, achieved_rate=least / window, window_s=window,
+                     arrival_dispersion=dispersion)
     message = _speaks(LOW_RATE, held, replace(held, achieved_rate=(least - 1) / window))
     assert "short of the asked 10/s beyond what chance explains" in message
 
