@@ -57,13 +57,13 @@ def pct(values: list[float], q: float) -> float:
 
 
 def suite_run(url: str, users: int, seconds: float, max_tokens: int, out: Path,
-              processes: int = 0) -> tuple[dict, list[dict]]:
+              processes: int = 0, clock: str = "kernel") -> tuple[dict, list[dict]]:
     """One ladder step of ``users`` users for about ``seconds`` of window (``processes`` load processes, 0: one);
     its step line and records."""
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary", "--host", url,
            "--out", str(out), "--label", f"c{users}", "--ladder", str(users), "--max-tokens", str(max_tokens),
            "--min-requests", "1", "--min-step-time", str(seconds), "--max-step-time", str(seconds * 3),
-           "--step-ci", "0", *(["--processes", str(processes)] if processes else [])]
+           "--step-ci", "0", "--receive-clock", clock, *(["--processes", str(processes)] if processes else [])]
     subprocess.run(cmd, check=True, capture_output=True, timeout=seconds * 6 + 90, cwd=out.parent)
     step = json.loads((out / "steps.jsonl").read_text().splitlines()[0])
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
@@ -80,13 +80,13 @@ def ledger(url: str) -> dict[str, dict]:
 
 
 def fidelity(url: str, users: int, seconds: float, max_tokens: int, tmp: Path,
-             processes: int = 0) -> dict[str, float]:
+             processes: int = 0, clock: str = "kernel") -> dict[str, float]:
     """TTFT error against the ledger, send lag and server receive delay over the window's ok requests."""
     ledger(url)  # cleared
-    step, records = suite_run(url, users, seconds, max_tokens, tmp / f"c{users}", processes)
+    step, records = suite_run(url, users, seconds, max_tokens, tmp / f"c{users}-{clock}", processes, clock)
     truth = ledger(url)
     t0, t1 = step["steady_start_s"], step["end_s"]
-    errors, received, lags, gaps = [], [], [], []
+    errors, received, lags, gaps, reads, recv_lags = [], [], [], [], [], []
     previous: dict[str, dict] = {}  # per user, the ledger entry of its last request
     for r in sorted(records, key=lambda r: r["start_s"]):
         e = truth.get(r.get("server_request_id") or "")
@@ -95,12 +95,16 @@ def fidelity(url: str, users: int, seconds: float, max_tokens: int, tmp: Path,
             continue
         errors.append(1000 * (r["ttft_s"] - (e["first_token_s"] - e["arrival_s"])))
         received.append(1000 * (e["arrival_s"] - r["start_s"]))
+        reads.append(1000 * (r["start_s"] + r["ttft_s"] - e["first_token_s"]))
+        if r.get("recv_lag_ms") is not None:
+            recv_lags.append(r["recv_lag_ms"])
         if r.get("send_lag_ms") is not None:
             lags.append(r["send_lag_ms"])
         if before is not None and before.get("finished_s") is not None:
             gaps.append(1000 * (e["arrival_s"] - before["finished_s"]))
     return {"n": len(errors), "err_p50": pct(errors, 50), "err_p90": pct(errors, 90),
             "recv_p50": pct(received, 50), "recv_p90": pct(received, 90),
+            "read_p50": pct(reads, 50), "read_p90": pct(reads, 90), "rlag_p90": pct(recv_lags, 90),
             "lag_p50": pct(lags, 50), "lag_p90": pct(lags, 90), "gap_p50": pct(gaps, 50), "gap_p90": pct(gaps, 90),
             "cpu": max(step.get("load_cpu", {"-": float("nan")}).values()), "flags": ",".join(step["flags"]) or "-"}
 
@@ -157,23 +161,28 @@ def raw_flood(url: str, users: int, seconds: float) -> tuple[float, float]:
 # -- main -------------------------------------------------------------------------------------------------------
 
 
-def timing_part(seconds: float, tmp: Path, processes: int = 0) -> None:
-    print("TTFT error = record ttft_s - (ledger first_token_s - arrival_s); recv = arrival_s - start_s; gap = the "
-          "server's view of the user's turnaround, ledger arrival_s of its request - finished_s of its previous (ms)")
-    print(f"{'case':<28} {'n':>5} {'err p50':>8} {'err p90':>8} {'lag p50':>8} {'lag p90':>8} {'recv p50':>9} "
-          f"{'recv p90':>9} {'gap p50':>8} {'gap p90':>8} {'cpu %':>6}  flags")
+def timing_part(seconds: float, tmp: Path, processes: int = 0, clocks: tuple[str, ...] = ("kernel", "user")) -> None:
+    print("TTFT error = record ttft_s - (ledger first_token_s - arrival_s); recv = arrival_s - start_s; read = the "
+          "first token's time in the record (start_s + ttft_s) - the ledger's first_token_s (the receive side alone); "
+          "rlag = the records' recv_lag_ms (read after the kernel's stamp); gap = the server's view of the user's "
+          "turnaround, ledger arrival_s of its request - finished_s of its previous (ms)")
+    print(f"{'case':<32} {'n':>5} {'err p50':>8} {'err p90':>8} {'lag p50':>8} {'lag p90':>8} {'recv p50':>9} "
+          f"{'recv p90':>9} {'read p50':>9} {'read p90':>9} {'rlag p90':>9} {'gap p50':>8} {'gap p90':>8} "
+          f"{'cpu %':>6}  flags")
     for label, users, step_ms, tokens in (("C=8, 100 tok/s", 8, 10.0, 64),
                                           ("C=250, lock-step ends", 250, 40.0, 24)):
         profile = tmp / f"steps{step_ms:g}.yaml"
         profile.write_text(STREAM_PROFILE.format(step_ms=step_ms))
-        emu = start_emulator_process(str(profile), speed=1.0)
-        try:
-            f = fidelity(emu.url, users, seconds, tokens, tmp, processes)
-        finally:
-            emu.stop()
-        print(f"{label:<28} {f['n']:>5} {f['err_p50']:>8.2f} {f['err_p90']:>8.2f} {f['lag_p50']:>8.2f} "
-              f"{f['lag_p90']:>8.2f} {f['recv_p50']:>9.2f} {f['recv_p90']:>9.2f} {f['gap_p50']:>8.2f} "
-              f"{f['gap_p90']:>8.2f} {f['cpu']:>6.0f}  {f['flags']}")
+        for clock in clocks:
+            emu = start_emulator_process(str(profile), speed=1.0)
+            try:
+                f = fidelity(emu.url, users, seconds, tokens, tmp, processes, clock)
+            finally:
+                emu.stop()
+            print(f"{label + ', ' + clock:<32} {f['n']:>5} {f['err_p50']:>8.2f} {f['err_p90']:>8.2f} "
+                  f"{f['lag_p50']:>8.2f} {f['lag_p90']:>8.2f} {f['recv_p50']:>9.2f} {f['recv_p90']:>9.2f} "
+                  f"{f['read_p50']:>9.2f} {f['read_p90']:>9.2f} {f['rlag_p90']:>9.2f} {f['gap_p50']:>8.2f} "
+                  f"{f['gap_p90']:>8.2f} {f['cpu']:>6.0f}  {f['flags']}")
 
 
 def capacity_part(users: int, seconds: float, rounds: int, tmp: Path) -> None:

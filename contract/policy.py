@@ -63,6 +63,17 @@ def read_lagged(read_lag_p90_ms: float | None, ttft_p50_s: float | None) -> bool
     return read_lag_p90_ms is not None and read_lag_p90_ms > read_lag_limit_ms(ttft_p50_s)
 
 
+def lag_in_figures_ms(loop_lag_p90_ms: float | None, recv_lag_p90_ms: float | None,
+                      receive_clock: str | None) -> float | None:
+    """The client's read lag that is in a step's TTFT and ITL (p90, ms), judged by ``read_lagged``: none when the
+    chunk times are the kernel's receive stamps (``receive_clock`` "kernel"), else the larger of the event loop's
+    lateness (``contract.laghist``) and the measured receive lag (bytes read after the kernel stamped them)."""
+    if receive_clock == "kernel":
+        return None
+    measured = [lag for lag in (loop_lag_p90_ms, recv_lag_p90_ms) if lag is not None]
+    return max(measured) if measured else None
+
+
 def default_min_requests_at_rate(rate: float) -> int:
     """Open loop: at least 30 requests, and three seconds' worth at the step's rate."""
     return max(30, math.ceil(3 * rate))

@@ -105,6 +105,10 @@ class RequestRecord(TypedDict):
     # ms from the user being ready (its previous stream's end, or its first task; open loop: scheduled_s) to the
     # send (start_s); null when the request never went on the wire; absent in records made before it existed
     send_lag_ms: NotRequired[float | None]
+    # ms: the most a read of the stream was seen by the load process's event loop after the kernel received its
+    # bytes (the receive lag; with receive_clock "kernel" in meta.json the chunk times are the kernel's, so it is
+    # not in them); absent where no read carried a kernel stamp (TLS, not Linux, records made before it existed)
+    recv_lag_ms: NotRequired[float]
     # --multi-turn (absent otherwise: every request on its own): the conversation (unique in the run, "s<step>-
     # <prompt_seq of turn 1>") and the turn, 1..N; later turns share turn 1's prompt_seq, prompt_id "<id>/t<turn>"
     conversation_id: NotRequired[str]
@@ -172,6 +176,7 @@ class StepRecord(TypedDict, total=False):
     achieved_rate: float | None  # open loop: requests sent in the window / window length
     dropped: int  # open loop: requests due while --max-in-flight were busy (never sent)
     arrival_dispersion: float  # open loop: the send count's variance over its mean the rate was judged with
+    receive_clock: str  # the chunk times' clock: "kernel" (receive stamps: a late read is not in them) or "user"
     refined: bool  # true: a level added after the ladder to pin a crossover (specbench compare); absent: a ladder level
 
 
@@ -197,6 +202,7 @@ class RunMeta:
     started_s: float | None = None
     ended_s: float | None = None
     partial: bool = True  # true until the run ended on its own
+    receive_clock: str = ""  # chunk times: "kernel" (receive stamps) or "user" (event loop); "": before it existed
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "settings": self.settings.public() if self.settings is not None else {}}

@@ -271,6 +271,9 @@ class SuiteSettings:
     connect_timeout: float = option(10.0, "seconds to connect")
     read_timeout: float = option(120.0, "seconds a stream may stay silent before it counts as a timeout")
     request_timeout: float = option(900.0, "seconds a whole request may take before it counts as a timeout")
+    receive_clock: str = option("kernel", "when each chunk arrived: kernel (the kernel's receive time of its "
+                                "bytes, Linux plain TCP; elsewhere as user) or user (when the load process's event "
+                                "loop saw them)", choices=("kernel", "user"))
     load_mode: str = option("ladder", "ladder: walk the --ladder levels (the Users field is not used); users: hold "
                             "Locust's number of users as one measured step, for Run time if set, else until Stop",
                             choices=LOAD_MODES)

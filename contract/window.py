@@ -90,6 +90,12 @@ def send_lag_percentiles(records: Iterable[RequestRecord]) -> tuple[float | None
     return float(p50), float(p90)
 
 
+def recv_lag_p90(records: Iterable[RequestRecord]) -> float | None:
+    """p90 of ``recv_lag_ms`` over the ok records that carry one (None without any): the client's receive lag."""
+    lags = [lag for r in records if r["status"] == "ok" and (lag := r.get("recv_lag_ms")) is not None]
+    return float(np.percentile(lags, 90)) if lags else None
+
+
 def batch_throughputs(records: Sequence[RequestRecord], t0: float, t1: float, n_batches: int) -> np.ndarray:
     """Throughput in each of n_batches equal time slices of [t0, t1) (batch means over time)."""
     if t1 <= t0 or n_batches < 1:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from specbench.contract.receiveclock import receive_clock
 from specbench.contract.redact import redact
 from specbench.contract.rundir import RunDir
 from specbench.contract.schema import (
@@ -217,6 +218,7 @@ def initial_meta(ctx: RunContext, host: str, levels: list[int]) -> RunMeta:
                  "count": len(ctx.prompt_set.prompts), "mode": s.prompt_mode, "seed": s.seed,
                  "fixed_id": s.prompt_id or None},
         server={**ctx.server.to_json(), "url": host}, started_s=time.time(), ended_s=None, partial=True,
+        receive_clock=receive_clock(s.receive_clock, host),
     )
 
 

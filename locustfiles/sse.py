@@ -110,6 +110,11 @@ class SSESplitter:
 class EventReader:
     """Iterate (arrival time, data payload) for each event; ``read`` returns b"" at end of stream.
 
+    With ``stamp`` (the kernel's receive time, epoch seconds, of the bytes the last read returned, or None:
+    ``transport.Response.stamp``), each read's lag is measured: how much later than the kernel stamp the
+    event-loop clock below would have put its first event; ``recv_lag_max_ms`` keeps the largest. With
+    ``kernel`` as well, events are stamped with the kernel's time (on the ``perf_counter`` scale) instead.
+
     ``read`` must return as soon as any bytes are available (``read1`` semantics), never wait for a size.
     Without ``clock``, when a read waited on the event loop its first event is stamped with the poll that saw
     its bytes (``locustfiles.wakeclock``), not when this greenlet got its turn; later events of the same block
@@ -119,17 +124,22 @@ class EventReader:
     needed it, so a send lag counted from there includes other users' work that ran first.
     """
 
-    __slots__ = ("clock", "last", "read", "woke")
+    __slots__ = ("clock", "kernel", "last", "read", "recv_lag_max_ms", "stamp", "woke")
 
-    def __init__(self, read: Callable[[], bytes], clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, read: Callable[[], bytes], clock: Callable[[], float] | None = None,
+                 stamp: Callable[[], float | None] | None = None, kernel: bool = False) -> None:
         self.read = read
         self.clock = clock
+        self.stamp = stamp
+        self.kernel = kernel and stamp is not None
         self.last = 0.0
         self.woke = 0.0  # 0.0: no read waited on the loop
+        self.recv_lag_max_ms: float | None = None  # None: no read carried a kernel stamp
 
     def __iter__(self) -> Iterator[tuple[float, bytes]]:
         read, splitter = self.read, SSESplitter()
         wake = wake_clock() if self.clock is None else None
+        seen_s, arrived = None, 0.0  # the last kernel stamp read, and its time on the perf_counter scale
         while True:
             first = 0.0  # the stamp of the block's first event when the read waited on the loop
             if wake is not None:
@@ -141,6 +151,16 @@ class EventReader:
             else:
                 block = read()
                 now = self.clock()  # type: ignore[misc]  # not None: wake is None only when a clock was given
+            if self.stamp is not None and (kernel_s := self.stamp()) is not None:
+                if kernel_s != seen_s:  # a read that reached the socket (the same stamp: bytes an earlier one read)
+                    seen_s = kernel_s
+                    # its time on the perf_counter scale: as long before now as before the wall clock's now
+                    arrived = min(now, now - (time.time() - kernel_s))
+                    lag_ms = max(0.0, ((first or now) - arrived) * 1000.0)
+                    if self.recv_lag_max_ms is None or lag_ms > self.recv_lag_max_ms:
+                        self.recv_lag_max_ms = lag_ms
+                if self.kernel:
+                    now, first = arrived, 0.0
             self.last = now
             events = splitter.feed(block) if block else splitter.flush()
             for payload in events:

@@ -21,6 +21,13 @@ connection at any moment, and llama.cpp's server (0.3.36) closes it about 40 ms 
 without saying so. Errors after the response began are never retried. Not supported, because no inference
 server needs them for a streamed completion: proxies, cookies, redirects (a 3xx is reported as not a stream),
 compressed bodies (the request asks for ``identity``; a compressed answer is a broken stream).
+
+Kernel receive times (``kernel_stamps``, Linux, plain TCP): the socket asks the kernel to stamp each segment
+when it reaches the socket (``SO_TIMESTAMPNS``) and every read is a ``recvmsg`` whose ancillary data carries
+the stamp (CLOCK_REALTIME) of the last segment it returned. ``Response.stamp`` is that time for the bytes the
+last ``read1`` returned, however late the event loop got to them. One read that returns several segments
+carries the last one's stamp, so an earlier event in it is stamped no earlier than it arrived and at most as
+late as the read itself. TLS sockets give no ancillary data: they read without stamps.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import contextlib
 import functools
 import socket
 import ssl
+import struct
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -37,6 +45,7 @@ from urllib.parse import unquote, urlsplit
 from gevent.monkey import get_original
 from gevent.socket import socket as _GreenSocket
 
+from specbench.contract.receiveclock import KERNEL_STAMPS, SCM_TIMESTAMPNS, SO_TIMESTAMPNS
 from specbench.contract.redact import clip
 from specbench.contract.schema import Status
 from specbench.locustfiles.silence import DeadlinePassed, SilenceTimer
@@ -45,6 +54,20 @@ _select = get_original("select", "select")
 
 READ_SIZE = 65536
 MAX_HEAD = 65536  # a response head larger than this is not a server's answer
+_TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux: tv_sec, tv_nsec
+_ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+
+
+def _recv(sock: Any, stamped: bool) -> tuple[bytes, float | None]:
+    """One read: (its bytes, the kernel's receive time of its last segment in epoch seconds, or None)."""
+    if not stamped:
+        return sock.recv(READ_SIZE), None
+    data, ancillary, _flags, _addr = sock.recvmsg(READ_SIZE, _ANCILLARY)
+    for level, kind, value in ancillary:
+        if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(value) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(value)
+            return data, sec + nsec * 1e-9
+    return data, None
 
 
 class SendFailed(Exception):
@@ -102,10 +125,12 @@ def endpoint(base_url: str, verify: bool | str = True) -> Endpoint:
 class StreamClient:
     """One user's connection to one server; one request at a time."""
 
-    __slots__ = ("_heads", "_sock", "endpoint", "silence")
+    __slots__ = ("_heads", "_sock", "endpoint", "silence", "stamped")
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, kernel_stamps: bool = False) -> None:
         self.endpoint = endpoint
+        # kernel receive times where asked, the platform gives them and the socket is plain TCP
+        self.stamped = kernel_stamps and KERNEL_STAMPS and endpoint.tls is None
         self._sock: Any = None
         self._heads: dict[tuple[Any, ...], bytes] = {}
         self.silence: SilenceTimer | None = None  # the read timeout on an event loop (``_timeouts``)
@@ -127,6 +152,8 @@ class StreamClient:
         except OSError as exc:
             raise SendFailed("connect_error", "ConnectionError", str(exc)) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.stamped:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         if ep.tls is not None:
             try:
                 sock = ep.tls.wrap_socket(sock, server_hostname=ep.server_hostname)
@@ -226,9 +253,9 @@ class StreamClient:
 
     def _response(self, sock: Any) -> Response:
         """Read the response head, skipping 1xx interim heads (100 Continue, 103 Early Hints)."""
-        buf = b""
+        buf, stamp = b"", None
         while True:
-            head, buf = _read_head(sock, buf, self.silence)
+            head, buf, stamp = _read_head(sock, buf, self.silence, self.stamped, stamp)
             lines = head.split(b"\r\n")
             status_line = lines[0].split(None, 2)
             if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/") or not status_line[1].isdigit():
@@ -239,7 +266,9 @@ class StreamClient:
             fields = _fields(lines[1:])
             reason = status_line[2].decode("latin-1") if len(status_line) > 2 else ""
             keep = status_line[0] == b"HTTP/1.1" and "close" not in fields.get("connection", "").lower()
-            return Response(self, sock, code, reason, fields, buf, keep)
+            resp = Response(self, sock, code, reason, fields, buf, keep)
+            resp.stamp = stamp
+            return resp
 
 
 def _timed_out(exc: TimeoutError, read_timeout: float, total: float | None) -> SendFailed:
@@ -249,15 +278,16 @@ def _timed_out(exc: TimeoutError, read_timeout: float, total: float | None) -> S
     return SendFailed("timeout", "ReadTimeout", f"no response within {read_timeout:g} s")
 
 
-def _read_head(sock: Any, buf: bytes, silence: SilenceTimer | None) -> tuple[bytes, bytes]:
-    """(one head without its blank line, the bytes after it). ``_Closed`` when the connection ends or is reset
-    before any byte."""
+def _read_head(sock: Any, buf: bytes, silence: SilenceTimer | None, stamped: bool = False,
+               stamp: float | None = None) -> tuple[bytes, bytes, float | None]:
+    """(one head without its blank line, the bytes after it, the kernel stamp of the last read). ``_Closed`` when
+    the connection ends or is reset before any byte."""
     end = buf.find(b"\r\n\r\n")
     while end < 0:
         if len(buf) > MAX_HEAD:
             raise BrokenStream(f"response head longer than {MAX_HEAD} bytes")
         try:
-            block = sock.recv(READ_SIZE)
+            block, stamp = _recv(sock, stamped)
         except (ConnectionResetError, BrokenPipeError) as exc:
             if buf:
                 raise
@@ -270,7 +300,7 @@ def _read_head(sock: Any, buf: bytes, silence: SilenceTimer | None) -> tuple[byt
             raise _Closed("no byte")
         buf += block
         end = buf.find(b"\r\n\r\n")
-    return buf[:end], buf[end + 4:]
+    return buf[:end], buf[end + 4:], stamp
 
 
 def _fields(lines: list[bytes]) -> dict[str, str]:
@@ -290,13 +320,15 @@ class Response:
     The body read to its end hands the connection back to its client for the next request (when the server
     keeps it); ``close`` drops the connection, for a body left unread."""
 
-    __slots__ = ("_buf", "_client", "_framing", "_keep", "_left", "_silence", "_sock", "_state", "done", "headers",
-                 "reason", "status_code")
+    __slots__ = ("_buf", "_client", "_framing", "_keep", "_left", "_silence", "_sock", "_stamped", "_state", "done",
+                 "headers", "reason", "stamp", "status_code")
 
     def __init__(self, client: StreamClient, sock: Any, status_code: int, reason: str, headers: dict[str, str],
                  buf: bytes, keep: bool) -> None:
         self._client, self._sock, self._buf, self._keep = client, sock, buf, keep
         self._silence = client.silence
+        self._stamped = client.stamped
+        self.stamp: float | None = None  # kernel receive time (epoch s) of the last read's bytes; None: not stamped
         self.status_code, self.reason, self.headers = status_code, reason, headers
         self.done = False
         self._state = "size"  # chunked: "size" (a size line next), "data", "crlf" (after data), "trailer"
@@ -326,7 +358,7 @@ class Response:
             out = self._take() if self._buf else b""
             if out or self.done:
                 return out
-            block = self._sock.recv(READ_SIZE)
+            block, self.stamp = _recv(self._sock, self._stamped)
             if self._silence is not None:
                 self._silence.touch()
             if not block:

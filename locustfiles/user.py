@@ -122,6 +122,7 @@ class InFlight:
     max_tokens: int = 0  # what this request asked for
     conversation: Conversation | None = None  # --multi-turn: the conversation and turn this request is
     send_lag_ms: float | None = None  # from the user being ready to the send; None: it never went on the wire
+    recv_lag_ms: float | None = None  # the most a read's event-loop time trailed its kernel stamp; None: no stamp
     sent: bool = False  # its bytes went on the wire (``LLMUser._sent``)
     started: float | None = None  # wall clock when its send began, once it ran its course (Locust's start_time)
     ready: float | None = None  # a clean end: the poll that woke the user for its last bytes (send lag's start)
@@ -174,7 +175,9 @@ class LLMUser(HttpUser):
         self.user_id = ctx.next_user_id() if ctx is not None else "0:0"
         # the run's CA bundle (contract.tls), unless a locustfile turned checking off on Locust's own client
         verify = tls.verify() if self.client.verify is True else self.client.verify
-        self._http = StreamClient(endpoint(self.client.base_url, verify))
+        # kernel receive stamps wherever given: the chunk times with --receive-clock kernel, the lag measure either way
+        self._http = StreamClient(endpoint(self.client.base_url, verify), kernel_stamps=True)
+        self._kernel_clock = ctx is not None and ctx.settings.receive_clock == "kernel"
         self._ready: float | None = None  # perf_counter when this user became ready to send (send_lag_ms)
         self._ended: str | None = None  # this user's last sent request, ended but perhaps not yet booked
         self._only_task = len(set(self.tasks)) == 1  # no other task of a subclass to share the user's turns
@@ -399,7 +402,8 @@ class LLMUser(HttpUser):
                              "instead of an event stream", _page(resp, ERROR_PAGE_LIMIT))
                 end = time.perf_counter()
             else:
-                end, req.ready = self._read_stream(resp, state, outcome, req.t0, s.request_timeout, req.max_tokens)
+                end, req.ready, req.recv_lag_ms = self._read_stream(resp, state, outcome, req.t0, s.request_timeout,
+                                                                    req.max_tokens, self._kernel_clock)
         except SendFailed as exc:  # nothing came back: no connection, or no response head in time
             outcome.fail(exc.status, exc.reason, exc.detail)
             end = time.perf_counter()
@@ -414,12 +418,13 @@ class LLMUser(HttpUser):
 
     @staticmethod
     def _read_stream(resp: Response, state: StreamState, outcome: Outcome, t0: float, total_timeout: float,
-                     max_tokens: int | None = None) -> tuple[float, float]:
+                     max_tokens: int | None = None, kernel_clock: bool = False) -> tuple[float, float, float | None]:
         """Read the stream to its end: (when it ended, when the user became ready: the event loop's poll that
-        woke it for the stream's last bytes, so other users' work queued ahead of it counts as send lag)."""
+        woke it for the stream's last bytes, so other users' work queued ahead of it counts as send lag; the
+        receive lag, ``EventReader.recv_lag_max_ms``). ``kernel_clock``: chunk times are the kernel's stamps."""
         deadline = t0 + total_timeout
         clean_eof = False
-        events = EventReader(resp.read1)
+        events = EventReader(resp.read1, stamp=lambda: resp.stamp, kernel=kernel_clock)
         try:
             for t, payload in events:
                 state.feed(t, payload)
@@ -437,7 +442,8 @@ class LLMUser(HttpUser):
         end = events.last if clean_eof else time.perf_counter()
         classify_stream_end(state, outcome, max_tokens)
         ready = (events.woke or end) if clean_eof else end
-        return end, ready
+        lag = events.recv_lag_max_ms
+        return end, ready, None if lag is None else round(lag, 3)
 
     def _record(self, ctx: RunContext, req: InFlight) -> RequestRecord:
         state, outcome, t0 = req.state, req.outcome, req.t0
@@ -462,6 +468,8 @@ class LLMUser(HttpUser):
             scheduled_s=req.scheduled_s,
             send_lag_ms=req.send_lag_ms,
         )
+        if req.recv_lag_ms is not None:
+            record["recv_lag_ms"] = req.recv_lag_ms
         if outcome.status == "refused":
             record["backoff_s"] = req.backoff_s
             if outcome.retry_after is not None:

@@ -15,11 +15,18 @@ from specbench.contract.policy import (
     MIN_PERCENTILE_REQUESTS,
     client_lagged,
     default_min_requests,
+    lag_in_figures_ms,
     rate_held,
     read_lagged,
 )
 from specbench.contract.schema import NOT_FAILURES, REFUSED, SCHEMA_VERSION, RequestRecord, StepRecord
-from specbench.contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
+from specbench.contract.window import (
+    achieved_concurrency,
+    measured_in_window,
+    recv_lag_p90,
+    send_lag_percentiles,
+    window_throughput,
+)
 from specbench.shapes.loadcpu import client_bound
 
 # Users left over from a higher step still in flight: the step ran above its target C.
@@ -116,14 +123,14 @@ def sent_in_window(records: Sequence[RequestRecord], t0: float, t1: float) -> in
 
 
 def window_flags(book: StepBook, records: Sequence[RequestRecord], end: float, achieved: float,
-                 flags: list[str]) -> int:
+                 flags: list[str], receive_clock: str = "user") -> int:
     """Flags ``client_lag``, ``client_read_lag`` and ``low_concurrency`` for a closed window; returns the requests
     measured in it."""
     assert book.steady_start_s is not None
     inside = [r for r in measured_in_window(records, book.steady_start_s, end) if r["status"] != REFUSED]
     if sent_late(inside):
         flags.append("client_lag")
-    if read_late(inside, book.read_lag_ms):
+    if read_late(inside, book.read_lag_ms, receive_clock):
         flags.append("client_read_lag")
     if achieved < MIN_ACHIEVED_FRACTION * book.target_c:
         flags.append("low_concurrency")
@@ -136,12 +143,14 @@ def sent_late(inside: Sequence[RequestRecord]) -> bool:
     return client_lagged(send_lag_percentiles(ok)[1], _ttft_median(ok))
 
 
-def read_late(inside: Sequence[RequestRecord], read_lag_ms: dict[str, float] | None) -> bool:
-    """``client_read_lag``: a load process's event loop served ready sockets later than its limit (p90 over the
-    step, ``contract.laghist``): 10 ms, or 5% of the window's median TTFT."""
-    if not read_lag_ms:
-        return False
-    return read_lagged(max(read_lag_ms.values()), _ttft_median(inside))
+def read_late(inside: Sequence[RequestRecord], read_lag_ms: dict[str, float] | None,
+              receive_clock: str = "user") -> bool:
+    """``client_read_lag``: the read lag in the window's TTFT and ITL (``contract.policy.lag_in_figures_ms``: a
+    load process's event loop late for ready sockets, p90 over the step, or the requests' receive lag, p90) above
+    its limit: 10 ms, or 5% of the window's median TTFT. None on the kernel's clock."""
+    loop_lag = max(read_lag_ms.values()) if read_lag_ms else None
+    lag = lag_in_figures_ms(loop_lag, recv_lag_p90(inside), receive_clock)
+    return read_lagged(lag, _ttft_median(inside))
 
 
 def _ttft_median(records: Sequence[RequestRecord]) -> float | None:
@@ -163,7 +172,8 @@ def open_loop_window(book: StepBook, records: Sequence[RequestRecord], end: floa
     return sent / window, sent - refused  # refused arrivals were sent, but are no measured work
 
 
-def close_step(book: StepBook, records: Sequence[RequestRecord], dispersion: float = 1.0) -> StepRecord:
+def close_step(book: StepBook, records: Sequence[RequestRecord], dispersion: float = 1.0,
+               receive_clock: str = "user") -> StepRecord:
     """The steps.jsonl line for a finished step, with its flags."""
     flags: list[str] = []
     achieved_rate: float | None = None
@@ -176,7 +186,7 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], dispersion: flo
     else:
         achieved = achieved_concurrency(records, book.steady_start_s, end)
         throughput = window_throughput(records, book.steady_start_s, end)
-        measured = window_flags(book, records, end, achieved, flags)
+        measured = window_flags(book, records, end, achieved, flags, receive_clock)
         if book.target_rate:
             achieved_rate, measured = open_loop_window(book, records, end, dispersion, flags)
     if measured < book.min_requests:
@@ -200,6 +210,7 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], dispersion: flo
         requests_refused=refused,
         target_rate=book.target_rate, achieved_rate=achieved_rate, dropped=book.dropped,
     )
+    step["receive_clock"] = receive_clock  # whether a late read is in the chunk times (the analysis judges alike)
     if book.target_rate:
         step["arrival_dispersion"] = dispersion  # the analysis judges the send count as the ladder did
     step.update(load_side_fields(book))

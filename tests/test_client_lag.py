@@ -31,8 +31,9 @@ max_running_requests: 64
 """
 
 
-def run(emu_url: str, out: Path, locustfile: Path | None) -> None:
-    cmd = locust_cmd(emu_url, out, "--ladder", "10", "--max-tokens", "3", "--min-requests", "40", *FAST_LADDER)
+def run(emu_url: str, out: Path, locustfile: Path | None, *extra: str) -> None:
+    cmd = locust_cmd(emu_url, out, "--ladder", "10", "--max-tokens", "3", "--min-requests", "40", *FAST_LADDER,
+                     *extra)
     if locustfile is not None:
         cmd[cmd.index("-f") + 1] = str(locustfile)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=out.parent)
@@ -66,19 +67,38 @@ def test_streams_ending_together_flag_a_slowed_client_only(tmp_path, emulator, s
         assert "client_lag" not in step["flags"] and "client_lag" not in codes
 
 
-def test_a_load_process_whose_loop_is_blocked_is_flagged_client_read_lag(tmp_path, emulator):
+@pytest.mark.parametrize("clock", ["user", "kernel"])
+def test_a_load_process_whose_loop_is_blocked(tmp_path, emulator, clock):
     """A process whose event loop is blocked 30 ms in every 60 serves ready streams up to 30 ms late: its steps
-    carry ``read_lag_p90_ms`` above the 10 ms floor and the flag ``client_read_lag``, whose warning says TTFT and
-    ITL may be that much too long. The CPU flag cannot see it (the block is idle) and neither can send lag."""
-    emu = emulator("baseline", speed=10)
+    carry ``read_lag_p90_ms`` above the 10 ms floor, and its requests a receive lag (``recv_lag_ms``: read after
+    the kernel stamped their bytes) of that size. The CPU flag cannot see it (the block is idle) and neither can
+    send lag. On the event loop's clock (``--receive-clock user``) the late reads are in TTFT and ITL: flag
+    ``client_read_lag``, whose warning says by how much; first tokens are seen well after the emulator wrote
+    them. On the kernel's clock they are not: first tokens are stamped within a millisecond of their writing
+    (median), and nothing is flagged."""
+    emu = emulator("baseline", speed=10, extra=["--ledger-chunk-times"])
     out = tmp_path / "run"
-    run(emu.url, out, REPO / "tests" / "scripts" / "blocked_loop.py")
+    run(emu.url, out, REPO / "tests" / "scripts" / "blocked_loop.py", "--receive-clock", clock)
     data = read_run(out)
     (step,) = data.steps
-    (row,) = summarize_run(data).rows
+    summary = summarize_run(data)
+    (row,) = summary.rows
+    assert data.meta.receive_clock == clock and step["receive_clock"] == clock and row.receive_clock == clock
     assert step["read_lag_p90_ms"]["local"] > 2 * READ_LAG_FLOOR_MS, step
-    assert "client_read_lag" in step["flags"] and "client_read_lag" in row.flags
     assert row.client_read_lag_p90_ms == step["read_lag_p90_ms"]["local"]
+    assert row.recv_lag_p90_ms is not None and row.recv_lag_p90_ms > READ_LAG_FLOOR_MS, row.recv_lag_p90_ms
+    truth = {e["rid"]: e for e in ledger(emu.url)}
+    # when the client put each first token against when the emulator wrote it (one machine, one wall clock)
+    late_ms = sorted(1000 * (r["start_s"] + r["ttft_s"] - truth[r["server_request_id"]]["first_token_s"])
+                     for r in data.records if r["status"] == "ok")
+    median = late_ms[len(late_ms) // 2]
+    codes = {w.code for w in summary.warnings}
+    if clock == "user":
+        assert "client_read_lag" in step["flags"] and "client_read_lag" in row.flags and "client_read_lag" in codes
+        assert late_ms[int(0.9 * len(late_ms))] > READ_LAG_FLOOR_MS, late_ms[-10:]
+    else:
+        assert "client_read_lag" not in step["flags"] and "client_read_lag" not in codes, step["flags"]
+        assert -0.5 < median < 1.0, late_ms
 
 
 def test_an_unblocked_load_process_reads_on_time(tmp_path, emulator):

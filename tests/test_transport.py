@@ -9,6 +9,7 @@ framing errors) is played here.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import socket
 import ssl
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from specbench.contract.receiveclock import KERNEL_STAMPS
 from specbench.locustfiles.transport import BrokenStream, Endpoint, SendFailed, StreamClient, endpoint
 
 TIMEOUT = (2.0, 2.0)
@@ -293,3 +295,31 @@ def test_the_read_timeout_on_the_event_loop() -> None:
     assert out["after_head"] == "timeout" and 0.28 <= out["after_head_s"] < 2.0, out
     assert out["trickle"] == "01234567" and out["trickle_s"] >= 0.7, out
     assert out["idle_between"] == ["one", "two"], out
+
+
+@pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps: Linux on x86-64 or arm64")
+def test_a_read_made_late_carries_the_time_its_bytes_arrived() -> None:
+    """Kernel receive stamps (``SO_TIMESTAMPNS``): the first event is read 150 ms after it arrived, yet the
+    response's ``stamp`` for it is its arrival; the later events, 300 ms apart at the server, carry stamps 300 ms
+    apart. A client that does not ask for stamps reads the same bytes with ``stamp`` None."""
+    events = [b"data: %d\n\n" % i for i in range(3)]
+    pieces = [CHUNKED_HEAD + chunked(events[0])[:-5], *(chunked(e)[:-5] for e in events[1:]), b"0\r\n\r\n"]
+    script = Script([[pieces], [pieces]], pause_s=0.3)
+    with scripted(script) as url:
+        for stamped in (True, False):
+            client = StreamClient(Endpoint(url), kernel_stamps=stamped)
+            resp = post(client)
+            time.sleep(0.15)  # a busy load process: the first event waits in the socket
+            stamps, lates = [], []
+            while resp.read1():
+                stamps.append(resp.stamp)
+                lates.append(time.time() - resp.stamp if resp.stamp is not None else None)
+            client.close()
+            if not stamped:
+                assert stamps == [None, None, None]
+                continue
+            assert len(stamps) == 3 and all(s is not None for s in stamps), stamps
+            assert lates[0] is not None and lates[0] > 0.1, lates  # stamped at arrival, not at the late read
+            assert all(late is not None and late < 0.05 for late in lates[1:]), lates  # read as they came
+            gaps = [b - a for a, b in itertools.pairwise(stamps)]
+            assert all(0.25 < g < 0.4 for g in gaps), gaps

@@ -18,6 +18,7 @@ from specbench.contract.policy import (
     MIN_ACHIEVED_FRACTION,
     client_lag_limit_ms,
     client_lagged,
+    lag_in_figures_ms,
     rate_held,
     read_lag_limit_ms,
     read_lagged,
@@ -167,16 +168,26 @@ def client_problems(row: StepRow) -> list[tuple[str, str]]:
                       "ITL, late sends lower throughput); run more load processes (--processes)"))
     if client_lagged(row.send_lag_p90_ms, row.ttft_p50_s):
         found.append((CLIENT_LAG, client_lag_text(row)))
-    if read_lagged(row.client_read_lag_p90_ms, row.ttft_p50_s):
+    if read_lagged(row_read_lag_ms(row), row.ttft_p50_s):
         found.append((CLIENT_READ_LAG, read_lag_text(row)))
     return found
 
 
+def row_read_lag_ms(row: StepRow) -> float | None:
+    """The client's read lag that is in this step's TTFT and ITL (``contract.policy.lag_in_figures_ms``)."""
+    return lag_in_figures_ms(row.client_read_lag_p90_ms, row.recv_lag_p90_ms, row.receive_clock)
+
+
 def read_lag_text(row: StepRow) -> str:
-    """Why a step's read lag matters, with its figure, its limit and the fix."""
-    return (f"a load process's event loop served ready streams {row.client_read_lag_p90_ms:.0f} ms late at p90 "
-            f"(limit {read_lag_limit_ms(row.ttft_p50_s):.0f} ms: 10 ms or 5% of the median TTFT): TTFT and ITL as "
-            "measured may be that much too long; run more load processes (--processes)")
+    """Why a step's read lag matters, with its figures, its limit and the fix."""
+    seen = []
+    if row.recv_lag_p90_ms is not None:
+        seen.append(f"stream bytes were read {row.recv_lag_p90_ms:.0f} ms after the kernel received them")
+    if row.client_read_lag_p90_ms is not None:
+        seen.append(f"a load process's event loop served ready streams {row.client_read_lag_p90_ms:.0f} ms late")
+    return (f"{' and '.join(seen)} (p90; limit {read_lag_limit_ms(row.ttft_p50_s):.0f} ms: 10 ms or 5% of the "
+            "median TTFT): TTFT and ITL as measured on the event loop's clock may be that much too long; run more "
+            "load processes (--processes), or measure on the kernel's clock (--receive-clock kernel, Linux)")
 
 
 def client_lag_text(row: StepRow) -> str:

@@ -32,6 +32,7 @@ class StepWindow:
     target_rate: float | None = None  # open loop: requests/s asked for; None in closed loop
     dropped: int = 0  # open loop: requests due while every user was busy (from steps.jsonl)
     arrival_dispersion: float | None = None  # open loop: how the send count was judged (None: as Poisson)
+    receive_clock: str | None = None  # the chunk times' clock as steps.jsonl says (None: not said)
 
     @property
     def bounds(self) -> tuple[float, float] | None:
@@ -81,6 +82,7 @@ def window_from_step(step: StepRecord) -> StepWindow:
         target_rate=step.get("target_rate"),
         dropped=int(step.get("dropped") or 0),
         arrival_dispersion=step.get("arrival_dispersion"),
+        receive_clock=step.get("receive_clock"),
     )
 
 

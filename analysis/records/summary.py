@@ -46,7 +46,13 @@ from specbench.contract.rundir import RunDir
 from specbench.contract.schema import NOT_SERVER_FAILURES, REFUSED, RequestRecord, RunData, RunMeta, StepRecord
 from specbench.contract.server_metrics import ServerMetricsSample
 from specbench.contract.slo import Slo, SloError, parse_slo
-from specbench.contract.window import achieved_concurrency, measured_in_window, send_lag_percentiles, window_throughput
+from specbench.contract.window import (
+    achieved_concurrency,
+    measured_in_window,
+    recv_lag_p90,
+    send_lag_percentiles,
+    window_throughput,
+)
 
 
 @dataclass(frozen=True)
@@ -187,7 +193,7 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
         min_requests = default_min_requests(window.target_c)
     if window.bounds is None:
         return replace(_empty_row(window, min_requests), target_rate=window.target_rate, dropped=window.dropped,
-                       arrival_dispersion=window.arrival_dispersion)
+                       arrival_dispersion=window.arrival_dispersion, receive_clock=window.receive_clock)
     t0, t1 = window.bounds
     nearby = overlapping(records, t0, t1)
     # Closed loop: requests that started and finished in the window. Open loop: every request sent in it (the
@@ -242,6 +248,8 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
         throughput_ci_method=estimate.method,
         send_lag_p50_ms=lag_p50,
         send_lag_p90_ms=lag_p90,
+        recv_lag_p90_ms=recv_lag_p90(inside),
+        receive_clock=window.receive_clock,
         **refusal_figures(refused, len(inside)),
     )
     if slo is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from specbench.analysis.records.checks import row_read_lag_ms
 from specbench.analysis.records.summary import StepRow
 from specbench.analysis.verdicts.decompose import Decomposition
 from specbench.analysis.verdicts.pair_checks import MIN_GAUGE_SAMPLES
@@ -67,8 +68,8 @@ def _side(name: str, row: StepRow, other: StepRow, declared_cap: int | None) -> 
     if client_lagged(row.send_lag_p90_ms, row.ttft_p50_s):
         found.append(f"{name}'s requests went on the wire late (send lag p90 {row.send_lag_p90_ms:.0f} ms): the client "
                      "may set the pace")
-    if read_lagged(row.client_read_lag_p90_ms, row.ttft_p50_s):
-        found.append(f"{name}'s load process read streams late (read lag p90 {row.client_read_lag_p90_ms:.0f} ms): its "
+    if read_lagged(lag := row_read_lag_ms(row), row.ttft_p50_s):
+        found.append(f"{name}'s load process read streams late (read lag p90 {lag:.0f} ms): its "
                      "TTFT and ITL carry the client's delay")
     return found
 

@@ -155,9 +155,32 @@ def test_client_read_lag_at_its_limit_is_silent_just_over_speaks_in_the_warning_
     limit = read_lag_limit_ms(ttft_s)
     at = clean_row(ttft_p50_s=ttft_s, client_read_lag_p90_ms=limit)
     over = replace(at, client_read_lag_p90_ms=limit * (1 + EPS))
-    assert f"(limit {limit:.0f} ms" in _speaks(CLIENT_READ_LAG, at, over)
+    assert f"limit {limit:.0f} ms" in _speaks(CLIENT_READ_LAG, at, over)
     assert level_why(clean_row(), at, [at]) is None
     assert "spec's load process read streams late" in (level_why(clean_row(), over, [over]) or "")
+
+
+@pytest.mark.parametrize("ttft_s", [0.1, 2.0])
+@pytest.mark.parametrize("clock", ["user", None])  # None: a step line that does not say (read as the loop's clock)
+def test_receive_lag_at_its_limit_is_silent_just_over_speaks(ttft_s: float, clock: str | None) -> None:
+    """The receive lag (bytes read after the kernel stamped them, p90 of the requests' recv_lag_ms) is in the
+    figures on the event loop's clock: it raises client_read_lag by itself, with its own figure in the sentence."""
+    limit = read_lag_limit_ms(ttft_s)
+    at = clean_row(ttft_p50_s=ttft_s, recv_lag_p90_ms=limit, receive_clock=clock)
+    over = replace(at, recv_lag_p90_ms=limit * (1 + EPS))
+    message = _speaks(CLIENT_READ_LAG, at, over)
+    assert f"stream bytes were read {limit * (1 + EPS):.0f} ms after the kernel received them" in message
+    assert level_why(clean_row(), at, [at]) is None
+    assert "spec's load process read streams late" in (level_why(clean_row(), over, [over]) or "")
+
+
+def test_on_the_kernels_clock_no_read_lag_is_in_the_figures() -> None:
+    """The near miss of the other kind: the same lags, far over the limit, with chunk times from the kernel's
+    receive stamps: the figures do not carry them, so nothing is said."""
+    row = clean_row(ttft_p50_s=0.1, recv_lag_p90_ms=500.0, client_read_lag_p90_ms=500.0, receive_clock="kernel")
+    assert CLIENT_READ_LAG not in _codes(row)
+    assert level_why(clean_row(), row, [row]) is None
+    assert CLIENT_READ_LAG in _codes(replace(row, receive_clock="user"))
 
 
 def test_dropped_requests_none_is_silent_one_speaks() -> None:

@@ -106,7 +106,7 @@ CASES: dict[str, tuple[Mutation, str]] = {
     "client_bound": (_set(client_busy=0.97), "used 97% of a core"),
     "client_lag": (_set(send_lag_ms=500.0), "send lag p90 500 ms"),
     "client_read_lag": (_level(1, step_extra={"read_lag_p90_ms": {"local": 35.0}}),
-                        "C=2: a load process's event loop served ready streams 35 ms late at p90"),
+                        "C=2: a load process's event loop served ready streams 35 ms late (p90"),
     "client_paused": (_level(1, step_extra={"paused_s": 9.0, "flags": ["client_paused"]}),
                       "C=2: the load process stood still for 9.0 s"),
     "dropped_requests": (_level(1, step_extra={"dropped": 7}), "C=2: 7 request(s) fell due while all"),
