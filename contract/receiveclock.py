@@ -11,8 +11,10 @@ without stamps. TLS sockets give no ancillary data. The load side (``locustfiles
 
 from __future__ import annotations
 
+import math
 import platform
 import sys
+import time
 from urllib.parse import urlsplit
 
 #: whether this platform stamps TCP segments on receipt for ``recvmsg``
@@ -23,3 +25,45 @@ SO_TIMESTAMPNS = SCM_TIMESTAMPNS = 35
 def receive_clock(asked: str, base_url: str) -> str:
     """The clock a run's chunk times are on: "kernel" where asked and given (Linux, plain TCP), else "user"."""
     return "kernel" if asked == "kernel" and KERNEL_STAMPS and urlsplit(base_url).scheme == "http" else "user"
+
+
+#: how long the wall-to-perf_counter offset is kept before it is measured again (the wall clock slews by ppm)
+OFFSET_TTL_S = 1.0
+#: a reading of both clocks counts when the perf_counter reads around the wall clock's are this close
+OFFSET_BRACKET_S = 20e-6
+
+
+class _WallOffset:
+    """``time.time() - time.perf_counter()``, measured so a pause of the process cannot skew it: the wall clock
+    is read between two perf_counter reads, and a reading counts only when those are within ``OFFSET_BRACKET_S``
+    (a process descheduled between two clock reads would otherwise move every stamp by the pause)."""
+
+    __slots__ = ("offset_s", "taken_s")
+
+    def __init__(self) -> None:
+        self.offset_s = 0.0
+        self.taken_s = -math.inf
+
+    def __call__(self) -> float:
+        before = time.perf_counter()
+        if before - self.taken_s < OFFSET_TTL_S:
+            return self.offset_s
+        best = math.inf
+        for _ in range(5):
+            p1 = time.perf_counter()
+            wall = time.time()
+            p2 = time.perf_counter()
+            if p2 - p1 < best:
+                best, self.offset_s = p2 - p1, wall - (p1 + p2) / 2
+            if best <= OFFSET_BRACKET_S:
+                break
+        self.taken_s = before
+        return self.offset_s
+
+
+wall_offset = _WallOffset()
+
+
+def perf_time(wall_s: float) -> float:
+    """An epoch time (a kernel stamp) on the ``time.perf_counter`` scale of this process."""
+    return wall_s - wall_offset()

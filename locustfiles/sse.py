@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 
+from specbench.contract.receiveclock import perf_time
 from specbench.locustfiles.wakeclock import wake_clock
 
 DONE = b"[DONE]"
@@ -113,7 +114,8 @@ class EventReader:
     With ``stamp`` (the kernel's receive time, epoch seconds, of the bytes the last read returned, or None:
     ``transport.Response.stamp``), each read's lag is measured: how much later than the kernel stamp the
     event-loop clock below would have put its first event; ``recv_lag_max_ms`` keeps the largest. With
-    ``kernel`` as well, events are stamped with the kernel's time (on the ``perf_counter`` scale) instead.
+    ``kernel`` as well, events are stamped with the kernel's time (on the ``perf_counter`` scale) instead, never
+    before ``not_before`` (the request's send) nor before an earlier read's stamp.
 
     ``read`` must return as soon as any bytes are available (``read1`` semantics), never wait for a size.
     Without ``clock``, when a read waited on the event loop its first event is stamped with the poll that saw
@@ -124,14 +126,16 @@ class EventReader:
     needed it, so a send lag counted from there includes other users' work that ran first.
     """
 
-    __slots__ = ("clock", "kernel", "last", "read", "recv_lag_max_ms", "stamp", "woke")
+    __slots__ = ("clock", "kernel", "last", "not_before", "read", "recv_lag_max_ms", "stamp", "woke")
 
     def __init__(self, read: Callable[[], bytes], clock: Callable[[], float] | None = None,
-                 stamp: Callable[[], float | None] | None = None, kernel: bool = False) -> None:
+                 stamp: Callable[[], float | None] | None = None, kernel: bool = False,
+                 not_before: float = 0.0) -> None:
         self.read = read
         self.clock = clock
         self.stamp = stamp
         self.kernel = kernel and stamp is not None
+        self.not_before = not_before
         self.last = 0.0
         self.woke = 0.0  # 0.0: no read waited on the loop
         self.recv_lag_max_ms: float | None = None  # None: no read carried a kernel stamp
@@ -139,7 +143,7 @@ class EventReader:
     def __iter__(self) -> Iterator[tuple[float, bytes]]:
         read, splitter = self.read, SSESplitter()
         wake = wake_clock() if self.clock is None else None
-        seen_s, arrived = None, 0.0  # the last kernel stamp read, and its time on the perf_counter scale
+        seen_s, arrived = None, self.not_before  # the last kernel stamp read, and its time on the perf_counter scale
         while True:
             first = 0.0  # the stamp of the block's first event when the read waited on the loop
             if wake is not None:
@@ -154,8 +158,8 @@ class EventReader:
             if self.stamp is not None and (kernel_s := self.stamp()) is not None:
                 if kernel_s != seen_s:  # a read that reached the socket (the same stamp: bytes an earlier one read)
                     seen_s = kernel_s
-                    # its time on the perf_counter scale: as long before now as before the wall clock's now
-                    arrived = min(now, now - (time.time() - kernel_s))
+                    # on the perf_counter scale; bytes cannot arrive after their read nor before earlier bytes
+                    arrived = min(now, max(arrived, perf_time(kernel_s)))
                     lag_ms = max(0.0, ((first or now) - arrived) * 1000.0)
                     if self.recv_lag_max_ms is None or lag_ms > self.recv_lag_max_ms:
                         self.recv_lag_max_ms = lag_ms

@@ -424,7 +424,7 @@ class LLMUser(HttpUser):
         receive lag, ``EventReader.recv_lag_max_ms``). ``kernel_clock``: chunk times are the kernel's stamps."""
         deadline = t0 + total_timeout
         clean_eof = False
-        events = EventReader(resp.read1, stamp=lambda: resp.stamp, kernel=kernel_clock)
+        events = EventReader(resp.read1, stamp=lambda: resp.stamp, kernel=kernel_clock, not_before=t0)
         try:
             for t, payload in events:
                 state.feed(t, payload)

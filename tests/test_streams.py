@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
-from specbench.locustfiles.sse import SSESplitter, iter_events
+import pytest
+
+from specbench.contract.receiveclock import wall_offset
+from specbench.locustfiles.sse import EventReader, SSESplitter, iter_events
 from specbench.locustfiles.streams import StreamState
 
 
@@ -335,3 +338,31 @@ def test_sse_error_field_becomes_an_error_payload():
     st = feed_all("chat", got)
     assert (st.error, st.error_code, st.done) == ("slot died", 500, True)
     assert SSESplitter().feed(b"error: not json\n\n") == [b'{"error": "not json"}']
+
+
+def test_kernel_stamps_are_the_event_times_never_before_the_send_nor_running_backwards():
+    """On the kernel's clock each read's events take its stamp (converted to the perf_counter scale), bounded:
+    a stamp before the request's send (a wall clock stepped back, or a conversion skewed by a pause) is the
+    send, one before an earlier read's is that read's, and none is after its own read. The receive lag is how
+    much later the loop's own clock put the read."""
+    offset = wall_offset()
+    blocks = iter([b"data: a\n\n", b"data: b\n\n", b"data: c\n\n", b"data: d\n\n", b""])
+    reads = iter([10.0, 11.0, 12.0, 13.0, 14.0])  # the loop's clock when each read returned
+    # a stamp before the send, a good one 0.2 s before its read, one before the previous, one "after" its read
+    stamps = iter([5.0, 10.8, 10.5, 13.5, 13.5])
+    current: list[float | None] = [None]
+
+    def read() -> bytes:
+        current[0] = next(stamps) + offset  # the epoch time a kernel stamp would carry
+        return next(blocks)
+
+    reader = EventReader(read, clock=lambda: next(reads), stamp=lambda: current[0], kernel=True, not_before=9.0)
+    assert [t for t, _ in reader] == pytest.approx([9.0, 10.8, 10.8, 13.0], abs=1e-3)
+    # the third read: returned at 12.0, its bytes taken as arrived at 10.8
+    assert reader.recv_lag_max_ms == pytest.approx(1200, abs=1)
+    # the same reads on the loop's clock keep the loop's times, and measure the same lag
+    blocks = iter([b"data: a\n\n", b"data: b\n\n", b"data: c\n\n", b"data: d\n\n", b""])
+    reads, stamps = iter([10.0, 11.0, 12.0, 13.0, 14.0]), iter([5.0, 10.8, 10.5, 13.5, 13.5])
+    reader = EventReader(read, clock=lambda: next(reads), stamp=lambda: current[0], not_before=9.0)
+    assert [t for t, _ in reader] == [10.0, 11.0, 12.0, 13.0]
+    assert reader.recv_lag_max_ms == pytest.approx(1200, abs=1)
