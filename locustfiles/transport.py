@@ -266,9 +266,7 @@ class StreamClient:
             fields = _fields(lines[1:])
             reason = status_line[2].decode("latin-1") if len(status_line) > 2 else ""
             keep = status_line[0] == b"HTTP/1.1" and "close" not in fields.get("connection", "").lower()
-            resp = Response(self, sock, code, reason, fields, buf, keep)
-            resp.stamp = stamp
-            return resp
+            return Response(self, sock, code, reason, fields, buf, keep, stamp)
 
 
 def _timed_out(exc: TimeoutError, read_timeout: float, total: float | None) -> SendFailed:
@@ -324,11 +322,11 @@ class Response:
                  "headers", "reason", "stamp", "status_code")
 
     def __init__(self, client: StreamClient, sock: Any, status_code: int, reason: str, headers: dict[str, str],
-                 buf: bytes, keep: bool) -> None:
+                 buf: bytes, keep: bool, stamp: float | None = None) -> None:
         self._client, self._sock, self._buf, self._keep = client, sock, buf, keep
         self._silence = client.silence
         self._stamped = client.stamped
-        self.stamp: float | None = None  # kernel receive time (epoch s) of the last read's bytes; None: not stamped
+        self.stamp = stamp  # kernel receive time (epoch s) of the last read's bytes (the head's, at first); None: none
         self.status_code, self.reason, self.headers = status_code, reason, headers
         self.done = False
         self._state = "size"  # chunked: "size" (a size line next), "data", "crlf" (after data), "trailer"

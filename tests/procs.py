@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 
 def _stat_fields(stat: Path) -> list[str] | None:
@@ -58,3 +59,13 @@ def end_stopped(*procs: subprocess.Popen[str]) -> None:
             proc.send_signal(signal.SIGCONT)
             proc.kill()
             proc.wait(timeout=30)
+
+
+def terminate(proc: subprocess.Popen[Any], timeout_s: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within ``timeout_s``; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -25,6 +25,7 @@ import requests
 from specbench.launch import free_port
 from specbench.locustfiles.target import start_emulator_process
 from tests.conftest import LOCUSTFILE, REPO, wait_answering, wait_until
+from tests.procs import terminate
 from tests.tinyservers import tiny_server
 
 KEY_VAR = "SPECBENCH_TEST_KEY_53"
@@ -68,12 +69,7 @@ def web_ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebUi]:
         wait_answering(base + "/", timeout_s=30, what="the web UI")
         yield WebUi(root, base, proc)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
         emu.stop()
 
 

@@ -20,6 +20,7 @@ import requests
 
 from specbench.launch import free_port
 from tests.conftest import LOCUSTFILE, REPO, wait_answering, wait_until
+from tests.procs import terminate
 
 
 def test_reads_across_a_slow_stop_see_running_then_stopped(tmp_path, emulator) -> None:
@@ -73,10 +74,5 @@ def test_reads_across_a_slow_stop_see_running_then_stopped(tmp_path, emulator) -
         assert again.json()["success"], again.text
         wait_until(lambda: state() == "running", timeout_s=30, poll_s=0.2, what="the second run to be running")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
         log.close()
