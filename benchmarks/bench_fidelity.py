@@ -191,8 +191,8 @@ def capacity_part(users: int, seconds: float, rounds: int, tmp: Path) -> None:
     cpu_ratios: dict[str, list[float]] = {"kernel": [], "user": []}
     try:
         print(f"\nflood C={users}, baseline x100, 256-token requests, {seconds:g} s windows; the suite on each "
-              "receive clock (both read with recvmsg and stamps; kernel: events take the stamps, user: the event loop's "
-              "time), interleaved with the raw client")
+              "receive clock (both read with recvmsg and stamps; kernel: events take the stamps, user: the event "
+              "loop's time), interleaved with the raw client")
         print(f"{'round':>5} {'clock':>7} {'suite ev/s':>11} {'suite us/ev':>12} {'raw ev/s':>9} {'raw us/ev':>10} "
               f"{'ev/s ratio':>11} {'CPU/ev ratio':>13}")
         for k in range(rounds):
