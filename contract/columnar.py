@@ -35,7 +35,8 @@ import numpy as np
 from specbench.contract.evidence import LEFT_OUT_KINDS
 
 #: the fields read into numpy arrays (with a null mask where null is allowed), and the Arrow types accepted
-_FLOATS = ("start_s", "e2e_s", "ttft_s", "send_lag_ms", "scheduled_s", "target_rate", "recv_lag_ms")
+_FLOATS = ("start_s", "e2e_s", "ttft_s", "send_lag_ms", "scheduled_s", "target_rate", "recv_lag_ms",
+           "write_ms")
 _INTS = ("schema", "step", "target_c", "output_tokens", "max_tokens", "prompt_seq", "worker", "prompt_tokens",
          "cached_tokens", "http_status", "turn")
 _NOT_NULL = ("schema", "start_s", "e2e_s", "output_tokens")  # required by read_records / load_run's type checks

@@ -109,6 +109,10 @@ class RequestRecord(TypedDict):
     # bytes (the receive lag; with receive_clock "kernel" in meta.json the chunk times are the kernel's, so it is
     # not in them); absent where no read carried a kernel stamp (TLS, not Linux, records made before it existed)
     recv_lag_ms: NotRequired[float]
+    # ms from start_s to the kernel holding every byte of the request (the write's return): microseconds unless
+    # the request outgrew the socket's buffer and waited for the server to read it, or its greenlet waited for
+    # its event loop; absent where the request was never all written, and in records made before it existed
+    write_ms: NotRequired[float]
     # --multi-turn (absent otherwise: every request on its own): the conversation (unique in the run, "s<step>-
     # <prompt_seq of turn 1>") and the turn, 1..N; later turns share turn 1's prompt_seq, prompt_id "<id>/t<turn>"
     conversation_id: NotRequired[str]

@@ -96,6 +96,12 @@ def recv_lag_p90(records: Iterable[RequestRecord]) -> float | None:
     return float(np.percentile(lags, 90)) if lags else None
 
 
+def write_p90(records: Iterable[RequestRecord]) -> float | None:
+    """p90 of ``write_ms`` over the records that carry one (None without any): how long sends took to hand over."""
+    times = [ms for r in records if (ms := r.get("write_ms")) is not None]
+    return float(np.percentile(times, 90)) if times else None
+
+
 def batch_throughputs(records: Sequence[RequestRecord], t0: float, t1: float, n_batches: int) -> np.ndarray:
     """Throughput in each of n_batches equal time slices of [t0, t1) (batch means over time)."""
     if t1 <= t0 or n_batches < 1:

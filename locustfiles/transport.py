@@ -28,6 +28,11 @@ the stamp (CLOCK_REALTIME) of the last segment it returned. ``Response.stamp`` i
 last ``read1`` returned, however late the event loop got to them. One read that returns several segments
 carries the last one's stamp, so an earlier event in it is stamped no earlier than it arrived and at most as
 late as the read itself. TLS sockets give no ancillary data: they read without stamps.
+
+The send side: ``written`` is when ``sendall`` returned, every byte of the request in the kernel's hands. From
+the request's start (just before the write) to then is its write time: microseconds while the socket's buffer
+takes the request whole; a prompt larger than the buffer waits for the server to read it, and a greenlet that
+had to wait resumes only when its event loop gets to it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import functools
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -125,7 +131,7 @@ def endpoint(base_url: str, verify: bool | str = True) -> Endpoint:
 class StreamClient:
     """One user's connection to one server; one request at a time."""
 
-    __slots__ = ("_heads", "_sock", "endpoint", "silence", "stamped")
+    __slots__ = ("_heads", "_sock", "endpoint", "silence", "stamped", "written")
 
     def __init__(self, endpoint: Endpoint, kernel_stamps: bool = False) -> None:
         self.endpoint = endpoint
@@ -134,6 +140,7 @@ class StreamClient:
         self._sock: Any = None
         self._heads: dict[tuple[Any, ...], bytes] = {}
         self.silence: SilenceTimer | None = None  # the read timeout on an event loop (``_timeouts``)
+        self.written: float | None = None  # perf_counter when the last request's bytes were all with the kernel
 
     def close(self) -> None:
         if self.silence is not None:
@@ -208,6 +215,7 @@ class StreamClient:
         connect_timeout, read_timeout = timeout
         data = self.head(path, headers, len(body)) + body
         sent = False
+        self.written = None
         for attempt in range(2):
             if self._sock is not None and not self._reusable():
                 self.close()
@@ -221,6 +229,7 @@ class StreamClient:
                 on_send()
             try:
                 sock.sendall(data)
+                self.written = time.perf_counter()  # handed over: the kernel holds every byte (not yet sent)
                 return self._response(sock)
             except _Closed as exc:
                 self.close()

@@ -123,9 +123,10 @@ class InFlight:
     conversation: Conversation | None = None  # --multi-turn: the conversation and turn this request is
     send_lag_ms: float | None = None  # from the user being ready to the send; None: it never went on the wire
     recv_lag_ms: float | None = None  # the most a read's event-loop time trailed its kernel stamp; None: no stamp
+    write_ms: float | None = None  # from its start to the kernel holding all its bytes; None: never all written
     sent: bool = False  # its bytes went on the wire (``LLMUser._sent``)
     started: float | None = None  # wall clock when its send began, once it ran its course (Locust's start_time)
-    ready: float | None = None  # a clean end: the poll that woke the user for its last bytes (send lag's start)
+    ready: float | None = None  # a clean end: the user's wake for its last bytes, or their stamp (send lag's start)
     backoff_s: float = 0.0  # a refusal: what the user waits before its next send (``locustfiles.refusals``)
 
 
@@ -390,6 +391,8 @@ class LLMUser(HttpUser):
             resp = self._http.post(ctx.dialect.path, headers, orjson.dumps(body), (s.connect_timeout, s.read_timeout),
                                    lambda: self._sent(ctx, req), s.request_timeout)
             outcome.http_status = resp.status_code
+            if self._http.written is not None:
+                req.write_ms = round((self._http.written - req.t0) * 1000.0, 3)
             if is_refusal(resp.status_code):  # declined at once (a full queue, a rate limit): not a failure
                 outcome.fail("refused", f"HTTP {resp.status_code}", _page(resp, ERROR_PAGE_LIMIT))
                 outcome.retry_after = retry_after_s(resp.headers.get("retry-after"))
@@ -420,7 +423,8 @@ class LLMUser(HttpUser):
     def _read_stream(resp: Response, state: StreamState, outcome: Outcome, t0: float, total_timeout: float,
                      max_tokens: int | None = None, kernel_clock: bool = False) -> tuple[float, float, float | None]:
         """Read the stream to its end: (when it ended, when the user became ready: the event loop's poll that
-        woke it for the stream's last bytes, so other users' work queued ahead of it counts as send lag; the
+        woke it for the stream's last bytes, or their kernel stamp where earlier, so other users' work queued
+        ahead of it counts as send lag; the
         receive lag, ``EventReader.recv_lag_max_ms``). ``kernel_clock``: chunk times are the kernel's stamps."""
         deadline = t0 + total_timeout
         clean_eof = False
@@ -441,7 +445,9 @@ class LLMUser(HttpUser):
             outcome.fail("truncated", "connection broken mid-stream", str(exc))
         end = events.last if clean_eof else time.perf_counter()
         classify_stream_end(state, outcome, max_tokens)
-        ready = (events.woke or end) if clean_eof else end
+        # Ready from the poll that woke it, or on the kernel's clock from its last bytes' arrival (earlier by the
+        # loop's lateness, which held the next send back just the same)
+        ready = min(events.woke or end, end) if clean_eof else end
         lag = events.recv_lag_max_ms
         return end, ready, None if lag is None else round(lag, 3)
 
@@ -470,6 +476,8 @@ class LLMUser(HttpUser):
         )
         if req.recv_lag_ms is not None:
             record["recv_lag_ms"] = req.recv_lag_ms
+        if req.write_ms is not None:
+            record["write_ms"] = req.write_ms
         if outcome.status == "refused":
             record["backoff_s"] = req.backoff_s
             if outcome.retry_after is not None:

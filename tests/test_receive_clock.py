@@ -7,11 +7,13 @@ clock is ``start_s + ttft_s``. On the kernel's clock the two agree within a mill
 0.01 ms, p90 0.01 ms; the event loop's clock 0.03 and 0.45 ms with the suite's wake clock). A load process
 whose loop is blocked 30 ms in every 60 (``tests/scripts/blocked_loop.py``) reads late: on the event loop's
 clock its step is flagged ``client_read_lag`` with its measured receive lag; on the kernel's clock the first
-tokens keep their arrival times and nothing is flagged.
+tokens keep their arrival times and no late read is flagged, while the late sends are in the send lag (from a
+stream's last bytes' arrival to the next request).
 """
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 from pathlib import Path
 
@@ -55,9 +57,13 @@ def _run(tmp_path: Path, emulator, clock: str, locustfile: Path | None) -> tuple
                      if r["status"] == "ok" and t0 <= r["start_s"] and r["start_s"] + r["e2e_s"] <= t1)
     assert len(late_ms) >= USERS, len(late_ms)
     lags = sorted(r["recv_lag_ms"] for r in data.records if "recv_lag_ms" in r)
+    sends = sorted(r["send_lag_ms"] for r in data.records if r.get("send_lag_ms") is not None)
+    writes = sorted(r["write_ms"] for r in data.records if "write_ms" in r)
     print(f"{clock} clock, {locustfile.name if locustfile else 'suite user'}: first token after the ledger's write "
           f"p50 {late_ms[len(late_ms) // 2]:.2f} ms, p90 {late_ms[int(0.9 * len(late_ms))]:.2f} ms; receive lag "
-          f"p90 {lags[int(0.9 * len(lags))]:.1f} ms; flags {step['flags']}")
+          f"p90 {lags[int(0.9 * len(lags))]:.1f} ms; send lag p50 {sends[len(sends) // 2]:.1f} p90 "
+          f"{sends[int(0.9 * len(sends))]:.1f} ms; write p90 {writes[int(0.9 * len(writes))]:.3f} ms; "
+          f"flags {step['flags']}")
     return step, late_ms, data
 
 
@@ -84,3 +90,25 @@ def test_a_blocked_load_process_at_c250(tmp_path, emulator, clock):
     else:
         assert "client_read_lag" not in step["flags"] and "client_read_lag" not in codes, step["flags"]
         assert -0.5 < median <= 1.0, (median, p90)
+        # The late reads held the next sends back: a user's send lag is the whole gap from its stream's last
+        # bytes (their arrival) to its next request, the block included (the event loop's wake after the block
+        # left it out)
+        gaps = _send_gaps(data.records)
+        assert len(gaps) >= USERS, len(gaps)
+        near = sum(abs(lag - gap) <= 1.0 for gap, lag in gaps)
+        assert near >= 0.9 * len(gaps), sorted(gaps, key=lambda g: abs(g[1] - g[0]))[-5:]
+        assert sorted(lag for _gap, lag in gaps)[len(gaps) // 2] > 5.0, gaps[:5]
+
+
+def _send_gaps(records: list) -> list[tuple[float, float]]:
+    """(ms from a user's stream end to its next request's start, that request's send lag) per consecutive pair."""
+    by_user: dict[int, list] = {}
+    for r in records:
+        by_user.setdefault(r["user"], []).append(r)
+    pairs = []
+    for own in by_user.values():
+        own.sort(key=lambda r: r["start_s"])
+        for prev, nxt in itertools.pairwise(own):
+            if prev["status"] == "ok" and nxt.get("send_lag_ms") is not None:
+                pairs.append((1000 * (nxt["start_s"] - prev["start_s"] - prev["e2e_s"]), nxt["send_lag_ms"]))
+    return pairs

@@ -9,6 +9,7 @@ framing errors) is played here.
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import json
 import socket
@@ -323,3 +324,48 @@ def test_a_read_made_late_carries_the_time_its_bytes_arrived() -> None:
             assert all(late is not None and late < 0.05 for late in lates[1:]), lates  # read as they came
             gaps = [b - a for a, b in itertools.pairwise(stamps)]
             assert all(0.25 < g < 0.4 for g in gaps), gaps
+
+
+def _stamp_into(times: list[float]) -> None:
+    times.append(time.perf_counter())
+
+
+def test_write_time_is_the_hand_over_of_the_request_to_the_kernel() -> None:
+    """``written`` is when every byte of the request was in the kernel's hands: at once for a small request; for
+    one larger than the socket buffers (32 MB) only after the server, which waits 0.3 s before reading, took in
+    what the buffers could not hold."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(5.0)
+
+    def serve() -> None:
+        for delay_s in (0.0, 0.3):
+            conn, _ = listener.accept()
+            with conn:
+                time.sleep(delay_s)
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(65536)
+                head, _, left = head.partition(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]) - len(left)
+                while length > 0:  # the body, counted, not kept
+                    length -= len(conn.recv(1 << 20))
+                conn.sendall(CHUNKED_HEAD + chunked(b"data: [DONE]\n\n"))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        took = []
+        for body in (b'{"text":"x"}', b"x" * (32 << 20)):
+            client = StreamClient(Endpoint(url))
+            began: list[float] = []
+            resp = client.post("/generate", {}, body, (2.0, 10.0), functools.partial(_stamp_into, began))
+            assert read_all(resp).endswith(b"[DONE]\n\n")
+            assert client.written is not None and len(began) == 1
+            took.append(client.written - began[0])
+            client.close()
+        assert took[0] < 0.1, took
+        assert took[1] >= 0.25, took
+    finally:
+        thread.join(10)
+        listener.close()

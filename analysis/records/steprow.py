@@ -61,6 +61,7 @@ class StepRow:
     send_lag_p90_ms: float | None = None
     client_read_lag_p90_ms: float | None = None  # the laggiest load process's event-loop lateness p90 (laghist)
     recv_lag_p90_ms: float | None = None  # p90 over the window's ok requests of recv_lag_ms (receive lag)
+    write_p90_ms: float | None = None  # p90 over the window's requests of write_ms (handing a request over)
     receive_clock: str | None = None  # the chunk times' clock ("kernel", "user"; None: not said, as "user")
     target_rate: float | None = None  # open loop: requests/s asked for (target_c is then 0)
     achieved_rate: float | None = None  # open loop: requests sent in the window / window length

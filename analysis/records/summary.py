@@ -52,6 +52,7 @@ from specbench.contract.window import (
     recv_lag_p90,
     send_lag_percentiles,
     window_throughput,
+    write_p90,
 )
 
 
@@ -249,6 +250,7 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
         send_lag_p50_ms=lag_p50,
         send_lag_p90_ms=lag_p90,
         recv_lag_p90_ms=recv_lag_p90(inside),
+        write_p90_ms=write_p90(inside),
         receive_clock=window.receive_clock,
         **refusal_figures(refused, len(inside)),
     )

@@ -109,6 +109,7 @@ SERVER_COLUMNS: list[Column[StepRow]] = [
     Column("client CPU", lambda r: _pct(r.client_cpu_max)),
     Column("send lag p50/p90 ms", lambda r: joined(fmt_num(r.send_lag_p50_ms, 1), fmt_num(r.send_lag_p90_ms, 1))),
     Column("read lag p90 ms", lambda r: fmt_num(r.client_read_lag_p90_ms, 1)),
+    Column("write p90 ms", lambda r: fmt_num(r.write_p90_ms, 2)),
 ]
 
 
