@@ -7,7 +7,8 @@ process: the rate ladder's arrivals (``shapes.arrivals.ArrivalClock``) or the tr
 time, sleeps until it, releases the lock and sends, so only one due time is ever held, arrivals follow the
 schedule however slow the answers are, and a step change is picked up at the next claim. When every user of
 the pool is busy nobody queues: the due times that pass are dropped, counted and reported to the master, which
-flags the step. One loop serves both schedules; each says only which due time comes next.
+flags the step. One loop serves both schedules; each says only which due time comes next. The lock holder
+sleeps on a kernel timer (``locustfiles.precisesleep``): gevent's own sleep wakes up to a millisecond late.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import gevent
 from gevent.lock import Semaphore
 
 from specbench.contract.messages import DROP_MESSAGE
+from specbench.locustfiles.precisesleep import PreciseSleeper
 from specbench.locustfiles.schedule import Schedule
 from specbench.shapes.arrivals import Claim
 
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from specbench.locustfiles.run import RunContext
 
 
-_LOCKS: weakref.WeakKeyDictionary[Schedule, Semaphore] = weakref.WeakKeyDictionary()
+_LOCKS: weakref.WeakKeyDictionary[Schedule, tuple[Semaphore, PreciseSleeper]] = weakref.WeakKeyDictionary()
 
 
 def wait_for_turn(ctx: RunContext, runner: Any) -> Claim | None:
@@ -36,8 +38,10 @@ def wait_for_turn(ctx: RunContext, runner: Any) -> Claim | None:
     schedule = ctx.schedule
     assert schedule is not None
     free_since = time.time()
-    lock = _LOCKS.setdefault(schedule, Semaphore())
-    with lock:
+    if schedule not in _LOCKS:
+        _LOCKS[schedule] = (Semaphore(), PreciseSleeper())
+    lock, sleeper = _LOCKS[schedule]
+    with lock:  # one sleeper at a time: the timer is the lock holder's
         while True:
             live = ctx.live
             step = live.index
@@ -54,7 +58,7 @@ def wait_for_turn(ctx: RunContext, runner: Any) -> Claim | None:
                 return None
             delay = claim.due_s - time.time()
             if delay > 0:
-                gevent.sleep(delay)
+                sleeper.sleep_until(time.monotonic() + delay)
             if ctx.live.index == step and not ctx.live.draining:
                 return claim
             free_since = time.time()  # the step changed while it slept: claim from the new step's schedule
