@@ -1,4 +1,4 @@
-"""Command line: ``python -m specbench.emulator --profile eagle3 --port 30001 [--speed N] [fault flags]``.
+"""Command line: ``python -m specbench.emulator --profile eagle3 --port 30001 [--speed N] [--drift F] [faults]``.
 
 Prints the server URL as the single line on stdout (a human summary goes to stderr), serves until
 SIGINT or SIGTERM (or, with ``--parent-pid``, until its launcher is gone), then exits 0. A bad profile
@@ -8,6 +8,7 @@ prints one line naming the file and key and exits 2.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -38,6 +39,17 @@ _FAULT_FLAGS = {
 }
 
 
+def _finite(text: str) -> float:
+    """A float that is neither NaN nor infinite: argparse then names the flag in its one-line error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m specbench.emulator", description="Emulated SGLang server.")
     parser.add_argument("--profile", default="baseline",
@@ -45,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000, help="0 picks a free port")
     parser.add_argument("--speed", type=float, help="time factor: 10 runs the model ten times faster")
+    parser.add_argument("--drift", type=_finite, metavar="F",
+                        help="relative speed change per minute of wall time since start: speed(t) = speed * "
+                        "max(0.05, 1 + F*t/60); -0.1 is 10%% slower after a minute (profile key drift_per_min; "
+                        "default 0)")
     parser.add_argument("--max-running-requests", type=int)
     parser.add_argument("--max-queued-requests", type=int, metavar="M",
                         help="requests waiting for a batch slot at most (SGLang's --max-queued-requests; profile key "
@@ -90,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
 #: Command-line flags (argparse dest) that override a profile key of the same meaning.
 _PROFILE_FLAGS = {"max_running_requests": "max_running_requests", "max_queued_requests": "max_queued_requests",
                   "refuse_status": "refuse_status", "retry_after": "retry_after_s",
-                  "startup_delay": "startup_delay_s", "seed": "seed",
+                  "startup_delay": "startup_delay_s", "seed": "seed", "drift": "drift_per_min",
                   "vintage": "vintage", "prefix_cache": "prefix_cache", "ledger_text": "ledger_text",
                   "ledger_chunk_times": "ledger_chunk_times"}
 
@@ -110,8 +126,9 @@ def _summary(emulator: Emulator) -> str:
     mode = f"{spec.algorithm} steps={spec.num_steps} topk={spec.eagle_topk}" if spec else "no speculation"
     active = [k for k, v in p.faults.kinds() if v > 0] if p.faults != Faults() else []
     faults = f", faults: {', '.join(active)}" if active else ""
+    drift = f", drift {p.drift_per_min:+g}/min" if p.drift_per_min else ""
     return (f"emulator: profile {p.name} ({p.vintage}, {mode}, max_running_requests={p.max_running_requests}, "
-            f"speed {p.speed:g}{faults}) on {emulator.url}")
+            f"speed {p.speed:g}{drift}{faults}) on {emulator.url}")
 
 
 def _watch_parent(pid: int, stop: gevent.event.Event, every_s: float = 0.5) -> None:

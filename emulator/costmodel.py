@@ -18,7 +18,7 @@ tokens, M = max_running_requests::
     C >= 2:  min( C*N / ((S+1)*a + b*C*S + p*C*P),   M*N / (S*a + b*M*S + p*M*P) )
 
 All results are in real time at the profile's ``speed``. The analytic curve assumes ``prefix_cache``
-is off and no faults are configured.
+is off, no faults are configured and there is no drift (``drift_per_min`` 0: ``emulator.drift``).
 """
 
 from __future__ import annotations

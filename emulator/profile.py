@@ -123,6 +123,7 @@ class Profile:
     startup_delay_s: float = 0.0
     health_probe_s: float = 1.0
     speed: float = 1.0
+    drift_per_min: float = 0.0  # relative speed change per minute of wall time since start (emulator.drift)
     seed: int = 0
     prefix_cache: bool = False
     ledger_text: bool = False  # ledger entries carry the prompt and answer text (tests of multi-turn runs)
@@ -354,6 +355,7 @@ def _build(raw: dict[str, Any], source: str, name: str) -> Profile:
         startup_delay_s=r.number("startup_delay_s", 0.0),
         health_probe_s=r.number("health_probe_s", 1.0),
         speed=r.number("speed", 1.0, lo=0.0, lo_open=True),
+        drift_per_min=r.number("drift_per_min", 0.0, lo=-math.inf),
         seed=r.integer("seed", 0),
         prefix_cache=r.flag("prefix_cache", False),
         ledger_text=r.flag("ledger_text", False),

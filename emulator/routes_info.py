@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Protocol
 
 import gevent
@@ -127,11 +128,12 @@ def build_server_info(emu: Served) -> dict[str, Any]:
         "cuda_graph_max_bs_decode": p.max_running_requests,
         "cuda_graph_bs_decode": None,
         "cuda_graph_max_bs": p.max_running_requests,
-        "launch_command": f"python -m specbench.emulator --profile {p.name} --speed {p.speed:g}",
+        "launch_command": f"python -m specbench.emulator --profile {p.name} --speed {p.speed:g}"
+                          + (f" --drift {p.drift_per_min:g}" if p.drift_per_min else ""),
         "startup_time": emu.started_wall,
         "internal_states": states,  # one per DP rank
         "version": p.version,
-        "emulator": {"profile": p.name, "speed": p.speed, "source": p.source},
+        "emulator": {"profile": p.name, "speed": p.speed, "drift_per_min": p.drift_per_min, "source": p.source},
     }
 
 
@@ -165,8 +167,10 @@ def gauges(emu: Served, _req: HttpRequest, resp: Responder) -> None:
 
 
 def stats(emu: Served, _req: HttpRequest, resp: Responder) -> None:
+    """Step bookkeeping, and the drift in force: ``speed_factor`` is the speed now over the speed at start."""
+    drift = emu.scheduler.drift
     body = {**emu.scheduler.stats.as_dict(), "profile": emu.profile.name, "speed": emu.profile.speed,
-            "ready": emu.is_ready()}
+            "drift_per_min": drift.per_min, "speed_factor": drift.factor(time.monotonic()), "ready": emu.is_ready()}
     send_json(resp, 200, body)
 
 

@@ -1,9 +1,10 @@
 """Continuous batching in one greenlet: the part of the emulator that decides when tokens exist.
 
 Each loop iteration is one model step. At its start, queued requests join (FIFO) while fewer than
-``max_running_requests`` run; the step then lasts ``a + b*B + prefill`` ms (scaled by speed), measured
-against absolute deadlines so that timer lateness never accumulates. At its end every running request
-receives its tokens and its waiter is woken; the HTTP side writes them out while the next step runs.
+``max_running_requests`` run; the step then lasts ``a + b*B + prefill`` ms (scaled by speed, and by the
+speed drift of the moment it starts: ``emulator.drift``), measured against absolute deadlines so that timer
+lateness never accumulates. At its end every running request receives its tokens and its waiter is woken; the
+HTTP side writes them out while the next step runs.
 If the loop falls more than ``max_catchup_ms`` behind (CPU starvation), it re-bases the timeline and
 counts the lost time instead of bursting to catch up. When idle, it sleeps until a request arrives
 and starts a step for that request at once.
@@ -22,6 +23,7 @@ import gevent
 import gevent.event
 
 from .divergence import change_answer
+from .drift import Drift
 from .power import PowerMeter
 from .profile import Profile
 from .textmodel import WordStream, acceptance_alpha, text_unit
@@ -144,6 +146,7 @@ class Scheduler:
         self._log_every = profile.metrics_interval_steps
         self._window_start = (time.monotonic(), 0, 0, 0)
         self.meter: PowerMeter | None = None  # --gpu-telemetry: told when each step starts and ends (emulator.power)
+        self.drift = Drift(profile.drift_per_min)  # its clock restarts with the loop (``start``)
 
     # ------------------------------------------------------------ request side
 
@@ -178,6 +181,7 @@ class Scheduler:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        self.drift = Drift(self.profile.drift_per_min)
         self._greenlet = gevent.spawn(self._run)
 
     def stop(self) -> None:
@@ -208,6 +212,7 @@ class Scheduler:
                 continue
             batch = len(self._running)
             step_s = (self._a_ms + self._b_ms * batch + self.profile.prefill_ms_per_token * prefill) * self._ms_to_s
+            step_s = self.drift.stretch(step_s, base)
             deadline = base + step_s
             delay = deadline - clock()
             if self.meter is not None:
