@@ -74,6 +74,14 @@ def lag_in_figures_ms(loop_lag_p90_ms: float | None, recv_lag_p90_ms: float | No
     return max(measured) if measured else None
 
 
+#: Drift: one side's repeats at a level (or a ladder's first level measured again at its end) differ by more than
+#: their windows' intervals allow (Cochran's Q, ``analysis.stats.repeats``) at this p-value, and by at least this
+#: share between the lowest and the highest: flag ``drift``. Both, so that neither a tiny real change measured
+#: very precisely nor noise in loosely measured windows is called a drift.
+DRIFT_P = 0.001
+DRIFT_MIN_CHANGE = 0.05
+
+
 def default_min_requests_at_rate(rate: float) -> int:
     """Open loop: at least 30 requests, and three seconds' worth at the step's rate."""
     return max(30, math.ceil(3 * rate))

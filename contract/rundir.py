@@ -47,6 +47,8 @@ REFINED_DIR = "refined"  # refinement rounds: refined/round-K
 PAIRED_DIR = "paired"  # levels another server ran, measured to keep the comparison paired
 REMEASURED_DIR = "remeasured"  # levels a ladder left short, measured again with the budget's rest
 SUB_RUNS: tuple[str, ...] = (REFINED_DIR, PAIRED_DIR, REMEASURED_DIR)  # the sub-runs merged into a run
+END_CHECK_DIR = "endcheck"  # the first level measured again after the ladder: compared with it, never merged
+SIDE_RUNS: tuple[str, ...] = (END_CHECK_DIR,)  # runs kept inside a run that are not merged into it
 ROUND_PREFIX = "round-"
 REPORT_DIR = "report"  # the web UI's Tokens tab: summary.txt/.json/.csv and the plots of the run it stopped
 SERVER_LOGS = "servers"  # a sweep's output: each managed server's log, SERVER_LOGS/NAME.log beside the runs
@@ -125,9 +127,14 @@ class RunDir:
         """Where the levels the ladder left short run again before they are merged."""
         return RunDir(self.path / REMEASURED_DIR)
 
+    def end_check(self) -> RunDir:
+        """Where the ladder's first level is measured again at the end of the job (``specbench.endcheck``)."""
+        return RunDir(self.path / END_CHECK_DIR)
+
     def sub_run_roots(self) -> list[Path]:
-        """The folders that hold this run's sub-runs (``refined`` holds one per round), whether or not they exist."""
-        return [self.path / name for name in SUB_RUNS]
+        """The folders that hold this run's sub-runs (``refined`` holds one per round) and side runs (the end
+        check), whether or not they exist."""
+        return [self.path / name for name in (*SUB_RUNS, *SIDE_RUNS)]
 
     # -- reading --
     def read(self) -> RunData:
@@ -219,7 +226,7 @@ class RunDir:
     # -- clearing --
     def holds_only_ours(self) -> bool:
         """Whether every entry is one a run of ours writes (its files, Locust's log, the sub-run folders)."""
-        ours = frozenset((*RUN_FILES, LOG_FILE, *SUB_RUNS))
+        ours = frozenset((*RUN_FILES, LOG_FILE, *SUB_RUNS, *SIDE_RUNS))
         return all(p.name in ours for p in self.path.iterdir())
 
     def holds_a_run(self) -> bool:

@@ -115,6 +115,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="URL of a speculative server; repeat as --spec NAME=URL to compare several")
     p.add_argument("--out", help="report directory (default reports/compare-YYYYmmdd-HHMMSS)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
+    p.add_argument("--end-check", action=argparse.BooleanOptionalAction, default=None,
+                   help="measure each server's first level again at the end and say whether it changed during "
+                   "the run (default: where the --time-budget leaves room for it)")
+    p.add_argument("--repeats", type=int, default=1, metavar="N",
+                   help="run every ladder N times in alternating order (A B, B A, ...) and combine the repeats: "
+                   "intervals that hold the variation between runs, and drift flagged (default 1; refinement "
+                   "is off with more)")
     p.add_argument("--baseline-gpu-metrics", metavar="URL[,URL...]",
                    help="the baseline's own DCGM exporters (or nvml: this machine's GPUs): its run reads these "
                    "instead of --gpu-metrics (docs/guides/energy.md)")
@@ -416,14 +423,16 @@ def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.compare import CompareJob, ladder_share, run_compare
     from specbench.exporters import run_exporters
+    from specbench.repeatrun import run_repeats
 
     budget = _budget(args)
     refine = refine_levels(args)
+    repeats = repeats_arg(args)
     targets = [(name, check_host(url, f"--spec {name}")) for name, url in spec_targets(args.spec)]
     baseline = check_host(args.baseline, "--baseline")
     settings = _validated(args, passed_on(args) + extra)
     if budget:  # each ladder's first share, checked as its child will check it, before any server is asked
-        share = ladder_share(budget, len(targets) + 1, refine)
+        share = ladder_share(budget, (len(targets) + 1) * repeats, 0 if repeats > 1 else refine)
         check_budget_fits(share, len(settings.rate_ladder or settings.ladder),
                           f"--time-budget (a ladder's share, {duration_arg(share)})")
     for flag, url in [("--baseline", baseline), *((f"--spec {name}", url) for name, url in targets)]:
@@ -435,7 +444,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     key = settings.api_key()
     base = check_server(baseline, "baseline", api=args.api, api_key=key)
     if args.overwrite:
-        _clear_earlier_job(out, ["baseline", *(name for name, _ in targets)])
+        _clear_earlier_job(out, ["baseline", *(name for name, _ in targets)], repeats)
     specs = [(name, check_server(url, name, api=args.api, api_key=key)) for name, url in targets]
     print(redact(base.describe("baseline")), flush=True)
     for name, pre in specs:
@@ -447,8 +456,18 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
                      processes=args.processes, flush_cache=args.flush_cache, api_key=key,
                      extra=passed_on(args) + extra, time_budget_s=budget, verbose=args.verbose,
                      refine_levels=refine, stop_after_saturation=settings.stop_after_saturation,
-                     rate_mode=bool(settings.rate_ladder), gpu_metrics=exporters)
-    return run_compare(job)
+                     rate_mode=bool(settings.rate_ladder), gpu_metrics=exporters, repeats=repeats,
+                     end_check=args.end_check)
+    return run_repeats(job) if repeats > 1 else run_compare(job)
+
+
+def repeats_arg(args: argparse.Namespace) -> int:
+    """--repeats as a count from 1 to ``MAX_REPEATS``; anything else is a usage error."""
+    from specbench.repeatrun import MAX_REPEATS
+
+    if not 1 <= args.repeats <= MAX_REPEATS:
+        raise UsageError(f"--repeats {args.repeats}: expected a count from 1 to {MAX_REPEATS}")
+    return int(args.repeats)
 
 
 def json_on_stdout(args: argparse.Namespace, extra: list[str]) -> int:
@@ -489,11 +508,13 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
                               rate_mode=bool(settings.rate_ladder)))
 
 
-def _clear_earlier_job(out: Path, names: list[str]) -> None:
-    """--overwrite: an earlier compare's or sweep's runs of other configurations go (``specbench.stale``)."""
-    from specbench.stale import clear_earlier_job
+def _clear_earlier_job(out: Path, names: list[str], repeats: int = 1) -> None:
+    """--overwrite: an earlier compare's or sweep's runs of other configurations (and repeats) go
+    (``specbench.stale``)."""
+    from specbench.repeatrun import REPEAT_PREFIX
+    from specbench.stale import clear_earlier_job, clear_earlier_repeats
 
-    removed = clear_earlier_job(out, names)
+    removed = clear_earlier_job(out, names) + clear_earlier_repeats(out, names, repeats, REPEAT_PREFIX)
     if removed:
         print(redact(f"--overwrite: removed the earlier runs of {', '.join(removed)} from {out}"), flush=True)
 

@@ -21,6 +21,7 @@ from specbench.config.yamlload import load_yaml
 from specbench.contract.redact import redact
 from specbench.contract.rundir import RunDir
 from specbench.contract.settings import duration_arg
+from specbench.endcheck import END_CHECK_JSON, end_check_need_s, judge_end_checks, run_end_checks
 from specbench.exporters import with_own_exporters
 from specbench.loadrun import LoadRun, execute
 from specbench.locustfiles.auth import auth_headers
@@ -63,6 +64,8 @@ class CompareJob:
     stop_after_saturation: int = -1  # the validated --stop-after-saturation (flag or profile); -1: off (#27)
     rate_mode: bool = False  # --rate-ladder: refinement adds rates around each capacity under the SLO (#27)
     gpu_metrics: dict[str, str] = field(default_factory=dict)  # run name -> its own exporters (#40)
+    repeats: int = 1  # --repeats: every ladder this many times in alternating order (``specbench.repeatrun``)
+    end_check: bool | None = None  # the first level again at the end (``specbench.endcheck``); None: if budgeted
 
     def run_options(self, name: str, extra: list[str]) -> list[str]:
         """A run's Locust options: ``extra`` with the run's own ``--gpu-metrics`` where it has them (#40)."""
@@ -232,6 +235,8 @@ def budget_line(budget_s: float, ladders_s: float, runs: int) -> str:
 
 def run_compare(job: CompareJob) -> int:
     job.out.mkdir(parents=True, exist_ok=True)
+    (job.out / "repeats.json").unlink(missing_ok=True)  # an earlier --repeats job's answer is not this one's
+    (job.out / END_CHECK_JSON).unlink(missing_ok=True)  # nor an earlier job's end check
     api = job.common_api()
     order = [(job.baseline_name, job.baseline), *job.specs]
     dirs = {name: job.out / name for name, _ in order}
@@ -264,10 +269,21 @@ def run_compare(job: CompareJob) -> int:
             return after
     code = write_report(job.out, (job.baseline_name, dirs[job.baseline_name]),
                         [(name, dirs[name]) for name, _ in job.specs], interrupted, job.verbose)
+    if code == 0:
+        judge_end_checks(job.out, list(dirs), dirs)
     return EXIT_TOO_MANY_ERRORS if code == 0 and too_many_errors else code
 
 
 def after_ladders(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
+    """The extra levels (``extra_levels``), then each server's first level again (``specbench.endcheck``)."""
+    code = extra_levels(job, api, dirs, began)
+    if code or job.end_check is False:
+        return code
+    return run_end_checks(list(dirs), dirs, level_runner(job, api), budget_clock(job.time_budget_s, began),
+                          forced=bool(job.end_check))
+
+
+def extra_levels(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
     """Levels skipped on one server but run on another (``--stop-after-saturation``), then the refinement."""
     if job.stop_after_saturation >= 0:
         code = pair_levels(list(dirs), dirs, level_runner(job, api))
@@ -276,8 +292,11 @@ def after_ladders(job: CompareJob, api: str, dirs: dict[str, Path], began: float
     code = refine_compare(job, api, dirs, began) if job.refine_levels else 0
     if code or job.rate_mode:
         return code
-    # What refinement left of the budget (all of its share where nothing crossed) goes back to the ladder (#61).
-    return top_up(list(dirs), dirs, level_runner(job, api), budget_clock(job.time_budget_s, began))
+    # What refinement left of the budget (all of its share where nothing crossed) goes back to the ladder (#61),
+    # less what the end check will need.
+    left = budget_clock(job.time_budget_s, began)
+    keep = end_check_need_s(list(dirs), dirs) if job.end_check is not False else 0.0
+    return top_up(list(dirs), dirs, level_runner(job, api), lambda: None if (t := left()) is None else t - keep)
 
 
 def level_runner(job: CompareJob, api: str) -> LevelRunner:

@@ -72,3 +72,21 @@ def clear_earlier_job(out: Path, names: Iterable[str]) -> list[str]:
             removed.append(child.name)
             server_log(out, child.name).unlink(missing_ok=True)
     return removed
+
+
+def clear_earlier_repeats(out: Path, names: Iterable[str], repeats: int, prefix: str) -> list[str]:
+    """compare --repeats: in each ``OUT/<prefix>K`` of an earlier job, the runs of configurations not among
+    ``names`` (all of them where K is above this job's ``repeats``) as ``clear_earlier_job`` does, then the folder
+    itself when nothing else is left in it. Returns the run directories removed, as ``<prefix>K/NAME``."""
+    if not out.is_dir():
+        return []
+    removed = []
+    for child in sorted(out.glob(f"{prefix}*")):
+        number = child.name[len(prefix):]
+        if not child.is_dir() or child.is_symlink() or not number.isdigit():
+            continue
+        keep = list(names) if int(number) <= repeats else []
+        removed += [f"{child.name}/{name}" for name in clear_earlier_job(child, keep)]
+        with contextlib.suppress(OSError):  # something else is in it: kept
+            child.rmdir()
+    return removed

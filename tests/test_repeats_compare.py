@@ -1,0 +1,88 @@
+"""compare --repeats: two identical emulators (true ratio 1) that both slow down over wall time.
+
+Measured once each, the spec after the baseline, the drift reads as a baseline win (at 25% per minute on a
+ladder of 4,16: 0.94x, 95% CI 0.92-0.96, with no true difference; ``benchmarks/bench_drift.py``). With three
+repeats run in alternating order (baseline spec, spec baseline, baseline spec) the combined interval holds 1,
+each side's repeats are flagged ``drift`` with its size, and the sentence says the first repeat's verdict could
+come from the order alone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from specbench.contract.rundir import read_run
+
+DRIFT = "-0.2"  # per minute: about 15% over the run (under a minute on a quiet machine)
+
+
+def test_interleaved_repeats_hold_the_true_ratio_under_drift_and_flag_it(tmp_path, emulator):
+    base = emulator("baseline", speed=10, extra=["--drift", DRIFT])
+    spec = emulator("baseline", speed=10, extra=["--drift", DRIFT])
+    out = tmp_path / "report"
+    cmd = [sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec", spec.url,
+           "--out", str(out), "--ladder", "4", "--max-tokens", "64", "--min-step-time", "4",
+           "--max-step-time", "8", "--warmup-time", "1", "--repeats", "3"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+
+    # alternating order: each run's first request after the one before it ran
+    order = [("baseline", 1), ("spec", 1), ("spec", 2), ("baseline", 2), ("baseline", 3), ("spec", 3)]
+    dirs = [out / name if r == 1 else out / f"repeat-{r}" / name for name, r in order]
+    starts = [min(rec["start_s"] for rec in read_run(d).records) for d in dirs]
+    assert starts == sorted(starts), list(zip(order, starts, strict=True))
+
+    data = json.loads((out / "repeats.json").read_text())
+    (level,) = data["levels"]
+    assert data["repeats"] == 3 and level["target_c"] == 4 and len(level["ratios"]) == 3
+    assert level["ratio_low"] <= 1.0 <= level["ratio_high"], level
+    assert level["winner"] == "unclear" and "drift" in level["flags"], level
+    fell = {d["side"]: d["change"] for d in level["drift"] if d["flagged"]}
+    assert set(fell) == {"baseline", "spec"} and all(-0.5 < c < -0.05 for c in fell.values()), level["drift"]
+    assert level["dominated_by"] == "between repeats"
+
+    text = proc.stdout
+    assert "Over 3 interleaved repeats, spec against baseline: no clear difference at C=4 (" in text, text[-2000:]
+    assert "drift: baseline at C=4 fell" in text and "drift: spec at C=4 fell" in text
+    report = (out / "report.md").read_text()
+    assert report.index("## Over the repeats") < report.index("## Verdict")
+    if level["first_repeat_winner"] == "baseline":  # the first repeat, baseline first, read the drift as a win
+        assert "order: at C=4 the first repeat alone said baseline wins" in text
+
+
+def test_the_end_check_flags_the_server_that_drifted_and_not_the_steady_one(tmp_path, emulator):
+    """One pass, each server's first level measured again at the end: the baseline, slowing by 20% a minute,
+    has changed beyond both windows' intervals (flagged, with its size); the spec, which does not drift, has not."""
+    base = emulator("baseline", speed=10, extra=["--drift", DRIFT])
+    spec = emulator("baseline", speed=10)
+    out = tmp_path / "report"
+    cmd = [sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec", spec.url,
+           "--out", str(out), "--ladder", "4,8", "--max-tokens", "64", "--min-step-time", "4",
+           "--max-step-time", "8", "--warmup-time", "1", "--no-refine", "--end-check"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    found = {f["config"]: f for f in json.loads((out / "endcheck.json").read_text())}
+    assert set(found) == {"baseline", "spec"}
+    assert found["baseline"]["drift"] and found["baseline"]["change"] < -0.05, found["baseline"]
+    assert not found["spec"]["drift"] and abs(found["spec"]["change"]) < 0.05, found["spec"]
+    assert all(f["level"] == 4 for f in found.values())
+    assert "baseline: the first level (4) measured again at the end:" in proc.stdout
+    assert "drift, the server changed during the run" in proc.stdout
+    assert "spec: the first level (4) measured again at the end:" in proc.stdout
+    assert "no change beyond the windows' noise" in proc.stdout
+    assert "## Did the servers change during the run?" in (out / "report.md").read_text()
+    # never merged into the run: its steps stay the ladder's
+    assert [s["target_c"] for s in read_run(out / "baseline").steps] == [4, 8]
+
+
+def test_a_repeat_count_out_of_range_is_one_line_before_any_server_is_asked(tmp_path):
+    for bad in ("0", "21"):
+        proc = subprocess.run([sys.executable, "-m", "specbench.cli", "compare", "--baseline", "http://127.0.0.1:9",
+                               "--spec", "http://127.0.0.1:9", "--out", str(tmp_path / bad), "--repeats", bad],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines()[-1] == (
+            f"specbench: error: --repeats {bad}: expected a count from 1 to 20"), proc.stderr
+        assert "Traceback" not in proc.stderr and not (tmp_path / bad).exists()
