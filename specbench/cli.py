@@ -118,10 +118,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--end-check", action=argparse.BooleanOptionalAction, default=None,
                    help="measure each server's first level again at the end and say whether it changed during "
                    "the run (default: where the --time-budget leaves room for it)")
-    p.add_argument("--repeats", type=int, default=1, metavar="N",
-                   help="run every ladder N times in alternating order (A B, B A, ...) and combine the repeats: "
-                   "intervals that hold the variation between runs, and drift flagged (default 1; refinement "
-                   "is off with more)")
     p.add_argument("--baseline-gpu-metrics", metavar="URL[,URL...]",
                    help="the baseline's own DCGM exporters (or nvml: this machine's GPUs): its run reads these "
                    "instead of --gpu-metrics (docs/guides/energy.md)")
@@ -185,6 +181,12 @@ def _parser() -> argparse.ArgumentParser:
             help="after the ladders, measure up to N extra levels around each crossover (switch point) on every "
             "server until its 95%% interval is within ±15%% (default 3)")
         sub.choices[name].add_argument("--no-refine", action="store_true", help="no extra levels after the ladders")
+    for name in ("compare", "sweep"):  # time as a confounder (docs/guides/drift.md)
+        sub.choices[name].add_argument(
+            "--repeats", type=int, default=1, metavar="N",
+            help="run every ladder N times in alternating order (A B, B A, ...) and combine the repeats: "
+            "intervals that hold the variation between runs, and drift flagged (default 1; refinement is off "
+            "with more)")
     for name in ("compare", "run", "sweep", "demo"):  # last: the group follows each command's own options
         suite_options(sub.choices[name])
     return parser
@@ -491,6 +493,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     from specbench.sweepfile import load_sweep
 
     refine = refine_levels(args)
+    repeats = repeats_arg(args)
     sweep = load_sweep(args.sweep_file)
     settings = _validated(args, passed_on(args) + extra)
     without = [e.name for e in sweep.entries if e.gpu_metrics is None]
@@ -500,12 +503,12 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     out = Path(args.out) if args.out else Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     check_fresh_dir(out, "--out", args.overwrite)
     if args.overwrite:
-        _clear_earlier_job(out, [e.name for e in sweep.entries])
+        _clear_earlier_job(out, [e.name for e in sweep.entries], repeats)
     names = ", ".join(e.name + (" (baseline)" if e.baseline else "") for e in sweep.entries)
     print(f"Sweep {sweep.source}: {names}", flush=True)
     return run_sweep(SweepJob(sweep, out, args.suite_config, args.processes, args.api, key, args.flush_cache,
                               passed_on(args) + extra, verbose=args.verbose, refine_levels=refine,
-                              rate_mode=bool(settings.rate_ladder)))
+                              rate_mode=bool(settings.rate_ladder), repeats=repeats))
 
 
 def _clear_earlier_job(out: Path, names: list[str], repeats: int = 1) -> None:

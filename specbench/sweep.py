@@ -23,6 +23,7 @@ from specbench.exporters import with_own_exporters
 from specbench.launch import LaunchError, ServerCommand, free_port
 from specbench.preflight import check_server
 from specbench.refine import added_level_options, refine_by_mode
+from specbench.repeatrun import repeat_dir, running_order, write_repeats
 from specbench.sweepfile import Entry, Sweep
 
 
@@ -39,11 +40,14 @@ class SweepJob:
     verbose: bool = False
     refine_levels: int = DEFAULT_REFINE_LEVELS  # extra levels per switch point after the ladders; 0: none (#27)
     rate_mode: bool = False  # --rate-ladder: refinement adds rates around each capacity under the SLO (#27)
+    repeats: int = 1  # --repeats: every configuration this many times in alternating order (``repeatrun``)
 
 
 def run_sweep(job: SweepJob) -> int:
     """Run every configuration in turn and write the report; raises LaunchError/PreflightError (exit 2)."""
     job.out.mkdir(parents=True, exist_ok=True)
+    if job.repeats > 1:
+        return _repeated(job)
     api = job.api
     interrupted = False
     for entry in job.sweep.entries:
@@ -66,6 +70,37 @@ def run_sweep(job: SweepJob) -> int:
     base = job.sweep.baseline
     configs = [(e.name, job.out / e.name) for e in job.sweep.entries if not e.baseline]
     return write_report(job.out, (base.name, job.out / base.name), configs, interrupted, job.verbose)
+
+
+def _repeated(job: SweepJob) -> int:
+    """--repeats: every configuration's ladder ``job.repeats`` times, the order reversed in every other repeat;
+    each run starts its server afresh (a managed one), so every repeat starts cold. No refinement."""
+    entries = {e.name: e for e in job.sweep.entries}
+    order = running_order(list(entries), job.repeats)
+    print(f"{job.repeats} repeats, each configuration's ladder in alternating order; refinement off: every repeat "
+          "measures the same levels", flush=True)
+    api, interrupted = job.api, False
+    for repeat, name in order:
+        run_dir = repeat_dir(job.out, repeat, name)
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            api, code = _one(entries[name], job, api, run_dir=run_dir)
+        except KeyboardInterrupt:
+            code = 130
+        if code == 130:
+            print(f"{name}: interrupted; writing a partial report from what was recorded", flush=True)
+            interrupted = True
+            break
+        if code not in (0, 3):
+            return code
+    base = job.sweep.baseline
+    configs = [(e.name, job.out / e.name) for e in job.sweep.entries if not e.baseline]
+    print("Repeat 1 alone (each configuration measured once, in the order given; the answer over the repeats "
+          "follows):", flush=True)
+    code = write_report(job.out, (base.name, job.out / base.name), configs, interrupted, job.verbose)
+    if code in (0, 130):
+        write_repeats(job.out, base.name, list(entries), job.repeats)
+    return code
 
 
 def refine_sweep(job: SweepJob, api: str) -> int:

@@ -86,3 +86,29 @@ def test_a_repeat_count_out_of_range_is_one_line_before_any_server_is_asked(tmp_
         assert proc.stderr.strip().splitlines()[-1] == (
             f"specbench: error: --repeats {bad}: expected a count from 1 to 20"), proc.stderr
         assert "Traceback" not in proc.stderr and not (tmp_path / bad).exists()
+
+
+def test_a_sweep_repeats_each_configuration_in_alternating_order_from_a_fresh_server(tmp_path):
+    """sweep --repeats 2: each run starts its server afresh (a cold start every repeat), the order reverses in the
+    second repeat, and the answer over the repeats holds the true ratio of two identical servers."""
+    lines = ["ready_timeout_s: 60", "stop_timeout_s: 10", "configurations:"]
+    for name in ("off", "on"):
+        lines += [f"  - name: '{name}'", *(["    baseline: true"] if name == "off" else []),
+                  f"    command: [{sys.executable}, -m, specbench.emulator, --profile, baseline, --port, '{{port}}', "
+                  "--speed, '10']",
+                  "    ready: {url: 'http://127.0.0.1:{port}/ready', interval_s: 0.1}"]
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "specbench.cli", "sweep", str(sweep), "--out", str(out),
+                           "--ladder", "4", "--max-tokens", "64", "--min-step-time", "3", "--max-step-time", "6",
+                           "--warmup-time", "1", "--repeats", "2"], capture_output=True, text=True, timeout=400,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    order = [out / "off", out / "on", out / "repeat-2" / "on", out / "repeat-2" / "off"]
+    starts = [min(rec["start_s"] for rec in read_run(d).records) for d in order]
+    assert starts == sorted(starts), starts
+    assert proc.stdout.count(": starting ") == 4 and proc.stdout.count(": server stopped") == 4
+    (level,) = json.loads((out / "repeats.json").read_text())["levels"]
+    assert level["config"] == "on" and len(level["ratios"]) == 2 and level["ratio_low"] <= 1.0 <= level["ratio_high"]
+    assert "Over 2 interleaved repeats, on against off:" in proc.stdout
