@@ -38,9 +38,13 @@ def wait_for_turn(ctx: RunContext, runner: Any) -> Claim | None:
     schedule = ctx.schedule
     assert schedule is not None
     free_since = time.time()
-    if schedule not in _LOCKS:
-        _LOCKS[schedule] = (Semaphore(), PreciseSleeper())
-    lock, sleeper = _LOCKS[schedule]
+    # One lock per schedule, made without yielding between the look-up and the insert: two users each holding a
+    # lock of their own would claim due times side by side (a sleeper that once yielded here let 48 users in
+    # at once, claiming the schedule seconds ahead, and the next step dropped half its arrivals).
+    pair = _LOCKS.get(schedule)
+    if pair is None:
+        pair = _LOCKS[schedule] = (Semaphore(), PreciseSleeper())
+    lock, sleeper = pair
     with lock:  # one sleeper at a time: the timer is the lock holder's
         while True:
             live = ctx.live

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import sys
 import time
@@ -27,6 +26,23 @@ _TFD_CLOEXEC = 0o2000000  # O_CLOEXEC on x86-64 and arm64 (asm-generic)
 _TFD_TIMER_ABSTIME = 1
 #: how much later than the due time the waiting greenlet gives up on the timer and goes on (it never should)
 _SAFETY_S = 1.0
+
+
+def _libc() -> ctypes.CDLL | None:
+    """The C library's functions, from the running process's own symbols (no search: ``ctypes.util.find_library``
+    starts a subprocess, which under gevent yields to other greenlets)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.timerfd_create  # noqa: B018  # present (glibc, musl), else AttributeError
+        libc.timerfd_settime  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _libc()  # at import: creating a sleeper must never yield (``locustfiles.pacer`` creates one under no lock)
 
 
 class _Timespec(ctypes.Structure):
@@ -43,17 +59,14 @@ class PreciseSleeper:
     __slots__ = ("_fd", "_libc")
 
     def __init__(self) -> None:
+        """Never yields to the event loop (one system call)."""
         self._libc: ctypes.CDLL | None = None
         self._fd = -1
-        if not sys.platform.startswith("linux"):
+        if _LIBC is None:
             return
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            fd = libc.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
-        except (OSError, AttributeError):
-            return
+        fd = int(_LIBC.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC))
         if fd >= 0:
-            self._libc, self._fd = libc, fd
+            self._libc, self._fd = _LIBC, fd
 
     @property
     def precise(self) -> bool:

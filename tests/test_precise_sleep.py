@@ -60,3 +60,16 @@ def test_a_closed_sleeper_falls_back_to_geventsleep() -> None:
     due = time.monotonic() + 0.01
     sleeper.sleep_until(due)
     assert time.monotonic() >= due
+
+
+def test_making_a_sleeper_never_yields_to_the_event_loop() -> None:
+    """The pacer makes its lock and sleeper with no lock held: a sleeper whose making yielded (a library search
+    runs a subprocess) once let 48 users each make and hold a lock of their own."""
+    ran: list[int] = []
+    gevent.spawn(ran.append, 1)
+    sleepers = [PreciseSleeper() for _ in range(20)]
+    assert ran == []  # the other greenlet never got a turn
+    gevent.sleep(0)
+    assert ran == [1]
+    for sleeper in sleepers:
+        sleeper.close()
