@@ -115,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="URL of a speculative server; repeat as --spec NAME=URL to compare several")
     p.add_argument("--out", help="report directory (default reports/compare-YYYYmmdd-HHMMSS)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
+    p.add_argument("--interleave", choices=("level", "ladder"), default="level",
+                   help="with --repeats: alternate the servers level by level (A B, B A, A B at each level; one "
+                   "Locust run per level) or whole ladder by whole ladder (fewer runs, wider intervals under "
+                   "drift) (default level)")
     p.add_argument("--end-check", action=argparse.BooleanOptionalAction, default=None,
                    help="measure each server's first level again at the end and say whether it changed during "
                    "the run (default: where the --time-budget leaves room for it)")
@@ -459,7 +463,8 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
                      extra=passed_on(args) + extra, time_budget_s=budget, verbose=args.verbose,
                      refine_levels=refine, stop_after_saturation=settings.stop_after_saturation,
                      rate_mode=bool(settings.rate_ladder), gpu_metrics=exporters, repeats=repeats,
-                     end_check=args.end_check)
+                     end_check=args.end_check, interleave=args.interleave,
+                     levels=[float(x) for x in (settings.rate_ladder or settings.ladder)])
     return run_repeats(job) if repeats > 1 else run_compare(job)
 
 

@@ -65,6 +65,8 @@ class CompareJob:
     rate_mode: bool = False  # --rate-ladder: refinement adds rates around each capacity under the SLO (#27)
     gpu_metrics: dict[str, str] = field(default_factory=dict)  # run name -> its own exporters (#40)
     repeats: int = 1  # --repeats: every ladder this many times in alternating order (``specbench.repeatrun``)
+    levels: list[float] = field(default_factory=list)  # the ladder's levels (rates in rate mode), for --repeats
+    interleave: str = "level"  # --repeats: alternate each level's runs ("level") or whole ladders ("ladder")
     end_check: bool | None = None  # the first level again at the end (``specbench.endcheck``); None: if budgeted
 
     def run_options(self, name: str, extra: list[str]) -> list[str]:
