@@ -3,12 +3,13 @@
 Locust's users are closed loops (send, wait for the answer, send again); ``constant_throughput`` paces each
 user on its own and fires them in bursts. Here a pool of ``--max-in-flight`` users shares one schedule per
 process: the rate ladder's arrivals (``shapes.arrivals.ArrivalClock``) or the trace's rows
-(``locustfiles.replay.TraceSchedule``). Free users queue on one lock; the user holding it claims the next due
-time, sleeps until it, releases the lock and sends, so only one due time is ever held, arrivals follow the
-schedule however slow the answers are, and a step change is picked up at the next claim. When every user of
-the pool is busy nobody queues: the due times that pass are dropped, counted and reported to the master, which
-flags the step. One loop serves both schedules; each says only which due time comes next. The lock holder
-sleeps on a kernel timer (``locustfiles.precisesleep``): gevent's own sleep wakes up to a millisecond late.
+(``locustfiles.replay.TraceSchedule``). Free users queue on one lock (``locustfiles.freeusers``, the newest
+first); the user holding it claims the next due time, sleeps until it, releases the lock and sends, so only
+one due time is ever held, arrivals follow the schedule however slow the answers are, and a step change is
+picked up at the next claim. When every user of the pool is busy nobody queues: the due times that pass are
+dropped, counted and reported to the master, which flags the step. One loop serves both schedules; each says
+only which due time comes next. The lock holder sleeps on a kernel timer (``locustfiles.precisesleep``):
+gevent's own sleep wakes up to a millisecond late.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import gevent
-from gevent.lock import Semaphore
 
 from specbench.contract.messages import DROP_MESSAGE
+from specbench.locustfiles.freeusers import FreeUsers
 from specbench.locustfiles.precisesleep import PreciseSleeper
 from specbench.locustfiles.schedule import Schedule
 from specbench.shapes.arrivals import Claim
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from specbench.locustfiles.run import RunContext
 
 
-_LOCKS: weakref.WeakKeyDictionary[Schedule, tuple[Semaphore, PreciseSleeper]] = weakref.WeakKeyDictionary()
+_LOCKS: weakref.WeakKeyDictionary[Schedule, tuple[FreeUsers, PreciseSleeper]] = weakref.WeakKeyDictionary()
 
 
 def wait_for_turn(ctx: RunContext, runner: Any) -> Claim | None:
@@ -43,16 +44,16 @@ def wait_for_turn(ctx: RunContext, runner: Any) -> Claim | None:
     # at once, claiming the schedule seconds ahead, and the next step dropped half its arrivals).
     pair = _LOCKS.get(schedule)
     if pair is None:
-        pair = _LOCKS[schedule] = (Semaphore(), PreciseSleeper())
+        pair = _LOCKS[schedule] = (FreeUsers(), PreciseSleeper())
     lock, sleeper = pair
-    with lock:  # one sleeper at a time: the timer is the lock holder's
+    with lock.turn(free_since):  # one sleeper at a time (the timer is the holder's), the newest free user first
         while True:
             live = ctx.live
             step = live.index
             if live.draining or step is None:
                 gevent.sleep(0.05)
                 return None
-            claim = schedule.claim(live, time.time(), free_since)
+            claim = schedule.claim(live, time.time(), lock.oldest_free_since(free_since))
             if claim.dropped and runner is not None:
                 runner.send_message(DROP_MESSAGE, {"step": step, "count": claim.dropped})
             if claim.due_s is None:
