@@ -198,7 +198,7 @@ def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tup
     import json
 
     from specbench.analysis import load_run  # the records screened as every other figure's (contract.evidence)
-    from specbench.analysis.reporting.files import OutputWriteError, describe, write_whole
+    from specbench.analysis.reporting.files import add_report_section, write_whole
     from specbench.analysis.verdicts.trace_compare import compare_trace
 
     base = load_run(baseline[1])
@@ -208,13 +208,8 @@ def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tup
         return
     lines = [line for c in found for line in c.lines()]
     print("\n".join(lines), flush=True)
-    report = out / "report.md"
-    try:
-        text = report.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise OutputWriteError(f"cannot read {report}: {describe(exc)}") from None
-    section = "\n## Trace replay\n\n" + "\n".join(f"- {line.strip()}" for line in lines) + "\n"
-    write_whole(report, text + section)  # whole or not at all, as every report file (#53)
+    section = "## Trace replay\n\n" + "\n".join(f"- {line.strip()}" for line in lines)
+    add_report_section(out / "report.md", section)  # whole or not at all, as every report file (#53)
     write_whole(out / "trace.json", json.dumps([c.to_json() for c in found], indent=1))
 
 

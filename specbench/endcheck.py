@@ -74,7 +74,7 @@ def run_end_checks(order: Sequence[str], dirs: dict[str, Path], run_levels: Leve
 def judge_end_checks(out: Path, order: Sequence[str], dirs: dict[str, Path]) -> None:
     """Compare each end check with its ladder's first step: printed, added to report.md, in endcheck.json."""
     from specbench.analysis import load_run, summarize_run
-    from specbench.analysis.reporting.files import OutputWriteError, describe, write_whole
+    from specbench.analysis.reporting.files import add_report_section, write_whole
     from specbench.analysis.stats.repeats import drift_check, from_relative
 
     found: list[dict[str, Any]] = []
@@ -97,13 +97,8 @@ def judge_end_checks(out: Path, order: Sequence[str], dirs: dict[str, Path]) -> 
         return
     lines = [end_check_line(f) for f in found]
     print("\n".join(redact(line) for line in lines), flush=True)
-    report = out / "report.md"
-    try:
-        text = report.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise OutputWriteError(f"cannot read {report}: {describe(exc)}") from None
-    section = "\n## Did the servers change during the run?\n\n" + "\n".join(f"- {line}" for line in lines) + "\n"
-    write_whole(report, text + section)
+    section = "## Did the servers change during the run?\n\n" + "\n".join(f"- {line}" for line in lines)
+    add_report_section(out / "report.md", section)
     write_whole(out / END_CHECK_JSON, json.dumps(found, indent=1))
 
 

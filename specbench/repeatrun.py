@@ -134,7 +134,7 @@ def complete_repeats(out: Path, names: Sequence[str], repeats: int) -> list[int]
 def write_repeats(out: Path, baseline_name: str, names: Sequence[str], repeats: int) -> None:
     """The answer over the repeats: printed, at the head of report.md, and in repeats.json."""
     from specbench.analysis import compare_many, load_run
-    from specbench.analysis.reporting.files import OutputWriteError, describe, write_whole
+    from specbench.analysis.reporting.files import add_report_section, write_whole
     from specbench.analysis.verdicts.repeats import compare_repeats, table_lines, to_json, verdict_lines
 
     done = complete_repeats(out, names, repeats)
@@ -153,12 +153,6 @@ def write_repeats(out: Path, baseline_name: str, names: Sequence[str], repeats: 
             f"answer above is over repeats {', '.join(map(str, done))}, run in alternating order.")
     section = "\n".join(["## Over the repeats", "", *(f"- {line}" for line in lines), "", *table_lines(rc), "",
                          note, ""])
-    report = out / "report.md"
-    try:
-        text = report.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise OutputWriteError(f"cannot read {report}: {describe(exc)}") from None
-    head, sep, rest = text.partition("\n## ")
-    write_whole(report, f"{head.rstrip()}\n\n{section}\n## {rest}" if sep else f"{text.rstrip()}\n\n{section}")
+    add_report_section(out / "report.md", section, first=True)
     write_whole(out / REPEATS_JSON, json.dumps(to_json(rc), indent=1))
     print(f"repeats: {out / REPEATS_JSON}", flush=True)

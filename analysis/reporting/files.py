@@ -36,6 +36,20 @@ def make_out_dir(out: Path) -> Path:
     return out
 
 
+def add_report_section(report: Path, section: str, *, first: bool = False) -> None:
+    """Add a markdown section to a written report: at its end, or (``first``) before its first ``## `` heading;
+    the file is rewritten whole (``write_whole``). Raises ``OutputWriteError`` naming the file."""
+    try:
+        text = report.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise OutputWriteError(f"cannot read {report}: {describe(exc)}") from None
+    head, sep, rest = text.partition("\n## ")
+    if first and sep:
+        write_whole(report, f"{head.rstrip()}\n\n{section.strip()}\n\n## {rest}")
+    else:
+        write_whole(report, f"{text.rstrip()}\n\n{section.strip()}\n")
+
+
 def write_whole(path: Path, data: str | bytes) -> Path:
     """Write ``data`` to ``path`` (text as UTF-8) through a temporary file renamed over it, so a refusing disk
     leaves the earlier file (or none), never a cut one; raises ``OutputWriteError`` naming ``path``."""
