@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis import load_run, summarize_run
+from specbench.analysis.records.checks import SERVER_GAUGE_STALE
 from specbench.contract.rundir import SERVER_METRICS_FILE
 from specbench.contract.server_metrics import (
     accept_length_from_counters,
@@ -54,9 +55,15 @@ def test_llamacpp_series_are_sampled_and_acceptance_length_is_filled(spec_server
     verify = last["spec_verify_total"] - first["spec_verify_total"]
     assert verify == sum(r["output_tokens"] - r["spec"]["accepted_drafts"] - 1 for r in run.records)
     summary = summarize_run(run)
+    # The running gauge is read and moves; a step whose reads contradict the client's held concurrency (a loaded
+    # CI machine: llama-server answered 5 reads in a 1 s window between its slots' requests) is left out with the
+    # stale-gauge warning naming it, never averaged in.
+    assert max(s["values"].get("running", 0) for s in samples) >= 1
+    stale = " ".join(w.message for w in summary.warnings if w.code == SERVER_GAUGE_STALE)
     for row in summary.rows:
         assert row.accept_length is not None and row.accept_length > 2  # the high-agreement draft
-        assert row.server_samples > 0 and row.server_running is not None
+        assert row.server_samples > 0
+        assert row.server_running is not None or row.level_text in stale, (row, stale)
     server_len = accept_length_from_counters(accepted, verify)
     assert server_len is not None and server_len == pytest.approx((tokens - len(run.records)) / verify)
     # This build also counts accepted drafts per draft position (position i only after 0..i-1): over the run the
