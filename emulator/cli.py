@@ -18,8 +18,10 @@ from typing import Any
 import gevent
 import gevent.event
 
+from specbench.contract.kschedule import KScheduleError, read_speculative_config
+
 from .dcgm import build_telemetry
-from .profile import Faults, ProfileError, available_profiles, load_profile
+from .profile import Faults, Profile, ProfileError, available_profiles, load_profile, with_depth
 from .server import Emulator
 from .vintage import VINTAGES
 
@@ -61,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="relative speed change per minute of wall time since start: speed(t) = speed * "
                         "max(0.05, 1 + F*t/60); -0.1 is 10%% slower after a minute (profile key drift_per_min; "
                         "default 0)")
+    parser.add_argument("--num-speculative-tokens", type=int, metavar="K",
+                        help="draft tokens per step (the profile's costs re-anchored at this depth; specbench tune)")
+    parser.add_argument("--speculative-config", metavar="JSON",
+                        help="vLLM's --speculative-config: num_speculative_tokens and "
+                             "num_speculative_tokens_per_batch_size are used, other keys are accepted and ignored")
     parser.add_argument("--max-running-requests", type=int)
     parser.add_argument("--max-queued-requests", type=int, metavar="M",
                         help="requests waiting for a batch slot at most (SGLang's --max-queued-requests; profile key "
@@ -120,10 +127,29 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _depth(profile: Profile, args: argparse.Namespace) -> Profile:
+    """``--num-speculative-tokens`` / ``--speculative-config``: the depth (and schedule) the server launches with."""
+    if args.speculative_config is not None:
+        where = f"--speculative-config (profile {profile.name})"
+        try:
+            depth, schedule = read_speculative_config(args.speculative_config)
+        except KScheduleError as exc:
+            raise ProfileError(where, "", str(exc)) from None
+        if args.num_speculative_tokens is not None and args.num_speculative_tokens != depth:
+            raise ProfileError(where, "num_speculative_tokens", f"{depth} disagrees with --num-speculative-tokens "
+                               f"{args.num_speculative_tokens}")
+        return with_depth(profile, depth, schedule)
+    if args.num_speculative_tokens is not None:
+        return with_depth(profile, args.num_speculative_tokens)
+    return profile
+
+
 def _summary(emulator: Emulator) -> str:
     p = emulator.profile
     spec = p.speculative
     mode = f"{spec.algorithm} steps={spec.num_steps} topk={spec.eagle_topk}" if spec else "no speculation"
+    if spec is not None and spec.k_schedule:
+        mode += " schedule " + ",".join(f"{lo}-{hi}:{k}" for lo, hi, k in spec.k_schedule)
     active = [k for k, v in p.faults.kinds() if v > 0] if p.faults != Faults() else []
     faults = f", faults: {', '.join(active)}" if active else ""
     drift = f", drift {p.drift_per_min:+g}/min" if p.drift_per_min else ""
@@ -143,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         profile = load_profile(args.profile, speed=args.speed, overrides=_overrides(args))
+        profile = _depth(profile, args)
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

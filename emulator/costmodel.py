@@ -24,6 +24,7 @@ is off, no faults are configured and there is no drift (``drift_per_min`` 0: ``e
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -31,6 +32,7 @@ from .profile import Profile
 from .textmodel import acceptance_alpha, natural_answer_tokens, prompt_key, prompt_tokens
 
 __all__ = [
+    "at_depth",
     "closed_loop_throughput",
     "draft_tokens_distribution",
     "expected_decode_steps",
@@ -51,6 +53,17 @@ def _step_coefficients(profile: Profile) -> tuple[float, float]:
     if profile.speculative is not None:
         return profile.speculative.step_a_ms, profile.speculative.step_b_ms
     return profile.step_a_ms, profile.step_b_ms
+
+
+def at_depth(profile: Profile, depth: int) -> Profile:
+    """The profile run at a fixed speculative depth (``specbench tune``'s candidates): its step costs at that
+    depth, no schedule. Depth 0 drafts nothing (one token per pass at the depth-0 cost)."""
+    spec = profile.speculative
+    if spec is None:
+        raise ValueError("a profile without speculation has no depth")
+    a_ms, b_ms = spec.step_coefficients(depth)
+    return replace(profile, speculative=replace(spec, num_steps=depth, num_draft_tokens=depth + 1, step_a_ms=a_ms,
+                                                step_b_ms=b_ms, draft_a_ms=0.0, draft_b_ms=0.0, k_schedule=()))
 
 
 def expected_step_ms(profile: Profile, batch: int, prefill_tokens: int = 0) -> float:

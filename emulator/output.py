@@ -62,8 +62,7 @@ class Output:
 
     @property
     def proposed_drafts(self) -> int:
-        spec = self.profile.speculative
-        return self.job.drafting_steps * (spec.num_draft_tokens - 1) if spec is not None else 0
+        return self.job.proposed
 
     def spec_figures(self) -> dict[str, Any] | None:
         """The per-request ``spec_*`` figures (the ledger's truth, newest names); None without speculation or

@@ -15,6 +15,7 @@ from typing import Any
 
 from specbench.config import data_path
 from specbench.config.yamlload import YamlInputError, load_yaml
+from specbench.contract.kschedule import KScheduleError, depth_for_batch, parse_k_schedule
 
 from .divergence import Divergence, parse_divergence
 from .vintage import DEFAULT_VINTAGE, VINTAGES, Vintage
@@ -27,6 +28,7 @@ __all__ = [
     "Speculative",
     "available_profiles",
     "load_profile",
+    "with_depth",
 ]
 
 #: The built-in profiles: ``config/emulator/`` in a checkout, the same files inside an installed wheel.
@@ -67,6 +69,23 @@ class Speculative:
     # n-gram style drafting: a decode step proposes nothing with this probability (no match to copy from) and is
     # a plain target pass of one token, which vLLM leaves out of num_spec_steps and num_drafts.
     no_draft_share: float = 0.0
+    # The cost of depth (specbench tune): one draft token more per step adds ``draft_a_ms`` to the step and
+    # ``draft_b_ms`` per running request, so a step at depth K lasts step_a_ms + (K - num_steps) * draft_a_ms +
+    # B * (step_b_ms + (K - num_steps) * draft_b_ms): ``step_*_ms`` stay the cost at the configured depth.
+    draft_a_ms: float = 0.0
+    draft_b_ms: float = 0.0
+    # A per-batch-size depth (vLLM's num_speculative_tokens_per_batch_size): (start, end, K) ranges by vLLM's rules
+    # (``contract.kschedule``: a gap takes the previous K, beyond the last range its K). K = 0: a plain target pass.
+    k_schedule: tuple[tuple[int, int, int], ...] = ()
+
+    def depth_for_batch(self, batch: int) -> int:
+        """Draft tokens per request in a step of ``batch`` running requests."""
+        return depth_for_batch(self.k_schedule, batch, self.num_steps)
+
+    def step_coefficients(self, depth: int) -> tuple[float, float]:
+        """(a, b) in ms of a step at ``depth`` draft tokens: a + b * batch."""
+        extra = depth - self.num_steps
+        return self.step_a_ms + extra * self.draft_a_ms, self.step_b_ms + extra * self.draft_b_ms
 
 
 @dataclass(frozen=True)
@@ -156,6 +175,26 @@ class Profile:
     def wire(self) -> Vintage:
         """The wire format (``vintage``) as an object."""
         return VINTAGES[self.vintage]
+
+
+def with_depth(profile: Profile, depth: int, schedule: tuple[tuple[int, int, int], ...] = ()) -> Profile:
+    """The same server launched with ``depth`` draft tokens per step (and an optional per-batch-size schedule):
+    step costs re-anchored at that depth, the cost per draft token kept. Raises ProfileError on a bad depth."""
+    spec = profile.speculative
+    if spec is None:
+        raise ProfileError(profile.source, "speculative", "this profile does not speculate, so it has no depth")
+    if depth < 0 or (depth == 0 and not schedule):
+        raise ProfileError(profile.source, "speculative.num_steps", f"a depth must be >= 1, got {depth}")
+    deepest = max((k for _, _, k in schedule), default=0)
+    if deepest > depth:
+        raise ProfileError(profile.source, "speculative.k_schedule",
+                           f"a depth of {deepest} is more than the {depth} draft tokens the server was given")
+    a_ms, b_ms = spec.step_coefficients(depth)
+    if a_ms <= 0 or b_ms < 0:
+        raise ProfileError(profile.source, "speculative.draft_a_ms", f"a step at depth {depth} would cost nothing")
+    topk_tokens = depth + 1 if spec.eagle_topk == 1 else max(spec.num_draft_tokens, depth + 1)
+    return replace(profile, speculative=replace(spec, num_steps=depth, num_draft_tokens=topk_tokens, step_a_ms=a_ms,
+                                                step_b_ms=b_ms, k_schedule=schedule))
 
 
 # ---------------------------------------------------------------- loading
@@ -417,13 +456,34 @@ def _build_speculative(r: _Reader) -> Speculative:
         pinned_alpha=tuple(pinned),
         halving_batch=halving,
         no_draft_share=r.number("no_draft_share", 0.0, hi=1.0),
+        draft_a_ms=r.number("draft_a_ms", 0.0),
+        draft_b_ms=r.number("draft_b_ms", 0.0),
+        k_schedule=_k_schedule(r),
     )
     r.finish()
     if spec.eagle_topk == 1 and spec.num_draft_tokens != spec.num_steps + 1:
         raise ProfileError(r.source, f"{r.prefix}.num_draft_tokens", "must be num_steps + 1 when eagle_topk is 1")
     if spec.num_draft_tokens < spec.num_steps + 1:
         raise ProfileError(r.source, f"{r.prefix}.num_draft_tokens", "must be >= num_steps + 1")
+    deepest = max((depth for _, _, depth in spec.k_schedule), default=0)
+    if deepest > spec.num_steps:
+        raise ProfileError(r.source, f"{r.prefix}.k_schedule", f"a depth of {deepest} is more than num_steps "
+                           f"({spec.num_steps}), the most a step drafts")
+    if spec.step_coefficients(0)[0] <= 0 or spec.step_coefficients(0)[1] < 0:
+        raise ProfileError(r.source, f"{r.prefix}.draft_a_ms", "a step at depth 0 would cost nothing or less: "
+                           "draft_a_ms * num_steps must stay below step_a_ms (draft_b_ms likewise)")
     return spec
+
+
+def _k_schedule(r: _Reader) -> tuple[tuple[int, int, int], ...]:
+    """``k_schedule``: checked by the rules vLLM applies to num_speculative_tokens_per_batch_size."""
+    raw = r.raw.pop("k_schedule", None)
+    if raw is None:
+        return ()
+    try:
+        return parse_k_schedule(raw)
+    except KScheduleError as exc:
+        raise ProfileError(r.source, f"{r.prefix}.k_schedule", str(exc)) from None
 
 
 def _build_faults(r: _Reader) -> Faults:

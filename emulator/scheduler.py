@@ -53,6 +53,7 @@ class Job:
         "left_s",
         "prefill_tokens",
         "produced",
+        "proposed",
         "rng",
         "scheduled_s",
         "step_tokens",
@@ -72,6 +73,7 @@ class Job:
         self.step_tokens: list[int] = []
         self.verify_ct = 0  # target passes after the prompt pass (SGLang's spec_verify_ct)
         self.drafting_steps = 0  # the passes that verified a proposal (vLLM's num_spec_steps)
+        self.proposed = 0  # draft tokens proposed over those passes (the depth of each step's schedule)
         self.correct_drafts = 0
         self.histogram = [0] * (num_steps + 1) if alpha is not None else []
         self.scheduled_s: float | None = None
@@ -211,7 +213,8 @@ class Scheduler:
                 woke = True
                 continue
             batch = len(self._running)
-            step_s = (self._a_ms + self._b_ms * batch + self.profile.prefill_ms_per_token * prefill) * self._ms_to_s
+            a_ms, b_ms = self._coefficients(batch)
+            step_s = (a_ms + b_ms * batch + self.profile.prefill_ms_per_token * prefill) * self._ms_to_s
             step_s = self.drift.stretch(step_s, base)
             deadline = base + step_s
             delay = deadline - clock()
@@ -237,6 +240,13 @@ class Scheduler:
             self._advance()
             if stats.steps % self._log_every == 0:
                 self._log_window(now, batch)
+
+    def _coefficients(self, batch: int) -> tuple[float, float]:
+        """(a, b) of a step of ``batch`` requests: the depth the profile's schedule gives that batch."""
+        spec = self.profile.speculative
+        if spec is None or (not spec.k_schedule and not spec.draft_a_ms and not spec.draft_b_ms):
+            return self._a_ms, self._b_ms
+        return spec.step_coefficients(spec.depth_for_batch(batch))
 
     def _idle(self) -> None:
         """Close the open log window (so short runs still report), then sleep until a request arrives."""
@@ -269,8 +279,12 @@ class Scheduler:
 
     def _advance(self) -> None:
         """Give every running job its tokens for the step that just ended, and wake its writer."""
-        stats, num_steps, still, wall = self.stats, self._num_steps, [], time.time()
+        stats, still, wall = self.stats, [], time.time()
         batch = len(self._running)
+        spec = self.profile.speculative
+        num_steps = spec.depth_for_batch(batch) if spec is not None else 0
+        # A chain proposes its depth; a tree (top-k > 1, no schedule) its num_draft_tokens - 1 nodes.
+        proposed = num_steps if spec is None or spec.eagle_topk == 1 else spec.num_draft_tokens - 1
         decay = self._alpha_decay(batch)
         no_draft = self.profile.speculative.no_draft_share if self.profile.speculative is not None else 0.0
         for job in self._running:
@@ -281,7 +295,7 @@ class Scheduler:
             missing = job.target_tokens - job.produced
             if job.produced == 0 or job.alpha is None:
                 tokens = 1
-            elif no_draft and job.rng.random() < no_draft:  # nothing proposed: a plain pass of one token
+            elif num_steps == 0 or (no_draft and job.rng.random() < no_draft):  # nothing proposed: a plain pass
                 tokens = 1
                 job.verify_ct += 1
                 stats.verify_passes += 1
@@ -293,6 +307,7 @@ class Scheduler:
                 tokens = min(1 + accepted, missing)
                 job.verify_ct += 1
                 job.drafting_steps += 1
+                job.proposed += proposed
                 job.correct_drafts += accepted
                 job.histogram[accepted] += 1
                 stats.verify_passes += 1
