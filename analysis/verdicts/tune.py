@@ -1,0 +1,289 @@
+"""From measured depths to a server setting: the speculative depth (K) to run at each load, and its schedule.
+
+Input: a many-configuration comparison (``compare_many``) of a baseline (K = 0, speculation off) and the same
+speculative server at several fixed depths, all on one ladder. Per level:
+
+* the best is the candidate with the most throughput (a point value, used only to name the reference);
+* the chosen depth is the smallest K that is not worse than the best beyond noise AND shown within
+  ``TUNE_MARGIN`` of it: the 95% interval of K / best must reach 1 and its low end must be at least
+  1 - ``TUNE_MARGIN``. The smallest such K is chosen because a shallower draft costs less compute and energy
+  for the same throughput. A level where no candidate has an interval keeps the best point value and says so.
+
+The schedule is keyed on the server's batch size, not on the client's concurrency: each level maps to the
+requests the server itself reported running over the chosen run's window (its /metrics). Where a level has no
+such figure, the whole schedule is keyed on concurrency and says so. Adjacent levels with the same K merge;
+range edges lie halfway between neighbouring levels' batch sizes.
+
+The best single depth (for servers that take one depth per launch) is the K >= 1 with the highest geometric-mean
+throughput over the levels, as the switching policy prices a fixed choice (``policy.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specbench.analysis.records.gaugecheck import MIN_SAMPLES
+from specbench.analysis.stats.bootstrap import ratio_interval
+from specbench.analysis.verdicts.multi import ConfigLevel, MultiComparison
+
+TUNE_MARGIN = 0.02  # a depth chosen over the best must be shown within 2% of it
+TUNE_STREAM = 3  # third seed word of the candidate / best bootstrap at a level
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A throughput ratio and its 95% interval (None: too few window batches for one)."""
+
+    ratio: float | None
+    low: float | None
+    high: float | None
+
+    def text(self) -> str:
+        if self.ratio is None:
+            return "-"
+        band = f" ({self.low:.2f}-{self.high:.2f})" if self.low is not None and self.high is not None else ""
+        return f"{self.ratio:.2f}x{band}"
+
+
+@dataclass(frozen=True)
+class DepthAtLevel:
+    """One candidate depth at one level; ratios are this candidate over the level's best and the baseline."""
+
+    depth: int
+    name: str
+    tok_s: float | None
+    vs_best: Interval
+    vs_baseline: Interval
+    running: float | None  # mean requests running in this candidate's window, as the server counted them
+    running_max: float | None
+    running_reads: int = 0  # the server's gauge reads inside the window
+
+
+@dataclass(frozen=True)
+class TunedLevel:
+    target_c: int
+    candidates: tuple[DepthAtLevel, ...]  # by depth, the baseline (0) first
+    best: int | None  # depth with the most throughput (point value)
+    chosen: int | None
+    how: str  # "within_noise", "best" (nothing shallower qualified), "point" (no interval), "none"
+    over: tuple[tuple[int, Interval], ...] = ()  # the chosen depth's throughput over each other candidate's
+
+    def candidate(self, depth: int | None) -> DepthAtLevel | None:
+        return next((c for c in self.candidates if c.depth == depth), None)
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    levels: tuple[TunedLevel, ...]
+    keyed_on: str  # "batch" (the server's running requests) or "concurrency"
+    key_note: str  # why the key is what it is
+    schedule: tuple[tuple[int, int, int], ...]  # (lowest, highest, K) over the key, merged, contiguous from 1
+    best_single: int | None  # best fixed depth K >= 1 (geometric mean throughput over the levels)
+    depths: tuple[int, ...]  # the candidates, 0 first
+
+
+def tune_depths(multi: MultiComparison, depth_of: Mapping[str, int], *, upper: int) -> TuneResult:
+    """Choose a depth per level from ``multi`` (configurations named in ``depth_of``; the baseline is 0).
+
+    ``upper`` is the highest batch size the schedule must cover (the server's cap on running requests).
+    """
+    depths = tuple(sorted({0, *depth_of.values()}))
+    names = {0: multi.baseline_name, **{k: n for n, k in depth_of.items()}}
+    rows = _running_by_level(multi, names)
+    levels = tuple(_level(lv.target_c, lv.configs, names, rows, multi.seed, multi.n_boot) for lv in multi.levels)
+    keyed = [lv for lv in levels if lv.chosen is not None]
+    keys = [_key(lv) for lv in keyed]
+    if keyed and all(k is not None for k in keys):
+        keyed_on, note = "batch", "keyed on the server's running requests (its /metrics) over each chosen window"
+        points = [(float(k), lv.chosen) for k, lv in zip(keys, keyed, strict=True) if k is not None and
+                  lv.chosen is not None]
+    else:
+        keyed_on = "concurrency"
+        note = (f"keyed on the client's concurrency: the server reported no running-request count (from at least "
+                f"{MIN_SAMPLES} reads of its /metrics in the window; --server-metrics-interval sets how often) for "
+                + ", ".join(f"C={lv.target_c}" for lv, k in zip(keyed, keys, strict=True) if k is None))
+        points = [(float(lv.target_c), lv.chosen) for lv in keyed if lv.chosen is not None]
+    return TuneResult(levels, keyed_on, note, build_schedule(points, upper), _best_single(levels, depths), depths)
+
+
+def build_schedule(points: Sequence[tuple[float, int]], upper: int) -> tuple[tuple[int, int, int], ...]:
+    """Contiguous (lowest, highest, K) ranges from 1 to ``upper`` from (batch size, K) points.
+
+    Each edge lies halfway between two neighbouring points; points that round to the same batch size are one
+    batch size to the server, and the later (higher level) one is kept. Adjacent ranges with one K merge.
+    """
+    by_key: dict[int, int] = {}
+    for key, depth in sorted(points, key=lambda p: p[0]):
+        by_key[max(1, round(key))] = depth
+    keys = sorted(by_key)
+    if not keys:
+        return ()
+    ranges: list[list[int]] = []
+    for i, key in enumerate(keys):
+        low = 1 if i == 0 else ranges[-1][1] + 1
+        high = upper if i == len(keys) - 1 else max(low, (key + keys[i + 1]) // 2)
+        if ranges and ranges[-1][2] == by_key[key]:
+            ranges[-1][1] = high
+        else:
+            ranges.append([low, high, by_key[key]])
+    return tuple((lo, hi, k) for lo, hi, k in ranges if lo <= hi)
+
+
+def schedule_depth(schedule: Sequence[tuple[int, int, int]], key: float) -> int | None:
+    """The depth a schedule gives a batch size (None: outside every range)."""
+    size = max(1, round(key))
+    return next((k for lo, hi, k in schedule if lo <= size <= hi), None)
+
+
+Running = tuple[float | None, float | None, int]  # mean, max, reads
+
+
+def _running_by_level(multi: MultiComparison, names: Mapping[int, str]) -> dict[tuple[str, int], Running]:
+    """(configuration, level) -> (mean, max, reads) of the requests running as the server reported them."""
+    out: dict[tuple[str, int], Running] = {}
+    by_name = {multi.baseline_name: multi.baseline}
+    for name, pair in zip(multi.names, multi.pairs, strict=True):
+        by_name[name] = pair.spec
+    for name in names.values():
+        summary = by_name.get(name)
+        if summary is None:
+            continue
+        for row in summary.rows:
+            if row.window_s:
+                out[(name, row.target_c)] = (row.server_running, row.server_running_max, row.server_samples)
+    return out
+
+
+def _level(c: int, configs: Sequence[ConfigLevel], names: Mapping[int, str],
+           running: Mapping[tuple[str, int], Running], seed: int,
+           n_boot: int) -> TunedLevel:
+    by_name = {cl.name: cl for cl in configs}
+    present = [(k, by_name[n]) for k, n in sorted(names.items()) if n in by_name]
+    measured = [(k, cl) for k, cl in present if cl.tok_s]
+    if not measured:
+        return TunedLevel(c, (), None, None, "none")
+    best_depth, best = max(measured, key=lambda kc: kc[1].tok_s or 0.0)
+    rng = np.random.default_rng([seed, c, TUNE_STREAM])
+    candidates = []
+    for k, cl in present:
+        vs_best = Interval(1.0, 1.0, 1.0) if k == best_depth else _interval(best, cl, rng, n_boot)
+        vs_base = Interval(1.0, None, None) if k == 0 else Interval(cl.ratio, cl.ratio_low, cl.ratio_high)
+        mean, most, reads = running.get((cl.name, c), (None, None, 0))
+        candidates.append(DepthAtLevel(k, cl.name, cl.tok_s, vs_best, vs_base, mean, most, reads))
+    chosen, how = choose_depth(candidates, best_depth)
+    mine = dict(present)[chosen]
+    over = tuple((k, _interval(cl, mine, rng, n_boot)) for k, cl in present if k != chosen)
+    return TunedLevel(c, tuple(candidates), best_depth, chosen, how, over)
+
+
+def _interval(best: ConfigLevel, other: ConfigLevel, rng: np.random.Generator, n_boot: int) -> Interval:
+    ratio = (other.tok_s / best.tok_s) if other.tok_s and best.tok_s else None
+    band = ratio_interval(np.asarray(best.batches, dtype=float), np.asarray(other.batches, dtype=float),
+                          rng=rng, n_boot=n_boot)
+    return Interval(ratio, band[0] if band else None, band[1] if band else None)
+
+
+def choose_depth(candidates: Sequence[DepthAtLevel], best_depth: int) -> tuple[int, str]:
+    """The smallest depth within noise of the best and shown within the margin; else the best."""
+    has_interval = any(c.vs_best.low is not None for c in candidates if c.depth != best_depth)
+    if not has_interval and len(candidates) > 1:
+        return best_depth, "point"
+    for cand in sorted(candidates, key=lambda c: c.depth):
+        if cand.depth == best_depth:
+            return best_depth, "best"
+        low, high = cand.vs_best.low, cand.vs_best.high
+        if low is not None and high is not None and high >= 1.0 and low >= 1.0 - TUNE_MARGIN:
+            return cand.depth, "within_noise"
+    return best_depth, "best"
+
+
+def _key(level: TunedLevel) -> float | None:
+    """The server's mean running requests in the chosen run's window; None from fewer than MIN_SAMPLES reads (a
+    gauge read once or twice in a short window may be the idle moment between two requests)."""
+    chosen = level.candidate(level.chosen)
+    if chosen is None or chosen.running_reads < MIN_SAMPLES:
+        return None
+    return chosen.running
+
+
+def _best_single(levels: Sequence[TunedLevel], depths: Sequence[int]) -> int | None:
+    """The depth >= 1 with the highest geometric-mean throughput over the levels where every depth was measured."""
+    speculative = [k for k in depths if k >= 1]
+    complete = [lv for lv in levels
+                if all((cand := lv.candidate(k)) is not None and cand.tok_s for k in speculative)]
+    if not speculative or not complete:
+        return None
+
+    def score(depth: int) -> float:
+        total = 0.0
+        for lv in complete:
+            cand = lv.candidate(depth)
+            total += math.log(cand.tok_s or 1.0) if cand is not None else 0.0
+        return total
+
+    return max(speculative, key=score)
+
+
+@dataclass(frozen=True)
+class ValidatedLevel:
+    """The tuned server at one level of a validation run: what it delivered against what the tune predicted (the
+    chosen depth's throughput in the tune), and against the baseline and the best fixed depth measured beside it."""
+
+    target_c: int
+    depth: int | None  # what the schedule gives this level's batch
+    predicted_tok_s: float | None
+    delivered_tok_s: float | None
+    vs_predicted: Interval
+    vs_baseline: Interval
+    vs_fixed: Interval
+
+    @property
+    def outcome(self) -> str:
+        """"as_predicted" (the interval holds 1), "short", "above", or "unknown" (no interval)."""
+        iv = self.vs_predicted
+        if iv.low is None or iv.high is None:
+            return "unknown"
+        return "short" if iv.high < 1.0 else "above" if iv.low > 1.0 else "as_predicted"
+
+
+def validate_schedule(result: TuneResult, tuning: MultiComparison, check: MultiComparison, tuned: str,
+                      fixed: str) -> tuple[ValidatedLevel, ...]:
+    """Level by level: the tuned run of ``check`` against the tune's prediction, the baseline and ``fixed``."""
+    rng_seed = check.seed
+    out = []
+    for lv in check.levels:
+        mine = lv.config(tuned)
+        if mine is None:
+            continue
+        tuned_level = next((t for t in result.levels if t.target_c == lv.target_c), None)
+        chosen = tuned_level.candidate(tuned_level.chosen) if tuned_level is not None else None
+        earlier = next((m for m in tuning.levels if m.target_c == lv.target_c), None)
+        predicted = earlier.config(chosen.name) if earlier is not None and chosen is not None else None
+        rng = np.random.default_rng([rng_seed, lv.target_c, TUNE_STREAM])
+        vs_predicted = _interval(predicted, mine, rng, check.n_boot) if predicted is not None else Interval(
+            None, None, None)
+        other = lv.config(fixed)
+        vs_fixed = _interval(other, mine, rng, check.n_boot) if other is not None else Interval(None, None, None)
+        out.append(ValidatedLevel(lv.target_c, tuned_level.chosen if tuned_level is not None else None,
+                                  predicted.tok_s if predicted is not None else None, mine.tok_s, vs_predicted,
+                                  Interval(mine.ratio, mine.ratio_low, mine.ratio_high), vs_fixed))
+    return tuple(out)
+
+
+__all__ = [
+    "TUNE_MARGIN",
+    "DepthAtLevel",
+    "Interval",
+    "TuneResult",
+    "TunedLevel",
+    "ValidatedLevel",
+    "build_schedule",
+    "choose_depth",
+    "schedule_depth",
+    "tune_depths",
+    "validate_schedule",
+]
