@@ -158,6 +158,22 @@ def _parser() -> argparse.ArgumentParser:
     add_option(p, "api")
     common_load(p)
 
+    p = command("tune", help="measure each speculative depth and choose one per load; write the server setting")
+    p.add_argument("tune_file", help="YAML tune file: a baseline and a speculative launch template with {k} or "
+                   "{speculative_config} (config/tune/emulator.yaml, docs/guides/tuning.md)")
+    p.add_argument("--out", help="report directory (default reports/tune-YYYYmmdd-HHMMSS); the setting goes to "
+                   "OUT/tuned/")
+    p.add_argument("--depths", metavar="K,K,...", help="draft tokens per step to try, instead of the file's "
+                   "(default 1,2,3,4,5; the baseline is depth 0)")
+    p.add_argument("--validate", action="store_true", help="then start the tuned schedule beside the baseline and "
+                   "the best single depth, and say level by level whether it delivered what was predicted")
+    p.add_argument("--vllm-release", metavar="X.Y.Z", help="the vLLM release the config is for: 0.24.0 and later "
+                   "take the schedule; 0.8.2-0.9.2 the disable_by_batch_size form; others neither (default: the "
+                   "schedule)")
+    p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
+    add_option(p, "api")
+    common_load(p)
+
     p = command("demo", help="the whole comparison against two built-in emulators")
     p.add_argument("--out", help="report directory (default reports/demo, reports/demo-sweep with --sweep, "
                    "reports/demo-rate with --rate)")
@@ -191,7 +207,7 @@ def _parser() -> argparse.ArgumentParser:
             help="run every ladder N times in alternating order (A B, B A, ...) and combine the repeats: "
             "intervals that hold the variation between runs, and drift flagged (default 1; refinement is off "
             "with more)")
-    for name in ("compare", "run", "sweep", "demo"):  # last: the group follows each command's own options
+    for name in ("compare", "run", "sweep", "tune", "demo"):  # last: the group follows each command's own options
         suite_options(sub.choices[name])
     return parser
 
@@ -236,6 +252,8 @@ def _main(argv: list[str] | None) -> int:
             return cmd_demo(args, extra)
         if args.command == "sweep":
             return cmd_sweep(args, extra)
+        if args.command == "tune":
+            return cmd_tune(args, extra)
         if args.command == "options":
             return cmd_options()
         return cmd_analysis(args, extra)
@@ -514,6 +532,42 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     return run_sweep(SweepJob(sweep, out, args.suite_config, args.processes, args.api, key, args.flush_cache,
                               passed_on(args) + extra, verbose=args.verbose, refine_levels=refine,
                               rate_mode=bool(settings.rate_ladder), repeats=repeats))
+
+
+def cmd_tune(args: argparse.Namespace, extra: list[str]) -> int:
+    from specbench.contract.kschedule import parse_release
+    from specbench.tune import TuneJob, run_tune
+    from specbench.tunefile import load_tune, parse_depths
+
+    budget = _budget(args)
+    try:
+        depths = parse_depths(args.depths) if args.depths else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        release = parse_release(args.vllm_release) if args.vllm_release else None
+    except ValueError as exc:
+        raise UsageError(f"--vllm-release: {exc}") from None
+    tune = load_tune(args.tune_file, depths)
+    if args.validate and not tune.takes_config:
+        raise UsageError(f"--validate: {tune.source}: the speculative command does not take {{speculative_config}}, "
+                         "so a schedule cannot be launched (a server that takes one depth is validated by the "
+                         "best single depth the tune already measured)")
+    settings = _validated(args, passed_on(args) + extra)
+    if budget:
+        runs = len(tune.sweep.entries) + (3 if args.validate else 0)
+        check_budget_fits(budget / runs, len(settings.ladder), f"--time-budget (a run's share, "
+                          f"{duration_arg(budget / runs)} for {runs} runs)")
+    out = Path(args.out) if args.out else Path("reports") / f"tune-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_fresh_dir(out, "--out", args.overwrite)
+    if args.overwrite:
+        _clear_earlier_job(out, [e.name for e in tune.sweep.entries])
+    depths_text = ", ".join(str(k) for k in sorted(tune.depths.values()))
+    print(f"Tune {tune.source}: the baseline and depths {depths_text}, one server after another"
+          + (", then a validation run" if args.validate else ""), flush=True)
+    return run_tune(TuneJob(tune, out, args.suite_config, args.processes, args.api, settings.api_key(),
+                            args.flush_cache, passed_on(args) + extra, verbose=args.verbose, time_budget_s=budget,
+                            validate=args.validate, release=release))
 
 
 def _clear_earlier_job(out: Path, names: list[str], repeats: int = 1) -> None:

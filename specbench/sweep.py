@@ -52,7 +52,7 @@ def run_sweep(job: SweepJob) -> int:
     interrupted = False
     for entry in job.sweep.entries:
         try:
-            api, code = _one(entry, job, api)
+            api, code = run_entry(entry, job, api)
         except KeyboardInterrupt:
             print(f"{entry.name}: interrupted; writing a partial report from what was recorded", flush=True)
             interrupted = True
@@ -84,7 +84,7 @@ def _repeated(job: SweepJob) -> int:
         run_dir = repeat_dir(job.out, repeat, name)
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
-            api, code = _one(entries[name], job, api, run_dir=run_dir)
+            api, code = run_entry(entries[name], job, api, run_dir=run_dir)
         except KeyboardInterrupt:
             code = 130
         if code == 130:
@@ -114,14 +114,14 @@ def refine_sweep(job: SweepJob, api: str) -> int:
     def run_levels(name: str, levels: Sequence[float], sub: Path, share: float | None) -> int:
         options = added_level_options(levels, share, rate_mode=job.rate_mode, extra=job.extra)
         try:
-            return _one(entries[name], job, api, run_dir=sub, extra=options)[1]
+            return run_entry(entries[name], job, api, run_dir=sub, extra=options)[1]
         except KeyboardInterrupt:
             return 130
 
     return refine_by_mode(job.out, order, dirs, run_levels, rate_mode=job.rate_mode, max_levels=job.refine_levels)
 
 
-def _one(entry: Entry, job: SweepJob, api: str, *, run_dir: Path | None = None,
+def run_entry(entry: Entry, job: SweepJob, api: str, *, run_dir: Path | None = None,
          extra: list[str] | None = None) -> tuple[str, int]:
     """Start (if managed), check and measure one configuration; returns the API used and an exit code.
 
@@ -163,4 +163,4 @@ def _one(entry: Entry, job: SweepJob, api: str, *, run_dir: Path | None = None,
             print(f"{entry.name}: server stopped", flush=True)
 
 
-__all__ = ["LaunchError", "SweepJob", "run_sweep"]
+__all__ = ["LaunchError", "SweepJob", "run_entry", "run_sweep"]

@@ -1,0 +1,178 @@
+"""``OUT/tuned/``: what a depth tune hands back, ready to launch.
+
+* ``tune.json``: every level's candidates, the depth chosen and why, the schedule and the best single depth;
+* ``vllm-speculative-config.json``: vLLM's ``--speculative-config`` with the schedule (vLLM 0.24.0 and later),
+  the ``disable_by_batch_size`` form for a stated release that has it instead, or no file (and a line saying
+  why) for a release that has neither;
+* ``launch.txt``: one line per server kind: vLLM with the schedule, and the best single depth for servers that
+  take one depth per launch (SGLang, llama.cpp, and vLLM before 0.24.0);
+* ``README.md``: how to use them, what they were measured on, and the per-level table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specbench.analysis.reporting.files import add_report_section, write_whole
+from specbench.analysis.reporting.tune_report import depth_name, schedule_text, tune_json, tune_table
+from specbench.analysis.verdicts.tune import TUNE_MARGIN, TuneResult, ValidatedLevel
+from specbench.contract.kschedule import DISABLE_FIELD, SCHEDULE_SINCE, release_form, speculative_config
+
+TUNED_DIR = "tuned"
+VLLM_CONFIG = "vllm-speculative-config.json"
+
+
+@dataclass(frozen=True)
+class TuneContext:
+    """What the tune was measured on, for the README and the launch lines."""
+
+    source: str  # the tune file
+    server: Mapping[str, Any]  # the speculative run's meta.json ``server``: kind, model, ...
+    ladder: tuple[int, ...]
+    base_config: Mapping[str, Any]
+    release: tuple[int, int, int] | None  # --vllm-release
+    max_batch: int
+
+
+def _release_text(release: tuple[int, int, int] | None) -> str:
+    return "not stated" if release is None else ".".join(map(str, release))
+
+
+def vllm_config(result: TuneResult, ctx: TuneContext) -> tuple[dict[str, Any] | None, str]:
+    """The vLLM config for the stated release and a sentence on its form; None where the release takes neither."""
+    deepest = max(result.depths)
+    form = release_form(ctx.release)
+    if result.keyed_on != "batch":
+        note = " Keyed on concurrency (the server reported no running count): check it against your batch sizes."
+    else:
+        note = ""
+    if form == "schedule":
+        since = ".".join(map(str, SCHEDULE_SINCE))
+        return (speculative_config(ctx.base_config, deepest, result.schedule),
+                f"vLLM {since} or later (num_speculative_tokens_per_batch_size).{note}")
+    if form == "disable":
+        off = next((lo for lo, _, k in result.schedule if k == 0), None)
+        depth = result.best_single or deepest
+        config = speculative_config(ctx.base_config, depth)
+        if off is not None:
+            config[DISABLE_FIELD] = max(2, off)
+            return config, (f"vLLM {_release_text(ctx.release)} has no schedule; this is its {DISABLE_FIELD} form: "
+                            f"K={depth} until {max(2, off)} requests run, then no speculation.{note}")
+        return config, (f"vLLM {_release_text(ctx.release)} has no schedule and the tune never turned speculation "
+                        f"off, so this is the best single depth K={depth}.{note}")
+    return None, (f"vLLM {_release_text(ctx.release)} takes neither num_speculative_tokens_per_batch_size (0.24.0 "
+                  f"on) nor an effective {DISABLE_FIELD} (0.8.2 to 0.9.2): no config written; use the best single "
+                  f"depth in launch.txt (releases 0.4.3 to 0.8.1 had a --speculative-disable-by-batch-size flag "
+                  f"instead, not written here).")
+
+
+def launch_lines(result: TuneResult, config: Mapping[str, Any] | None) -> list[str]:
+    """One launch line per server kind."""
+    lines = []
+    if config is not None:
+        lines.append(f"vllm serve MODEL --speculative-config '{json.dumps(config, separators=(',', ':'))}'")
+    depth = result.best_single
+    if depth is not None:
+        lines += [f"# the best single depth over the measured levels: K={depth}",
+                  f"python -m sglang.launch_server --model-path MODEL --speculative-algorithm EAGLE3 "
+                  f"--speculative-draft-model-path DRAFT --speculative-num-steps {depth} --speculative-eagle-topk 1 "
+                  f"--speculative-num-draft-tokens {depth + 1}",
+                  f"llama-server -m MODEL -md DRAFT --spec-draft-n-max {depth}   # builds before the 2026 rename: "
+                  f"--draft-max {depth}"]
+    return lines
+
+
+def write_tuned(out: Path, result: TuneResult, ctx: TuneContext) -> Path:
+    """Write ``out/tuned/``; returns its path. Raises OutputWriteError naming a file the disk refused."""
+    folder = out / TUNED_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    config, config_note = vllm_config(result, ctx)
+    (folder / VLLM_CONFIG).unlink(missing_ok=True)
+    if config is not None:
+        write_whole(folder / VLLM_CONFIG, json.dumps(config, indent=2) + "\n")
+    write_whole(folder / "launch.txt", "\n".join(launch_lines(result, config)) + "\n")
+    data = {**tune_json(result), "vllm_config_note": config_note, "vllm_release": _release_text(ctx.release),
+            "server": dict(ctx.server), "ladder": list(ctx.ladder), "tune_file": ctx.source}
+    write_whole(folder / "tune.json", json.dumps(data, indent=2) + "\n")
+    write_whole(folder / "README.md", readme(result, ctx, config is not None, config_note))
+    return folder
+
+
+def readme(result: TuneResult, ctx: TuneContext, has_config: bool, config_note: str) -> str:
+    server = ctx.server
+    what = f"{server.get('kind', 'a server')} serving {server.get('model', 'its model')}"
+    use = (f"- vLLM: `vllm serve MODEL --speculative-config \"$(cat {VLLM_CONFIG})\"` ({config_note})"
+           if has_config else f"- vLLM: {config_note}")
+    single = depth_name(result.best_single)
+    return "\n".join([
+        "# Tuned speculative depth",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d')} by `specbench tune {ctx.source}` on {what}, ladder "
+        f"{', '.join(map(str, ctx.ladder))}, depths {', '.join(depth_name(k) for k in result.depths)}.",
+        "",
+        "## Use it",
+        "",
+        use,
+        f"- Servers that take one depth per launch (SGLang, llama.cpp): {single}, the best single depth over the "
+        "measured levels (launch.txt has the lines).",
+        "",
+        f"Schedule ({result.key_note}): {schedule_text(result)}, up to {ctx.max_batch} running requests (the "
+        "tune file's max_batch).",
+        "",
+        "## How each level was chosen",
+        "",
+        f"Per level the depth chosen is the smallest whose throughput is not worse than the best beyond noise and is "
+        f"shown within {TUNE_MARGIN:.0%} of it (95% interval of its ratio to the best); \"off\" is speculation off "
+        "(the baseline). Each \"over\" column is the chosen depth's throughput over that candidate's, with its 95% "
+        "interval.",
+        "",
+        tune_table(result),
+        "",
+        "## What it is a claim about",
+        "",
+        "A schedule tuned on one workload is a claim about that workload: the prompts, output lengths and sampling "
+        "of this run, on this server build and hardware. Re-tune when any of them changes, and check it with "
+        "`specbench tune --validate`.",
+        "",
+    ])
+
+
+def validation_section(levels: tuple[ValidatedLevel, ...], fixed: str) -> str:
+    """The validation table: did the schedule deliver what the tune predicted, level by level?"""
+    outcome = {"as_predicted": "as predicted", "short": "short of the prediction", "above": "above the prediction",
+               "unknown": "no interval"}
+    rows = ["| C | depth | predicted tok/s | delivered tok/s | delivered / predicted | over baseline | "
+            f"over {fixed} | outcome |", "|---|---|---|---|---|---|---|---|"]
+    for lv in levels:
+        predicted = f"{lv.predicted_tok_s:.0f}" if lv.predicted_tok_s else "-"
+        delivered = f"{lv.delivered_tok_s:.0f}" if lv.delivered_tok_s else "-"
+        rows.append(f"| {lv.target_c} | {depth_name(lv.depth)} | {predicted} | {delivered} | "
+                    f"{lv.vs_predicted.text()} | {lv.vs_baseline.text()} | {lv.vs_fixed.text()} | "
+                    f"{outcome[lv.outcome]} |")
+    short = [lv.target_c for lv in levels if lv.outcome == "short"]
+    verdict = ("The schedule delivered what the tune predicted at every level with an interval." if not short else
+               "The schedule fell short of the prediction at C=" + ", ".join(map(str, short)) + ".")
+    return "\n".join(["## Validation", "", f"The tuned server measured beside the baseline and the best fixed "
+                      f"depth ({fixed}) in one run. {verdict}", "", *rows])
+
+
+def write_validation(folder: Path, levels: tuple[ValidatedLevel, ...], fixed: str) -> str:
+    """Add the validation to tuned/README.md and tuned/validation.json; returns the section."""
+    section = validation_section(levels, fixed)
+    add_report_section(folder / "README.md", section)
+    data = [{"target_c": lv.target_c, "depth": lv.depth, "predicted_tok_s": lv.predicted_tok_s,
+             "delivered_tok_s": lv.delivered_tok_s, "outcome": lv.outcome,
+             **{name: {"ratio": iv.ratio, "low": iv.low, "high": iv.high}
+                for name, iv in (("vs_predicted", lv.vs_predicted), ("vs_baseline", lv.vs_baseline),
+                                 ("vs_fixed", lv.vs_fixed))}} for lv in levels]
+    write_whole(folder / "validation.json", json.dumps({"fixed": fixed, "levels": data}, indent=2) + "\n")
+    return section
+
+
+__all__ = ["TUNED_DIR", "VLLM_CONFIG", "TuneContext", "launch_lines", "vllm_config", "write_tuned",
+           "write_validation"]

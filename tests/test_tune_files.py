@@ -1,0 +1,110 @@
+"""The tune file's errors (one line naming the key), its expansion into a sweep, the vLLM config form per stated
+release, and the CLI's refusals before any server starts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specbench.analysis.verdicts.tune import TuneResult
+from specbench.contract.kschedule import DISABLE_FIELD, SCHEDULE_FIELD, parse_release
+from specbench.sweepfile import SweepFileError
+from specbench.tunefile import parse_depths, parse_tune
+from specbench.tuneout import TuneContext, launch_lines, vllm_config
+
+BASE = {"command": ["srv", "--port", "{port}"]}
+SPEC = {"command": ["srv", "--port", "{port}", "--speculative-config", "{speculative_config}"]}
+
+
+def _tune(**keys: object) -> dict[str, object]:
+    return {"speculative_config": {"method": "eagle3", "model": "/d"}, "baseline": BASE, "speculative": SPEC} | keys
+
+
+def test_a_template_expands_to_one_configuration_per_depth() -> None:
+    tune = parse_tune(_tune(depths=[4, 1, 2]))
+    assert [e.name for e in tune.sweep.entries] == ["baseline", "k1", "k2", "k4"]
+    assert dict(tune.depths) == {"k1": 1, "k2": 2, "k4": 4} and tune.takes_config
+    k2 = tune.sweep.entries[2]
+    config = json.loads(k2.command_line(8000)[-1])  # type: ignore[index]
+    assert config == {"method": "eagle3", "model": "/d", "num_speculative_tokens": 2}
+    check = tune.validation_sweep(2, ((1, 8, 4), (9, 256, 1)))
+    assert [e.name for e in check.entries] == ["baseline", "k2", "tuned"]
+    tuned = json.loads(check.entries[2].command_line(8000)[-1])  # type: ignore[index]
+    assert tuned[SCHEDULE_FIELD] == [[1, 8, 4], [9, 256, 1]] and tuned["num_speculative_tokens"] == 4
+    assert parse_tune(_tune(), depths=(3,)).depths == {"k3": 3}
+
+
+def test_a_list_of_shapes_gives_each_its_depth() -> None:
+    shapes = [{"name": "tree16", "depth": 5, "command": "srv --topk 4 --draft-tokens 16 --port {port}"},
+              {"depth": 3, "command": "srv --topk 1 --draft-tokens 4 --port {port}"}]
+    tune = parse_tune(_tune(speculative=shapes))
+    assert dict(tune.depths) == {"tree16": 5, "k3": 3} and not tune.takes_config
+
+
+@pytest.mark.parametrize(("keys", "key", "what"), [
+    ({"depth": [1]}, "depth", "unknown key"),
+    ({"depths": [0, 1]}, "depths", "each depth once, from 1 to"),
+    ({"depths": [2, 2]}, "depths", "each depth once"),
+    ({"depths": "1,2"}, "depths", "expected a list of whole numbers"),
+    ({"max_batch": 0}, "max_batch", "expected a whole number >= 1"),
+    ({"speculative_config": [1]}, "speculative_config", "expected a mapping"),
+    ({"speculative": {"command": ["srv", "--port", "{port}"]}}, "speculative.command", "must use {k} or"),
+    ({"speculative": {"name": "x", **SPEC}}, "speculative.name", "is set by the tune"),
+    ({"speculative": [{"command": "srv {port}"}]}, "speculative[0].depth", "expected a whole number from 1"),
+    ({"speculative": [{"depth": 2, "command": "a {port}"}, {"depth": 2, "command": "b {port}"}]},
+     "speculative[1].depth", "depth 2 is given twice"),
+    ({"baseline": {"name": "b", **BASE}}, "baseline.name", "is set by the tune"),
+    ({"speculative": {"command": ["srv", "{k}"], "ready": {"nope": 1}}}, "speculative.ready.nope", "unknown key"),
+])
+def test_a_mistake_is_one_line_naming_the_key(keys: dict[str, object], key: str, what: str) -> None:
+    with pytest.raises(SweepFileError) as info:
+        parse_tune(_tune(**keys), "tune.yaml")
+    text = str(info.value)
+    assert text.startswith("tune.yaml") and key in text and what in text and "\n" not in text, text
+
+
+def test_depths_flag_is_checked() -> None:
+    assert parse_depths("3,1,2") == (1, 2, 3)
+    for bad in ("1,x", "0", "1,1", ""):
+        with pytest.raises(ValueError, match="--depths"):
+            parse_depths(bad)
+
+
+def _result(schedule: tuple[tuple[int, int, int], ...]) -> TuneResult:
+    return TuneResult((), "batch", "", schedule, 3, (0, 1, 3, 5))
+
+
+def _ctx(release: str | None) -> TuneContext:
+    return TuneContext("t.yaml", {}, (1, 10), {"method": "eagle3", "model": "/d"},
+                       parse_release(release) if release else None, 256)
+
+
+def test_each_stated_release_gets_only_a_field_it_has() -> None:
+    falls = _result(((1, 4, 5), (5, 40, 3), (41, 120, 1), (121, 256, 0)))
+    config, note = vllm_config(falls, _ctx("0.24.0"))
+    assert config is not None and config[SCHEDULE_FIELD] == [[1, 4, 5], [5, 40, 3], [41, 120, 1], [121, 256, 0]]
+    assert config["num_speculative_tokens"] == 5 and DISABLE_FIELD not in config
+    config, note = vllm_config(falls, _ctx("0.9.2"))
+    assert config is not None and SCHEDULE_FIELD not in config
+    assert config[DISABLE_FIELD] == 121 and config["num_speculative_tokens"] == 3  # the best single depth
+    config, note = vllm_config(_result(((1, 256, 3),)), _ctx("0.8.2"))
+    assert config is not None and DISABLE_FIELD not in config and "never turned speculation off" in note
+    for release in ("0.10.0", "0.23.0", "0.8.1"):
+        config, note = vllm_config(falls, _ctx(release))
+        assert config is None and "no config written" in note, release
+        assert not any("vllm serve" in line for line in launch_lines(falls, config))
+
+
+def test_the_cli_refuses_before_any_server_starts(tmp_path: Path) -> None:
+    tune = tmp_path / "tune.yaml"
+    tune.write_text("baseline: {command: 'srv {port}'}\nspeculative:\n  - {depth: 2, command: 'srv2 {port}'}\n")
+    for args, what in ((["--validate"], "does not take {speculative_config}"),
+                       (["--depths", "0"], "--depths"), (["--vllm-release", "new"], "--vllm-release")):
+        proc = subprocess.run([sys.executable, "-m", "specbench.cli", "tune", str(tune), "--out",
+                               str(tmp_path / "out"), *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and what in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert not (tmp_path / "out").exists()
