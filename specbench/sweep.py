@@ -5,25 +5,30 @@ wait until its readiness URL answers 200, check it like ``compare`` does, run th
 and stop the server (SIGTERM to the group, SIGKILL after the stop timeout) before the next one starts, so two
 configurations never share the machine. Every run gets identical settings and prompt order; the API is the
 one the baseline resolves to (or ``--api``). Ctrl-C stops the run in progress and its server; the report is
-still written from what was recorded. Then, unless ``--no-refine``, refinement starts the configurations again
+still written from what was recorded. ``--time-budget`` is shared as it goes: each ladder gets an equal part of
+what the ladders have left when it starts (server starts count against it; refinement keeps its share). Then,
+unless ``--no-refine``, refinement starts the configurations again
 for the levels it adds (switch points; with ``--rate-ladder``, each capacity under the SLO).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from specbench.compare import run_ladder, write_report
+from specbench.contract.optionvalues import duration_arg
 from specbench.contract.rundir import server_log
 from specbench.contract.urls import UrlError
 from specbench.exporters import with_own_exporters
 from specbench.launch import LaunchError, ServerCommand, free_port
 from specbench.preflight import check_server
-from specbench.refine import added_level_options, refine_by_mode
+from specbench.refine import REFINE_SHARE, added_level_options, budget_clock, refine_by_mode
 from specbench.repeatrun import repeat_dir, running_order, write_repeats
+from specbench.shapes.budget import fmt_duration
 from specbench.sweepfile import Entry, Sweep
 
 
@@ -41,6 +46,19 @@ class SweepJob:
     refine_levels: int = DEFAULT_REFINE_LEVELS  # extra levels per switch point after the ladders; 0: none (#27)
     rate_mode: bool = False  # --rate-ladder: refinement adds rates around each capacity under the SLO (#27)
     repeats: int = 1  # --repeats: every configuration this many times in alternating order (``repeatrun``)
+    time_budget_s: float = 0.0  # --time-budget for every run together (refinement's share kept); 0: none
+    began: float = field(default_factory=time.monotonic)
+
+    def budget_options(self, name: str, runs_left: int) -> list[str]:
+        """``--time-budget`` for the next ladder: an equal part of what the ladders have left (refinement keeps
+        ``REFINE_SHARE`` of the whole where it is on), said on one line; [] without a budget."""
+        if not self.time_budget_s:
+            return []
+        ladders_s = self.time_budget_s * (1 - REFINE_SHARE if self.refine_levels and self.repeats == 1 else 1)
+        left = ladders_s - (time.monotonic() - self.began)
+        share = max(1.0, left / max(1, runs_left))
+        print(f"{name}: {fmt_duration(share)} of the budget", flush=True)
+        return ["--time-budget", duration_arg(share)]
 
 
 def run_sweep(job: SweepJob) -> int:
@@ -50,9 +68,10 @@ def run_sweep(job: SweepJob) -> int:
         return _repeated(job)
     api = job.api
     interrupted = False
-    for entry in job.sweep.entries:
+    for i, entry in enumerate(job.sweep.entries):
+        budget = job.budget_options(entry.name, len(job.sweep.entries) - i)
         try:
-            api, code = run_entry(entry, job, api)
+            api, code = run_entry(entry, job, api, extra=[*budget, *job.extra] if budget else None)
         except KeyboardInterrupt:
             print(f"{entry.name}: interrupted; writing a partial report from what was recorded", flush=True)
             interrupted = True
@@ -80,11 +99,13 @@ def _repeated(job: SweepJob) -> int:
     print(f"{job.repeats} repeats, each configuration's ladder in alternating order; refinement off: every repeat "
           "measures the same levels", flush=True)
     api, interrupted = job.api, False
-    for repeat, name in order:
+    for i, (repeat, name) in enumerate(order):
         run_dir = repeat_dir(job.out, repeat, name)
         run_dir.parent.mkdir(parents=True, exist_ok=True)
+        budget = job.budget_options(name, len(order) - i)
         try:
-            api, code = run_entry(entries[name], job, api, run_dir=run_dir)
+            api, code = run_entry(entries[name], job, api, run_dir=run_dir,
+                                  extra=[*budget, *job.extra] if budget else None)
         except KeyboardInterrupt:
             code = 130
         if code == 130:
@@ -118,7 +139,8 @@ def refine_sweep(job: SweepJob, api: str) -> int:
         except KeyboardInterrupt:
             return 130
 
-    return refine_by_mode(job.out, order, dirs, run_levels, rate_mode=job.rate_mode, max_levels=job.refine_levels)
+    return refine_by_mode(job.out, order, dirs, run_levels, rate_mode=job.rate_mode, max_levels=job.refine_levels,
+                          time_left=budget_clock(job.time_budget_s, job.began))
 
 
 def run_entry(entry: Entry, job: SweepJob, api: str, *, run_dir: Path | None = None,

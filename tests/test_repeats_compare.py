@@ -107,13 +107,15 @@ def test_a_sweep_repeats_each_configuration_in_alternating_order_from_a_fresh_se
     out = tmp_path / "report"
     proc = subprocess.run([sys.executable, "-m", "specbench.cli", "sweep", str(sweep), "--out", str(out),
                            "--ladder", "4", "--max-tokens", "64", "--min-step-time", "3", "--max-step-time", "6",
-                           "--warmup-time", "1", "--repeats", "2"], capture_output=True, text=True, timeout=400,
+                           "--warmup-time", "1", "--repeats", "2", "--time-budget", "2m"], capture_output=True,
+                          text=True, timeout=400,
                           cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     order = [out / "off", out / "on", out / "repeat-2" / "on", out / "repeat-2" / "off"]
     starts = [min(rec["start_s"] for rec in read_run(d).records) for d in order]
     assert starts == sorted(starts), starts
     assert proc.stdout.count(": starting ") == 4 and proc.stdout.count(": server stopped") == 4
+    assert proc.stdout.count(" of the budget") == 4  # --time-budget shared run by run, each told its part
     (level,) = json.loads((out / "repeats.json").read_text())["levels"]
     assert level["config"] == "on" and len(level["ratios"]) == 2 and level["ratio_low"] <= 1.0 <= level["ratio_high"]
     assert "Over 2 interleaved repeats, on against off:" in proc.stdout
