@@ -106,8 +106,9 @@ class PowerMeter:
 
     # ------------------------------------------------------------ the scheduler's calls
 
-    def begin(self, batch: int, planned_s: float, now: float | None = None) -> None:
-        """A step of ``batch`` requests starts, due to end in ``planned_s`` real seconds (0 or less: at once)."""
+    def begin(self, batch: int, planned_s: float, now: float | None = None, pass_scale: float = 1.0) -> None:
+        """A step of ``batch`` requests starts, due to end in ``planned_s`` real seconds (0 or less: at once);
+        ``pass_scale``: this step's per-request cost over the launch depth's (a depth schedule's shallower steps)."""
         now = time.time() if now is None else now
         self._point(now)
         m, speed, share = self.model, self.speed, 1.0 / self.gpus
@@ -115,7 +116,7 @@ class PowerMeter:
         self._planned = max(planned_s, 1e-9)
         self._rate = [(m.idle_w + m.active_w + m.running_w * batch * share) * speed] * self.gpus
         draws = [1.0 + m.jitter * (2.0 * self._rng.random() - 1.0) for _ in range(self.gpus)]
-        self._pass = [self.pass_j * batch * share * d for d in draws]
+        self._pass = [self.pass_j * pass_scale * batch * share * d for d in draws]
         self.steps += 1
         self.passes += batch
 

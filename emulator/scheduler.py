@@ -218,8 +218,8 @@ class Scheduler:
             step_s = self.drift.stretch(step_s, base)
             deadline = base + step_s
             delay = deadline - clock()
-            if self.meter is not None:
-                self.meter.begin(batch, delay)
+            if self.meter is not None:  # a pass's energy follows its per-request cost: its depth under a schedule
+                self.meter.begin(batch, delay, pass_scale=b_ms / self._b_ms if self._b_ms > 0 else 1.0)
             gevent.sleep(delay if delay > 0 else 0)
             now = clock()
             if self.meter is not None:

@@ -170,6 +170,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--vllm-release", metavar="X.Y.Z", help="the vLLM release the config is for: 0.24.0 and later "
                    "take the schedule; 0.8.2-0.9.2 the disable_by_batch_size form; others neither (default: the "
                    "schedule)")
+    p.add_argument("--objective", choices=("throughput", "energy"), default="throughput",
+                   help="choose each level's depth by throughput (default), or by the GPUs' energy per output token "
+                   "among the depths shown to keep --throughput-floor of the best's throughput (needs --gpu-metrics "
+                   "or gpu_metrics in the tune file)")
+    p.add_argument("--throughput-floor", type=float, default=0.95, metavar="F",
+                   help="with --objective energy: the share of the best throughput a depth must be shown to keep "
+                   "(the low end of its 95%% interval; default 0.95)")
     p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
     add_option(p, "api")
     common_load(p)
@@ -188,7 +195,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--processes", type=processes_arg, default=0)
     add_option(p, "api_key_env")
     add_option(p, "time_budget", default=None, help="wall time for both runs (default 4m for the concurrency "
-               "demo, so it ends within 5 minutes; none for --rate; 0 or '' for none)")
+               "demo, so it ends within 5 minutes; none for --rate and --sweep; 0 or '' for none)")
     verbose_flag(p)
 
     p = command("options", help="the suite options for plain Locust (locust -f locustfiles/sglang.py), whose "
@@ -511,6 +518,7 @@ def json_on_stdout(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
+    from specbench.compare import ladder_share
     from specbench.exporters import left_without
     from specbench.sweep import SweepJob, run_sweep
     from specbench.sweepfile import load_sweep
@@ -523,6 +531,12 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     if not settings.gpu_metrics and without and len(without) < len(sweep.entries):
         raise left_without(sweep.source, without, "each configuration gpu_metrics")
     key = settings.api_key()
+    budget = _budget(args)
+    if budget:
+        runs = len(sweep.entries) * repeats
+        share = ladder_share(budget, runs, 0 if repeats > 1 else refine)
+        check_budget_fits(share, len(settings.ladder), f"--time-budget (a ladder's share, {duration_arg(share)} "
+                          f"for {runs} runs)")
     out = Path(args.out) if args.out else Path("reports") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     check_fresh_dir(out, "--out", args.overwrite)
     if args.overwrite:
@@ -531,7 +545,7 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
     print(f"Sweep {sweep.source}: {names}", flush=True)
     return run_sweep(SweepJob(sweep, out, args.suite_config, args.processes, args.api, key, args.flush_cache,
                               passed_on(args) + extra, verbose=args.verbose, refine_levels=refine,
-                              rate_mode=bool(settings.rate_ladder), repeats=repeats))
+                              rate_mode=bool(settings.rate_ladder), repeats=repeats, time_budget_s=budget))
 
 
 def cmd_tune(args: argparse.Namespace, extra: list[str]) -> int:
@@ -548,12 +562,20 @@ def cmd_tune(args: argparse.Namespace, extra: list[str]) -> int:
         release = parse_release(args.vllm_release) if args.vllm_release else None
     except ValueError as exc:
         raise UsageError(f"--vllm-release: {exc}") from None
+    if not 0 < args.throughput_floor <= 1:
+        raise UsageError(f"--throughput-floor {args.throughput_floor:g}: expected a share of the best throughput, "
+                         "above 0 and at most 1 (e.g. 0.95)")
     tune = load_tune(args.tune_file, depths)
     if args.validate and not tune.takes_config:
         raise UsageError(f"--validate: {tune.source}: the speculative command does not take {{speculative_config}}, "
                          "so a schedule cannot be launched (a server that takes one depth is validated by the "
                          "best single depth the tune already measured)")
     settings = _validated(args, passed_on(args) + extra)
+    without = [e.name for e in tune.sweep.entries if e.gpu_metrics is None]
+    if args.objective == "energy" and not settings.gpu_metrics and without:
+        raise UsageError(f"--objective energy: {tune.source}: energy per token needs the GPUs' telemetry: give "
+                         f"--gpu-metrics URL, or gpu_metrics in the tune file's baseline and speculative entries "
+                         f"(missing for {', '.join(without)})")
     if budget:
         runs = len(tune.sweep.entries) + (3 if args.validate else 0)
         check_budget_fits(budget / runs, len(settings.ladder), f"--time-budget (a run's share, "
@@ -567,7 +589,8 @@ def cmd_tune(args: argparse.Namespace, extra: list[str]) -> int:
           + (", then a validation run" if args.validate else ""), flush=True)
     return run_tune(TuneJob(tune, out, args.suite_config, args.processes, args.api, settings.api_key(),
                             args.flush_cache, passed_on(args) + extra, verbose=args.verbose, time_budget_s=budget,
-                            validate=args.validate, release=release))
+                            validate=args.validate, release=release, objective=args.objective,
+                            floor=args.throughput_floor))
 
 
 def _clear_earlier_job(out: Path, names: list[str], repeats: int = 1) -> None:
@@ -599,8 +622,9 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
 
     if args.speed is None:
         args.speed = DEMO_RATE_SPEED if args.rate else 10.0
-    if args.time_budget is None:  # the rate demo's steps end by their request counts, well inside 3 minutes
-        args.time_budget = "" if args.rate else "4m"
+    if args.time_budget is None:  # the rate demo's steps end by their request counts, well inside 3 minutes;
+        # the sweep demo's five ladders by their step limits (config/suite/demo-sweep.yaml: about 4 minutes)
+        args.time_budget = "" if args.rate or args.sweep else "4m"
     budget = _budget(args)
     refine = refine_levels(args)
     check_speed(args.speed)
@@ -615,7 +639,7 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"Sweep over built-in emulators at speed {args.speed:g}, one after another: {names}", flush=True)
         return run_sweep(SweepJob(demo_sweep(args.speed), out, args.suite_config,
                                   args.processes, "auto", None, True, extra, verbose=args.verbose,
-                                  refine_levels=refine, rate_mode=bool(settings.rate_ladder)))
+                                  refine_levels=refine, rate_mode=bool(settings.rate_ladder), time_budget_s=budget))
     if args.rate:
         args.out = args.out or "reports/demo-rate"
     print(f"Starting two built-in emulators (baseline and eagle3, speed {args.speed:g}) on 127.0.0.1 ...",

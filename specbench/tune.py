@@ -18,7 +18,6 @@ from pathlib import Path
 from specbench.analysis.reporting.tune_report import depth_name, schedule_text
 from specbench.compare import write_report
 from specbench.contract.rundir import RunDir
-from specbench.contract.settings import duration_arg
 from specbench.sweep import SweepJob, run_entry
 from specbench.sweepfile import Sweep
 from specbench.tunefile import TUNED_NAME, TuneFile
@@ -26,6 +25,9 @@ from specbench.tuneout import TuneContext, write_tuned, write_validation
 
 VALIDATE_DIR = "validate"
 VALIDATE_RUNS = 3  # baseline, best single depth, tuned
+# Of a --time-budget, kept for what follows the last run: the reports and the choice (10 s over a 10-minute budget
+# on 2 cores without it, benchmarks/bench_tune.py).
+REPORT_RESERVE_S = 20.0
 
 
 @dataclass
@@ -42,6 +44,8 @@ class TuneJob:
     time_budget_s: float = 0.0  # for every run together, validation included; 0: none
     validate: bool = False
     release: tuple[int, int, int] | None = None  # --vllm-release
+    objective: str = "throughput"  # --objective
+    floor: float = 0.95  # --throughput-floor (the energy objective)
     began: float = field(default_factory=time.monotonic)
 
     @property
@@ -76,14 +80,12 @@ def run_tune(job: TuneJob) -> int:
 def _measure(job: TuneJob, sweep: Sweep, out: Path, done: int, api: str | None = None) -> tuple[int, str]:
     """Every configuration of ``sweep`` in turn into ``out/NAME``; (exit code, API used)."""
     sweep_job = SweepJob(sweep, out, job.suite_config, job.processes, api or job.api, job.api_key, job.flush_cache,
-                         job.extra, verbose=job.verbose, refine_levels=0)
+                         job.extra, verbose=job.verbose, refine_levels=0,
+                         time_budget_s=max(job.time_budget_s - REPORT_RESERVE_S, job.time_budget_s / 2),
+                         began=job.began)
     used = api or job.api
     for i, entry in enumerate(sweep.entries):
-        options = list(job.extra)
-        if job.time_budget_s:
-            left = job.time_budget_s - (time.monotonic() - job.began)
-            share = max(1.0, left / max(1, job.runs - done - i))
-            options += ["--time-budget", duration_arg(share)]
+        options = [*sweep_job.budget_options(entry.name, job.runs - done - i), *job.extra]
         try:
             used, code = run_entry(entry, sweep_job, used, extra=options)
         except KeyboardInterrupt:
@@ -104,7 +106,7 @@ def _choose(job: TuneJob, names: list[str]):  # -> (TuneResult, MultiComparison)
     multi = compare_many(load_run(job.out / "baseline"), [(n, load_run(job.out / n)) for n in recorded],
                          baseline_name="baseline")
     depth_of = {n: k for n, k in job.tune.depths.items() if n in recorded}
-    return tune_depths(multi, depth_of, upper=job.tune.max_batch), multi
+    return tune_depths(multi, depth_of, upper=job.tune.max_batch, objective=job.objective, floor=job.floor), multi
 
 
 def _context(job: TuneJob) -> TuneContext:

@@ -1,7 +1,8 @@
 """The tune file: a baseline and a speculative launch template, and the depths (K) to try.
 
 It is a sweep file in disguise: the speculative template is expanded into one configuration per depth (``k1``,
-``k2``, ...) with two extra placeholders, ``{k}`` (the depth) and ``{speculative_config}`` (vLLM's
+``k2``, ...) with three extra placeholders, ``{k}`` (the depth), ``{draft_tokens}`` (K + 1: SGLang's
+``--speculative-num-draft-tokens`` for a chain) and ``{speculative_config}`` (vLLM's
 ``--speculative-config`` JSON at that depth, built from the file's ``speculative_config`` mapping), and the
 whole is checked by the sweep file's own rules, so every mistake is one line naming the tune file's key.
 Format and examples: docs/guides/tuning.md and config/tune/emulator.yaml.
@@ -26,7 +27,7 @@ DEFAULT_DEPTHS = (1, 2, 3, 4, 5)
 MAX_DEPTH = 64
 DEFAULT_MAX_BATCH = 256  # vLLM's default max_num_seqs on a GPU: the schedule's last range ends here
 TUNED_NAME = "tuned"
-DEPTH_FIELDS = ("k", "speculative_config")
+DEPTH_FIELDS = ("k", "draft_tokens", "speculative_config")
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ class TuneFile:
     @staticmethod
     def _depth_entry(spec: Mapping[str, Any], name: str, depth: int, config: Mapping[str, Any]) -> dict[str, Any]:
         params = dict(spec.get("params") or {})
-        params.update({"k": str(depth), "speculative_config": json.dumps(config, separators=(",", ":"))})
+        params.update({"k": str(depth), "draft_tokens": str(depth + 1),
+                       "speculative_config": json.dumps(config, separators=(",", ":"))})
         entry = {key: value for key, value in spec.items() if key != "depth"}
         return {**entry, "name": name, "params": params}
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from specbench.analysis.reporting.files import add_report_section, write_whole
 from specbench.analysis.reporting.tune_report import depth_name, schedule_text, tune_json, tune_table
-from specbench.analysis.verdicts.tune import TUNE_MARGIN, TuneResult, ValidatedLevel
+from specbench.analysis.verdicts.tune import ENERGY_TIE, TUNE_MARGIN, TuneResult, ValidatedLevel
 from specbench.contract.kschedule import DISABLE_FIELD, SCHEDULE_SINCE, release_form, speculative_config
 
 TUNED_DIR = "tuned"
@@ -131,6 +131,10 @@ def readme(result: TuneResult, ctx: TuneContext, has_config: bool, config_note: 
         "(the baseline). Each \"over\" column is the chosen depth's throughput over that candidate's, with its 95% "
         "interval.",
         "",
+        *([f"Objective: energy. Per level the depth chosen has the least GPU energy per output token among those "
+           f"shown to keep at least {result.floor:.0%} of the best's throughput (the 95% interval's low end); "
+           f"energies within {ENERGY_TIE:.0%} of the least count as one, and the shallower depth is taken.", ""]
+          if result.objective == "energy" and result.floor is not None else []),
         tune_table(result),
         "",
         "## What it is a claim about",

@@ -38,22 +38,26 @@ LOAD = ["--ladder", ",".join(map(str, LADDER)), "--max-tokens", str(MAX_TOKENS),
 NEAR_BEST = 0.90
 
 
-def _tune_yaml(path: Path) -> Path:
+def _tune_yaml(path: Path, depths: tuple[int, ...] = DEPTHS, telemetry: bool = False) -> Path:
     py = sys.executable
     ready = "ready: {url: 'http://127.0.0.1:{port}/health', interval_s: 0.1}"
+    gpus = ", --gpu-telemetry, '1'" if telemetry else ""
+    exporter = ["  gpu_metrics: 'http://127.0.0.1:{port}/_emulator/dcgm/metrics'"] if telemetry else []
     path.write_text("\n".join([
-        f"depths: [{', '.join(map(str, DEPTHS))}]",
+        f"depths: [{', '.join(map(str, depths))}]",
         f"max_batch: {MAX_BATCH}",
         "speculative_config: {method: eagle3, model: /emulated/tune-draft}",
         f"params: {{speed: '{SPEED}'}}",
         "baseline:",
         f"  command: [{py}, -m, specbench.emulator, --profile, tune-baseline, --port, '{{port}}', --speed, "
-        "'{speed}']",
+        f"'{{speed}}'{gpus}]",
         f"  {ready}",
+        *exporter,
         "speculative:",
         f"  command: [{py}, -m, specbench.emulator, --profile, tune-spec, --port, '{{port}}', --speed, '{{speed}}',"
-        " --speculative-config, '{speculative_config}']",
+        f" --speculative-config, '{{speculative_config}}'{gpus}]",
         f"  {ready}",
+        *exporter,
     ]) + "\n")
     return path
 
@@ -63,7 +67,8 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("tune")
     out = root / "report"
     proc = subprocess.run([sys.executable, "-m", "specbench.cli", "tune", str(_tune_yaml(root / "tune.yaml")),
-                           "--out", str(out), "--validate", *LOAD], capture_output=True, text=True, timeout=500)
+                           "--out", str(out), "--validate", "--time-budget", "6m", *LOAD], capture_output=True,
+                          text=True, timeout=500)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     return out, proc.stdout
 
@@ -107,6 +112,7 @@ def test_the_schedule_is_keyed_on_the_servers_batch_and_vllm_can_read_it(tuned: 
     readme = (out / "tuned" / "README.md").read_text()
     assert "## How each level was chosen" in readme and "## Validation" in readme
     assert "tuned: batch 1-" in stdout
+    assert stdout.count(" of the budget") == 1 + len(DEPTHS) + 3  # every run, validation included, told its part
 
 
 def test_validate_runs_the_schedule_and_checks_it_level_by_level(tuned: tuple[Path, str]) -> None:
@@ -133,3 +139,25 @@ def test_validate_runs_the_schedule_and_checks_it_level_by_level(tuned: tuple[Pa
         per_pass[step["target_c"]] = drafts / passes
     assert per_pass[1] == pytest.approx(chosen[1])  # every pass alone
     assert per_pass[70] < chosen[1], per_pass  # a full batch drafts less
+
+
+def test_the_energy_objective_takes_the_least_joules_per_token_that_keeps_the_floor(tmp_path: Path) -> None:
+    """--objective energy with the emulator's GPU telemetry: every candidate's energy per token is read from its
+    exporter, and each level's depth is the least energy among those shown to keep 90% of the best's throughput."""
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "specbench.cli", "tune", str(_tune_yaml(tmp_path / "t.yaml", (1, 5),
+                                                                                          telemetry=True)),
+                           "--out", str(out), "--objective", "energy", "--throughput-floor", "0.9", *LOAD[:1],
+                           "1,70", *LOAD[2:]], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    data = json.loads((out / "tuned" / "tune.json").read_text())
+    assert data["objective"] == "energy" and data["throughput_floor"] == 0.9
+    for lv in data["levels"]:
+        assert lv["how"] == "energy", lv
+        cands = {c["depth"]: c for c in lv["candidates"]}
+        assert all(c["energy_per_token_j"] and c["energy_per_token_j"] > 0 for c in cands.values()), lv
+        kept = [c for c in cands.values() if c["depth"] == lv["best"] or (c["vs_best"]["low"] or 0) >= 0.9]
+        least = min(c["energy_per_token_j"] for c in kept)
+        assert lv["chosen"] in [c["depth"] for c in kept]
+        assert cands[lv["chosen"]]["energy_per_token_j"] <= least * 1.02
+    assert "Objective: energy" in (out / "tuned" / "README.md").read_text()

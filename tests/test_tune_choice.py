@@ -10,19 +10,22 @@ from __future__ import annotations
 import pytest
 
 from specbench.analysis.verdicts.tune import (
+    ENERGY_TIE,
     TUNE_MARGIN,
     DepthAtLevel,
     Interval,
     build_schedule,
+    choose_by_energy,
     choose_depth,
     schedule_depth,
 )
 from specbench.contract.kschedule import parse_k_schedule
 
 
-def _cand(depth: int, low: float | None, high: float | None, ratio: float = 1.0) -> DepthAtLevel:
+def _cand(depth: int, low: float | None, high: float | None, ratio: float = 1.0,
+          joules: float | None = None) -> DepthAtLevel:
     vs_best = Interval(ratio, low, high)
-    return DepthAtLevel(depth, f"k{depth}", 100.0 * ratio, vs_best, Interval(None, None, None), None, None)
+    return DepthAtLevel(depth, f"k{depth}", 100.0 * ratio, vs_best, Interval(None, None, None), None, None, 0, joules)
 
 
 BEST = _cand(4, 1.0, 1.0)
@@ -45,6 +48,26 @@ def test_speculation_off_is_a_candidate_like_any_depth() -> None:
 
 def test_without_intervals_the_point_best_is_kept_and_says_so() -> None:
     assert choose_depth([_cand(0, None, None, 0.9), _cand(1, None, None, 0.99), BEST], 4) == (4, "point")
+
+
+@pytest.mark.parametrize(("low", "chosen"), [(0.95, 1), (0.949, 2)])
+def test_energy_takes_the_least_joules_among_depths_shown_to_keep_the_floor(low: float, chosen: int) -> None:
+    # K=1 spends the least per token; it qualifies only with its interval's low end at the floor.
+    cands = [_cand(0, 0.5, 0.6, joules=1.0), _cand(1, low, 1.01, joules=2.0), _cand(2, 0.96, 1.0, joules=2.5),
+             _cand(4, 1.0, 1.0, joules=3.0)]
+    assert choose_by_energy(cands, 4, 0.95) == (chosen, "energy")
+
+
+def test_energies_within_the_tie_margin_go_to_the_shallower_depth() -> None:
+    least = 2.0
+    for joules, chosen in ((least * (1 + ENERGY_TIE) * 0.999, 1), (least * (1 + ENERGY_TIE) * 1.001, 3)):
+        cands = [_cand(1, 0.97, 1.0, joules=joules), _cand(3, 0.99, 1.01, joules=least), _cand(4, 1.0, 1.0, joules=4)]
+        assert choose_by_energy(cands, 4, 0.95) == (chosen, "energy")
+
+
+def test_without_energy_figures_the_throughput_choice_stands_and_says_so() -> None:
+    cands = [_cand(1, 0.99, 1.01), _cand(4, 1.0, 1.0)]
+    assert choose_by_energy(cands, 4, 0.95) == (1, "no_energy")
 
 
 def test_the_schedule_splits_halfway_between_levels_and_merges_equal_depths() -> None:

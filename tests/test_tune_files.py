@@ -103,7 +103,9 @@ def test_the_cli_refuses_before_any_server_starts(tmp_path: Path) -> None:
     tune = tmp_path / "tune.yaml"
     tune.write_text("baseline: {command: 'srv {port}'}\nspeculative:\n  - {depth: 2, command: 'srv2 {port}'}\n")
     for args, what in ((["--validate"], "does not take {speculative_config}"),
-                       (["--depths", "0"], "--depths"), (["--vllm-release", "new"], "--vllm-release")):
+                       (["--depths", "0"], "--depths"), (["--vllm-release", "new"], "--vllm-release"),
+                       (["--objective", "energy"], "energy per token needs the GPUs' telemetry"),
+                       (["--objective", "energy", "--throughput-floor", "1.5"], "--throughput-floor 1.5")):
         proc = subprocess.run([sys.executable, "-m", "specbench.cli", "tune", str(tune), "--out",
                                str(tmp_path / "out"), *args], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and what in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -9,7 +9,9 @@ from specbench.analysis.verdicts.tune import Interval, TunedLevel, TuneResult
 HOW = {"within_noise": "the smallest depth within noise of the best",
        "best": "the best (no shallower depth was shown within 2% of it)",
        "point": "the best point value (too few window batches for an interval)",
-       "none": "nothing measured"}
+       "none": "nothing measured",
+       "energy": "the least energy per token among the depths shown to keep the throughput floor",
+       "no_energy": "by throughput: no energy figure for the depths that kept the floor"}
 
 
 def depth_name(depth: int | None) -> str:
@@ -28,6 +30,8 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
         "key_note": result.key_note,
         "schedule": [list(entry) for entry in result.schedule],
         "best_single": result.best_single,
+        "objective": result.objective,
+        "throughput_floor": result.floor,
         "levels": [{
             "target_c": lv.target_c,
             "best": lv.best,
@@ -37,7 +41,8 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
             "batch_max": chosen and chosen.running_max,
             "candidates": [{"depth": c.depth, "name": c.name, "tok_s": c.tok_s, "vs_best": _interval_json(c.vs_best),
                             "vs_baseline": _interval_json(c.vs_baseline), "batch_mean": c.running,
-                            "batch_max": c.running_max} for c in lv.candidates],
+                            "batch_max": c.running_max, "energy_per_token_j": c.energy_per_token_j}
+                           for c in lv.candidates],
             "chosen_over": {str(k): _interval_json(iv) for k, iv in lv.over},
         } for lv in result.levels],
     }
@@ -55,17 +60,24 @@ def tune_table(result: TuneResult) -> str:
     """Per level: the server's batch, the depth chosen and why, its throughput, and its ratio over the baseline and
     over every other depth (95% intervals)."""
     others = [k for k in result.depths]
-    head = ["C", "server batch", "chosen", "tok/s", *(f"over {depth_name(k)}" for k in others), "why"]
+    energy = any(c.energy_per_token_j for lv in result.levels for c in lv.candidates)
+    head = ["C", "server batch", "chosen", "tok/s", *(["J/token"] if energy else []),
+            *(f"over {depth_name(k)}" for k in others), "why"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for lv in result.levels:
         chosen = lv.candidate(lv.chosen)
         over = dict(lv.over)
         cells = [str(lv.target_c), _batch(lv), depth_name(lv.chosen),
                  f"{chosen.tok_s:.0f}" if chosen is not None and chosen.tok_s else "-",
+                 *([_joules(chosen.energy_per_token_j if chosen is not None else None)] if energy else []),
                  *("=" if k == lv.chosen else over[k].text() if k in over else "-" for k in others),
                  HOW[lv.how]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _joules(value: float | None) -> str:
+    return "-" if not value else f"{value:.3g}"
 
 
 def schedule_text(result: TuneResult) -> str:

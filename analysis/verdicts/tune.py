@@ -9,6 +9,12 @@ speculative server at several fixed depths, all on one ladder. Per level:
   1 - ``TUNE_MARGIN``. The smallest such K is chosen because a shallower draft costs less compute and energy
   for the same throughput. A level where no candidate has an interval keeps the best point value and says so.
 
+With the energy objective (``objective="energy"``, ``--objective energy``), the chosen depth is the one with the
+least energy per output token among those shown to keep at least ``floor`` of the best's throughput (the 95%
+interval's low end; the best itself always qualifies); energies within ``ENERGY_TIE`` of the least count as
+equal and the smallest depth among them is taken. Energy per token is a window's figure without an interval,
+hence the tie margin. A level where no qualifying run has an energy figure is chosen by throughput and says so.
+
 The schedule is keyed on the server's batch size, not on the client's concurrency: each level maps to the
 requests the server itself reported running over the chosen run's window (its /metrics). Where a level has no
 such figure, the whole schedule is keyed on concurrency and says so. Adjacent levels with the same K merge;
@@ -31,6 +37,9 @@ from specbench.analysis.stats.bootstrap import ratio_interval
 from specbench.analysis.verdicts.multi import ConfigLevel, MultiComparison
 
 TUNE_MARGIN = 0.02  # a depth chosen over the best must be shown within 2% of it
+OBJECTIVES = ("throughput", "energy")
+DEFAULT_FLOOR = 0.95  # the energy objective: the share of the best's throughput a depth must be shown to keep
+ENERGY_TIE = 0.02  # energies per token within 2% of the least are one to the energy objective
 TUNE_STREAM = 3  # third seed word of the candidate / best bootstrap at a level
 
 
@@ -61,6 +70,7 @@ class DepthAtLevel:
     running: float | None  # mean requests running in this candidate's window, as the server counted them
     running_max: float | None
     running_reads: int = 0  # the server's gauge reads inside the window
+    energy_per_token_j: float | None = None  # the GPUs' joules per output token over the window (--gpu-metrics)
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,8 @@ class TunedLevel:
     candidates: tuple[DepthAtLevel, ...]  # by depth, the baseline (0) first
     best: int | None  # depth with the most throughput (point value)
     chosen: int | None
-    how: str  # "within_noise", "best" (nothing shallower qualified), "point" (no interval), "none"
+    how: str  # "within_noise", "best" (nothing shallower qualified), "point" (no interval), "none";
+    # the energy objective: "energy" (least energy per token above the floor), "no_energy" (by throughput)
     over: tuple[tuple[int, Interval], ...] = ()  # the chosen depth's throughput over each other candidate's
 
     def candidate(self, depth: int | None) -> DepthAtLevel | None:
@@ -84,17 +95,25 @@ class TuneResult:
     schedule: tuple[tuple[int, int, int], ...]  # (lowest, highest, K) over the key, merged, contiguous from 1
     best_single: int | None  # best fixed depth K >= 1 (geometric mean throughput over the levels)
     depths: tuple[int, ...]  # the candidates, 0 first
+    objective: str = "throughput"
+    floor: float | None = None  # the energy objective's throughput floor
 
 
-def tune_depths(multi: MultiComparison, depth_of: Mapping[str, int], *, upper: int) -> TuneResult:
+def tune_depths(multi: MultiComparison, depth_of: Mapping[str, int], *, upper: int, objective: str = "throughput",
+                floor: float = DEFAULT_FLOOR) -> TuneResult:
     """Choose a depth per level from ``multi`` (configurations named in ``depth_of``; the baseline is 0).
 
-    ``upper`` is the highest batch size the schedule must cover (the server's cap on running requests).
+    ``upper`` is the highest batch size the schedule must cover (the server's cap on running requests);
+    ``objective`` "energy" chooses by energy per token above ``floor`` of the best's throughput.
     """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
     depths = tuple(sorted({0, *depth_of.values()}))
     names = {0: multi.baseline_name, **{k: n for n, k in depth_of.items()}}
     rows = _running_by_level(multi, names)
-    levels = tuple(_level(lv.target_c, lv.configs, names, rows, multi.seed, multi.n_boot) for lv in multi.levels)
+    energy_floor = floor if objective == "energy" else None
+    levels = tuple(_level(lv.target_c, lv.configs, names, rows, multi.seed, multi.n_boot, energy_floor)
+                   for lv in multi.levels)
     keyed = [lv for lv in levels if lv.chosen is not None]
     keys = [_key(lv) for lv in keyed]
     if keyed and all(k is not None for k in keys):
@@ -107,7 +126,8 @@ def tune_depths(multi: MultiComparison, depth_of: Mapping[str, int], *, upper: i
                 f"{MIN_SAMPLES} reads of its /metrics in the window; --server-metrics-interval sets how often) for "
                 + ", ".join(f"C={lv.target_c}" for lv, k in zip(keyed, keys, strict=True) if k is None))
         points = [(float(lv.target_c), lv.chosen) for lv in keyed if lv.chosen is not None]
-    return TuneResult(levels, keyed_on, note, build_schedule(points, upper), _best_single(levels, depths), depths)
+    return TuneResult(levels, keyed_on, note, build_schedule(points, upper), _best_single(levels, depths), depths,
+                      objective, energy_floor)
 
 
 def build_schedule(points: Sequence[tuple[float, int]], upper: int) -> tuple[tuple[int, int, int], ...]:
@@ -139,11 +159,12 @@ def schedule_depth(schedule: Sequence[tuple[int, int, int]], key: float) -> int 
     return next((k for lo, hi, k in schedule if lo <= size <= hi), None)
 
 
-Running = tuple[float | None, float | None, int]  # mean, max, reads
+Running = tuple[float | None, float | None, int, float | None]  # mean, max, reads; energy per token
 
 
 def _running_by_level(multi: MultiComparison, names: Mapping[int, str]) -> dict[tuple[str, int], Running]:
-    """(configuration, level) -> (mean, max, reads) of the requests running as the server reported them."""
+    """(configuration, level) -> (mean, max, reads) of the requests running as the server reported them, and the
+    GPUs' energy per output token over the window."""
     out: dict[tuple[str, int], Running] = {}
     by_name = {multi.baseline_name: multi.baseline}
     for name, pair in zip(multi.names, multi.pairs, strict=True):
@@ -154,13 +175,14 @@ def _running_by_level(multi: MultiComparison, names: Mapping[int, str]) -> dict[
             continue
         for row in summary.rows:
             if row.window_s:
-                out[(name, row.target_c)] = (row.server_running, row.server_running_max, row.server_samples)
+                out[(name, row.target_c)] = (row.server_running, row.server_running_max, row.server_samples,
+                                             row.energy_per_token_j)
     return out
 
 
 def _level(c: int, configs: Sequence[ConfigLevel], names: Mapping[int, str],
            running: Mapping[tuple[str, int], Running], seed: int,
-           n_boot: int) -> TunedLevel:
+           n_boot: int, energy_floor: float | None = None) -> TunedLevel:
     by_name = {cl.name: cl for cl in configs}
     present = [(k, by_name[n]) for k, n in sorted(names.items()) if n in by_name]
     measured = [(k, cl) for k, cl in present if cl.tok_s]
@@ -172,9 +194,12 @@ def _level(c: int, configs: Sequence[ConfigLevel], names: Mapping[int, str],
     for k, cl in present:
         vs_best = Interval(1.0, 1.0, 1.0) if k == best_depth else _interval(best, cl, rng, n_boot)
         vs_base = Interval(1.0, None, None) if k == 0 else Interval(cl.ratio, cl.ratio_low, cl.ratio_high)
-        mean, most, reads = running.get((cl.name, c), (None, None, 0))
-        candidates.append(DepthAtLevel(k, cl.name, cl.tok_s, vs_best, vs_base, mean, most, reads))
-    chosen, how = choose_depth(candidates, best_depth)
+        mean, most, reads, energy = running.get((cl.name, c), (None, None, 0, None))
+        candidates.append(DepthAtLevel(k, cl.name, cl.tok_s, vs_best, vs_base, mean, most, reads, energy))
+    if energy_floor is None:
+        chosen, how = choose_depth(candidates, best_depth)
+    else:
+        chosen, how = choose_by_energy(candidates, best_depth, energy_floor)
     mine = dict(present)[chosen]
     over = tuple((k, _interval(cl, mine, rng, n_boot)) for k, cl in present if k != chosen)
     return TunedLevel(c, tuple(candidates), best_depth, chosen, how, over)
@@ -199,6 +224,19 @@ def choose_depth(candidates: Sequence[DepthAtLevel], best_depth: int) -> tuple[i
         if low is not None and high is not None and high >= 1.0 and low >= 1.0 - TUNE_MARGIN:
             return cand.depth, "within_noise"
     return best_depth, "best"
+
+
+def choose_by_energy(candidates: Sequence[DepthAtLevel], best_depth: int, floor: float) -> tuple[int, str]:
+    """The least energy per token among the depths shown to keep ``floor`` of the best's throughput (the best
+    always qualifies); within ``ENERGY_TIE`` of the least, the smallest depth. Without energy figures for any of
+    them: the throughput choice, as "no_energy"."""
+    kept = [c for c in candidates if c.depth == best_depth or (c.vs_best.low is not None and c.vs_best.low >= floor)]
+    measured = [c for c in kept if c.energy_per_token_j]
+    if not measured:
+        return choose_depth(candidates, best_depth)[0], "no_energy"
+    least = min(c.energy_per_token_j or 0.0 for c in measured)
+    tied = [c for c in measured if (c.energy_per_token_j or 0.0) <= least * (1 + ENERGY_TIE)]
+    return min(tied, key=lambda c: c.depth).depth, "energy"
 
 
 def _key(level: TunedLevel) -> float | None:
@@ -275,6 +313,9 @@ def validate_schedule(result: TuneResult, tuning: MultiComparison, check: MultiC
 
 
 __all__ = [
+    "DEFAULT_FLOOR",
+    "ENERGY_TIE",
+    "OBJECTIVES",
     "TUNE_MARGIN",
     "DepthAtLevel",
     "Interval",
@@ -282,6 +323,7 @@ __all__ = [
     "TunedLevel",
     "ValidatedLevel",
     "build_schedule",
+    "choose_by_energy",
     "choose_depth",
     "schedule_depth",
     "tune_depths",
