@@ -18,9 +18,8 @@ from typing import Any
 import gevent
 import gevent.event
 
-from specbench.contract.kschedule import KScheduleError, read_speculative_config
-
 from .dcgm import build_telemetry
+from .depthschedule import DepthScheduleError, launch_depth
 from .profile import Faults, Profile, ProfileError, available_profiles, load_profile, with_depth
 from .server import Emulator
 from .vintage import VINTAGES
@@ -132,8 +131,8 @@ def _depth(profile: Profile, args: argparse.Namespace) -> Profile:
     if args.speculative_config is not None:
         where = f"--speculative-config (profile {profile.name})"
         try:
-            depth, schedule = read_speculative_config(args.speculative_config)
-        except KScheduleError as exc:
+            depth, schedule = launch_depth(args.speculative_config)
+        except DepthScheduleError as exc:
             raise ProfileError(where, "", str(exc)) from None
         if args.num_speculative_tokens is not None and args.num_speculative_tokens != depth:
             raise ProfileError(where, "num_speculative_tokens", f"{depth} disagrees with --num-speculative-tokens "

@@ -15,8 +15,8 @@ from typing import Any
 
 from specbench.config import data_path
 from specbench.config.yamlload import YamlInputError, load_yaml
-from specbench.contract.kschedule import KScheduleError, depth_for_batch, parse_k_schedule
 
+from .depthschedule import DepthScheduleError, check_schedule, depth_at
 from .divergence import Divergence, parse_divergence
 from .vintage import DEFAULT_VINTAGE, VINTAGES, Vintage
 
@@ -75,12 +75,13 @@ class Speculative:
     draft_a_ms: float = 0.0
     draft_b_ms: float = 0.0
     # A per-batch-size depth (vLLM's num_speculative_tokens_per_batch_size): (start, end, K) ranges by vLLM's rules
-    # (``contract.kschedule``: a gap takes the previous K, beyond the last range its K). K = 0: a plain target pass.
+    # (``emulator.depthschedule``: a gap takes the previous K, beyond the last range its K). K = 0: a plain target
+    # pass.
     k_schedule: tuple[tuple[int, int, int], ...] = ()
 
     def depth_for_batch(self, batch: int) -> int:
         """Draft tokens per request in a step of ``batch`` running requests."""
-        return depth_for_batch(self.k_schedule, batch, self.num_steps)
+        return depth_at(self.k_schedule, batch, self.num_steps)
 
     def step_coefficients(self, depth: int) -> tuple[float, float]:
         """(a, b) in ms of a step at ``depth`` draft tokens: a + b * batch."""
@@ -481,8 +482,8 @@ def _k_schedule(r: _Reader) -> tuple[tuple[int, int, int], ...]:
     if raw is None:
         return ()
     try:
-        return parse_k_schedule(raw)
-    except KScheduleError as exc:
+        return check_schedule(raw)
+    except DepthScheduleError as exc:
         raise ProfileError(r.source, f"{r.prefix}.k_schedule", str(exc)) from None
 
 

@@ -48,6 +48,7 @@ from specbench.locustfiles.target import start_emulator_process
 from specbench.preflight import Preflight, PreflightError, check_server
 from specbench.sweepfile import SweepFileError
 from specbench.terminal import OneLineParser, closed_pipe, did_you_mean, stdout_on_stderr
+from specbench.tunecmd import add_tune_arguments
 
 DEMO_CONFIG = data_path("suite", "demo.yaml")
 DEMO_RATE_CONFIG = data_path("suite", "demo-rate.yaml")
@@ -55,10 +56,6 @@ DEMO_RATE_SPEED = 4.0  # the SLO in demo-rate.yaml is the seed-scale one divided
 DEMO_SWEEP_CONFIG = data_path("suite", "demo-sweep.yaml")
 # The demo sweep: the baseline, three draft lengths whose cost makes longer drafts win at low C and lose
 # sooner as C grows (config/emulator/eagle3-steps*.yaml), and the seed's calibrated EAGLE-3 (loses everywhere).
-DEMO_SWEEP = (("off", "baseline"), ("steps5", "eagle3-steps5"), ("steps3", "eagle3-steps3"),
-              ("steps1", "eagle3-steps1"), ("eagle3", "eagle3"))
-
-
 DESCRIPTION = ("Does speculative decoding pay off under concurrent load? The main job in one command (compare, "
                "demo, sweep, run), and the reports of finished runs (report, compare-runs).")
 EXIT_CODES = ("exit codes:\n"
@@ -159,25 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     common_load(p)
 
     p = command("tune", help="measure each speculative depth and choose one per load; write the server setting")
-    p.add_argument("tune_file", help="YAML tune file: a baseline and a speculative launch template with {k} or "
-                   "{speculative_config} (config/tune/emulator.yaml, docs/guides/tuning.md)")
-    p.add_argument("--out", help="report directory (default reports/tune-YYYYmmdd-HHMMSS); the setting goes to "
-                   "OUT/tuned/")
-    p.add_argument("--depths", metavar="K,K,...", help="draft tokens per step to try, instead of the file's "
-                   "(default 1,2,3,4,5; the baseline is depth 0)")
-    p.add_argument("--validate", action="store_true", help="then start the tuned schedule beside the baseline and "
-                   "the best single depth, and say level by level whether it delivered what was predicted")
-    p.add_argument("--vllm-release", metavar="X.Y.Z", help="the vLLM release the config is for: 0.24.0 and later "
-                   "take the schedule; 0.8.2-0.9.2 the disable_by_batch_size form; others neither (default: the "
-                   "schedule)")
-    p.add_argument("--objective", choices=("throughput", "energy"), default="throughput",
-                   help="choose each level's depth by throughput (default), or by the GPUs' energy per output token "
-                   "among the depths shown to keep --throughput-floor of the best's throughput (needs --gpu-metrics "
-                   "or gpu_metrics in the tune file)")
-    p.add_argument("--throughput-floor", type=float, default=0.95, metavar="F",
-                   help="with --objective energy: the share of the best throughput a depth must be shown to keep "
-                   "(the low end of its 95%% interval; default 0.95)")
-    p.add_argument("--flush-cache", action="store_true", help="POST /flush_cache before each run")
+    add_tune_arguments(p)
     add_option(p, "api")
     common_load(p)
 
@@ -549,48 +528,15 @@ def cmd_sweep(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def cmd_tune(args: argparse.Namespace, extra: list[str]) -> int:
-    from specbench.contract.kschedule import parse_release
-    from specbench.tune import TuneJob, run_tune
-    from specbench.tunefile import load_tune, parse_depths
+    from specbench.tunecmd import checked_tune, start_tune, tune_out
 
     budget = _budget(args)
-    try:
-        depths = parse_depths(args.depths) if args.depths else None
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        release = parse_release(args.vllm_release) if args.vllm_release else None
-    except ValueError as exc:
-        raise UsageError(f"--vllm-release: {exc}") from None
-    if not 0 < args.throughput_floor <= 1:
-        raise UsageError(f"--throughput-floor {args.throughput_floor:g}: expected a share of the best throughput, "
-                         "above 0 and at most 1 (e.g. 0.95)")
-    tune = load_tune(args.tune_file, depths)
-    if args.validate and not tune.takes_config:
-        raise UsageError(f"--validate: {tune.source}: the speculative command does not take {{speculative_config}}, "
-                         "so a schedule cannot be launched (a server that takes one depth is validated by the "
-                         "best single depth the tune already measured)")
+    tune, release = checked_tune(args)
     settings = _validated(args, passed_on(args) + extra)
-    without = [e.name for e in tune.sweep.entries if e.gpu_metrics is None]
-    if args.objective == "energy" and not settings.gpu_metrics and without:
-        raise UsageError(f"--objective energy: {tune.source}: energy per token needs the GPUs' telemetry: give "
-                         f"--gpu-metrics URL, or gpu_metrics in the tune file's baseline and speculative entries "
-                         f"(missing for {', '.join(without)})")
-    if budget:
-        runs = len(tune.sweep.entries) + (3 if args.validate else 0)
-        check_budget_fits(budget / runs, len(settings.ladder), f"--time-budget (a run's share, "
-                          f"{duration_arg(budget / runs)} for {runs} runs)")
-    out = Path(args.out) if args.out else Path("reports") / f"tune-{time.strftime('%Y%m%d-%H%M%S')}"
-    check_fresh_dir(out, "--out", args.overwrite)
+    out = tune_out(args, tune, settings, budget)
     if args.overwrite:
         _clear_earlier_job(out, [e.name for e in tune.sweep.entries])
-    depths_text = ", ".join(str(k) for k in sorted(tune.depths.values()))
-    print(f"Tune {tune.source}: the baseline and depths {depths_text}, one server after another"
-          + (", then a validation run" if args.validate else ""), flush=True)
-    return run_tune(TuneJob(tune, out, args.suite_config, args.processes, args.api, settings.api_key(),
-                            args.flush_cache, passed_on(args) + extra, verbose=args.verbose, time_budget_s=budget,
-                            validate=args.validate, release=release, objective=args.objective,
-                            floor=args.throughput_floor))
+    return start_tune(args, tune, release, out, settings, budget, passed_on(args) + extra)
 
 
 def _clear_earlier_job(out: Path, names: list[str], repeats: int = 1) -> None:
@@ -602,19 +548,6 @@ def _clear_earlier_job(out: Path, names: list[str], repeats: int = 1) -> None:
     removed = clear_earlier_job(out, names) + clear_earlier_repeats(out, names, repeats, REPEAT_PREFIX)
     if removed:
         print(redact(f"--overwrite: removed the earlier runs of {', '.join(removed)} from {out}"), flush=True)
-
-
-def demo_sweep(speed: float):  # -> Sweep (typed lazily: the sweep module is only needed here)
-    """The demo's sweep: each built-in emulator profile started by command, as a user's servers would be."""
-    from specbench.sweepfile import parse_sweep
-
-    entries = [{"name": name, "baseline": name == DEMO_SWEEP[0][0],
-                "command": [sys.executable, "-m", "specbench.emulator", "--profile", profile, "--port", "{port}",
-                            "--speed", f"{speed:g}"],
-                "ready": {"url": "http://127.0.0.1:{port}/ready", "timeout_s": 60, "interval_s": 0.1},
-                "stop_timeout_s": 10}
-               for name, profile in DEMO_SWEEP]
-    return parse_sweep({"configurations": entries}, "<demo --sweep>")
 
 
 def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
@@ -632,7 +565,7 @@ def cmd_demo(args: argparse.Namespace, extra: list[str]) -> int:
     args.suite_config = args.suite_config or str(default_config)
     settings = _validated(args, passthrough_argv(args, ("api_key_env",)) + extra)  # the demo's emulators take no key
     if args.sweep:
-        from specbench.sweep import SweepJob, run_sweep
+        from specbench.sweep import DEMO_SWEEP, SweepJob, demo_sweep, run_sweep
 
         out = Path(args.out or "reports/demo-sweep")
         names = ", ".join(f"{name} ({profile})" for name, profile in DEMO_SWEEP)

@@ -13,6 +13,7 @@ for the levels it adds (switch points; with ``--rate-ladder``, each capacity und
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from specbench.preflight import check_server
 from specbench.refine import REFINE_SHARE, added_level_options, budget_clock, refine_by_mode
 from specbench.repeatrun import repeat_dir, running_order, write_repeats
 from specbench.shapes.budget import fmt_duration
-from specbench.sweepfile import Entry, Sweep
+from specbench.sweepfile import Entry, Sweep, parse_sweep
 
 
 @dataclass
@@ -185,4 +186,22 @@ def run_entry(entry: Entry, job: SweepJob, api: str, *, run_dir: Path | None = N
             print(f"{entry.name}: server stopped", flush=True)
 
 
-__all__ = ["LaunchError", "SweepJob", "run_entry", "run_sweep"]
+
+
+#: ``specbench demo --sweep``: the baseline and four speculative emulator profiles, by name in the report.
+DEMO_SWEEP = (("off", "baseline"), ("steps5", "eagle3-steps5"), ("steps3", "eagle3-steps3"),
+              ("steps1", "eagle3-steps1"), ("eagle3", "eagle3"))
+
+
+def demo_sweep(speed: float) -> Sweep:
+    """The demo's sweep: each built-in emulator profile started by command, as a user's servers would be."""
+    entries = [{"name": name, "baseline": name == DEMO_SWEEP[0][0],
+                "command": [sys.executable, "-m", "specbench.emulator", "--profile", profile, "--port", "{port}",
+                            "--speed", f"{speed:g}"],
+                "ready": {"url": "http://127.0.0.1:{port}/ready", "timeout_s": 60, "interval_s": 0.1},
+                "stop_timeout_s": 10}
+               for name, profile in DEMO_SWEEP]
+    return parse_sweep({"configurations": entries}, "<demo --sweep>")
+
+
+__all__ = ["DEMO_SWEEP", "LaunchError", "SweepJob", "demo_sweep", "run_entry", "run_sweep"]

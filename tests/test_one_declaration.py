@@ -28,7 +28,8 @@ LOAD_PACKAGES = ("contract", "locustfiles", "shapes", "specbench")
 FLAGS = {opt.flag for opt in OPTIONS}
 # Same flag name, another option: the report directory of the commands that write a report, and compare-runs'
 # permission to replace a report (neither reaches a Locust run).
-OTHER_MEANING = {("specbench/cli.py", "--out"): 4, ("specbench/cli.py", "--overwrite"): 1}
+OTHER_MEANING = {("specbench/cli.py", "--out"): 4, ("specbench/cli.py", "--overwrite"): 1,
+                 ("specbench/tunecmd.py", "--out"): 1}
 
 
 def second_declarations(path: Path, rel: str) -> list[str]:
