@@ -255,7 +255,9 @@ class SuiteSettings:
     max_tokens: int = option(512, "output tokens asked for per request")
     ignore_eos: bool = option(True, "ask the server to ignore EOS so every request yields exactly max-tokens")
     temperature: float = option(0.0, "sampling temperature")
-    prompts: str = option("diverse", "built-in prompt set name (config/prompts/NAME.jsonl) or a JSONL/ShareGPT file",
+    prompts: str = option("diverse", "built-in prompt set name (config/prompts/NAME.jsonl), a JSONL/ShareGPT file, "
+                          "or a standard set: mt-bench, spec-bench, speed-bench:qualitative, gsm8k, humaneval, ... "
+                          "(NAME or NAME=PATH; docs/guides/comparable-results.md)",
                           refers_to="a prompt set or file")
     prompt_mode: str = option("diverse", "diverse: seeded shuffle of the set; fixed: one prompt repeated",
                               choices=("diverse", "fixed"))

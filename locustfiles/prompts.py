@@ -10,7 +10,8 @@ Sources (``load_prompts(spec)``):
 * a built-in set name, i.e. ``config/prompts/<name>.jsonl`` under the repo root, or a set composed from one
   (``GENERATED_SETS``);
 * a path to a user file: JSONL prompts or chats, ShareGPT JSON or JSONL, chat JSONL ending with the model's
-  answer (the formats: ``locustfiles.promptfile``).
+  answer (the formats: ``locustfiles.promptfile``);
+* one of the field's standard sets by name, ``mt-bench`` or ``mt-bench=PATH`` (``locustfiles.benchsets``).
 
 Mistakes in a file raise ``PromptError`` (a ``ValueError``) naming the file, the line or entry and
 what was expected, so a CLI can print one line instead of a traceback. The prompt and set types live in
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 from specbench.locustfiles import longcontext
+from specbench.locustfiles.benchsets import bench_set_names, find_bench_set, load_bench_set
 from specbench.locustfiles.promptfile import BUILTIN_DIR, load_builtin, load_file
 from specbench.locustfiles.promptset import Prompt, PromptError, PromptSet, content_sha256
 
@@ -73,6 +75,9 @@ def load_prompts(spec: str | Path) -> PromptSet:
     spec_str = str(spec)
     if not spec_str.strip():
         raise PromptError(f"empty prompt set name; built-in sets: {_available_text()}")
+    found = find_bench_set(spec_str) if isinstance(spec, str) else None
+    if found is not None:
+        return load_bench_set(*found)
     try:
         return _find_and_load(spec, spec_str)
     except OSError as e:  # a name the file system refuses (too long, NUL): the user's input, not our fault
@@ -101,7 +106,8 @@ def _find_and_load(spec: str | Path, spec_str: str) -> PromptSet:
 
 def _available_text() -> str:
     names = available_sets()
-    return ", ".join(names) if names else f"none found in {BUILTIN_DIR}"
+    builtin = ", ".join(names) if names else f"none found in {BUILTIN_DIR}"
+    return f"{builtin}; standard sets: {', '.join(bench_set_names())}"
 
 
 class PromptOrder:

@@ -1,0 +1,217 @@
+"""The field's standard prompt sets, read from the files their publishers distribute (never copied here).
+
+``--prompts NAME`` reads the set from where docs/guides/comparable-results.md's one fetch command puts it
+(``$SPECBENCH_DATA``, default ``~/.cache/specbench/datasets``); ``--prompts NAME=PATH`` reads the file at PATH.
+Each set keeps its own categories and turns: a conversation's later turns are its ``recorded_turns``, asked as
+turns 2, 3, ... with the server's own answers in between under ``--multi-turn``. The formats, as the
+publishers distribute them:
+
+* ``mt-bench``: FastChat's ``question.jsonl``: one object per line with ``question_id``, ``category`` and
+  ``turns`` (a list of user turns; MT-Bench has two per question);
+* ``spec-bench``: Spec-Bench's ``data/spec_bench/question.jsonl``, the same shape (MT-Bench's 80 questions and
+  the translation, summarisation, question answering, maths and retrieval tasks, each its category);
+* ``speed-bench:qualitative``, ``speed-bench:throughput-1k`` (``-2k``, ``-8k``, ``-16k``, ``-32k``): SPEED-Bench's
+  Parquet files, one per configuration, with ``question_id``, ``category`` and ``turns`` (and ``sub_category``,
+  ``source``, ``src_id``, ``difficulty``, ``multiturn``, not used); a throughput configuration's name keeps its
+  target input length in the set's name;
+* ``gsm8k``: GSM8K's ``test.jsonl``: ``question`` and ``answer`` per line (the question is the prompt);
+* ``humaneval``: HumanEval's ``HumanEval.jsonl.gz`` (or the unpacked ``.jsonl``): ``task_id`` and ``prompt``.
+
+A wrong or truncated file is one ``PromptError`` naming the file, the line (Parquet: the row) and the field.
+Importable without Locust.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specbench.contract.jsonlines import json_objects
+from specbench.locustfiles.promptset import Prompt, PromptError, PromptSet, content_sha256
+
+__all__ = ["BENCH_SETS", "DATA_ENV", "BenchSet", "bench_set_names", "data_root", "find_bench_set", "load_bench_set"]
+
+DATA_ENV = "SPECBENCH_DATA"
+SPEED_SPLITS = ("qualitative", "throughput-1k", "throughput-2k", "throughput-8k", "throughput-16k", "throughput-32k")
+
+Reader = Callable[[Path, str, str], list[Prompt]]  # (file, display, set name) -> prompts
+
+
+@dataclass(frozen=True)
+class BenchSet:
+    name: str
+    reader: Reader
+    default_file: str  # under the data root; a glob for sets published as many files
+    origin: str  # where the publisher distributes it
+    licence: str
+
+
+def data_root() -> Path:
+    """Where named sets are looked for: ``$SPECBENCH_DATA``, else ``~/.cache/specbench/datasets``."""
+    env = os.environ.get(DATA_ENV, "").strip()
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "specbench" / "datasets"
+
+
+def _text(obj: dict[str, Any], key: str, where: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise PromptError(f"{where}: field {key!r}: expected a non-empty string, got {_shown(value)}")
+    return value
+
+
+def _turns(obj: dict[str, Any], where: str) -> list[str]:
+    value = obj.get("turns")
+    if isinstance(value, tuple) or (value is not None and type(value).__name__ == "ndarray"):
+        value = list(value)
+    if not isinstance(value, list) or not value or not all(isinstance(t, str) and t.strip() for t in value):
+        raise PromptError(f"{where}: field 'turns': expected a non-empty list of non-empty strings (the user "
+                          f"turns), got {_shown(value)}")
+    return value
+
+
+def _question_id(obj: dict[str, Any], where: str) -> str:
+    value = obj.get("question_id")
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or str(value).strip() == "":
+        raise PromptError(f"{where}: field 'question_id': expected a number or a string, got {_shown(value)}")
+    return str(value)
+
+
+def _shown(value: Any) -> str:
+    text = "missing" if value is None else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _conversation(obj: dict[str, Any], where: str, set_name: str, seen: dict[str, str]) -> Prompt:
+    """A question in FastChat's shape (``question_id``, ``category``, ``turns``) as a prompt."""
+    qid = _question_id(obj, where)
+    pid = f"{set_name}-{qid}"
+    if pid in seen:
+        raise PromptError(f"{where}: field 'question_id': {qid!r} again (first at {seen[pid]})")
+    seen[pid] = where
+    turns = _turns(obj, where)
+    return Prompt(id=pid, category=_text(obj, "category", where), text=turns[0], recorded_turns=tuple(turns[1:]))
+
+
+def _jsonl_lines(path: Path, display: str) -> Iterator[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                yield line.rstrip("\r\n")
+    except UnicodeDecodeError as e:
+        raise PromptError(f"{display}: not UTF-8 text (bad byte at offset {e.start})") from None
+    except (EOFError, gzip.BadGzipFile) as e:
+        raise PromptError(f"{display}: the gzip file is cut short or damaged ({e})") from None
+
+
+def _read_fastchat(path: Path, display: str, set_name: str) -> list[Prompt]:
+    seen: dict[str, str] = {}
+    return [_conversation(obj, where, set_name, seen)
+            for _, where, obj in json_objects(_jsonl_lines(path, display), display, PromptError,
+                                              '"question_id", "category" and "turns"')]
+
+
+def _read_gsm8k(path: Path, display: str, set_name: str) -> list[Prompt]:
+    out = []
+    for lineno, where, obj in json_objects(_jsonl_lines(path, display), display, PromptError,
+                                           '"question" and "answer"'):
+        _text(obj, "answer", where)  # a line without its answer is not GSM8K's
+        out.append(Prompt(id=f"{set_name}-{lineno}", category=set_name, text=_text(obj, "question", where)))
+    return out
+
+
+def _read_humaneval(path: Path, display: str, set_name: str) -> list[Prompt]:
+    out: list[Prompt] = []
+    seen: dict[str, str] = {}
+    for _, where, obj in json_objects(_jsonl_lines(path, display), display, PromptError, '"task_id" and "prompt"'):
+        task = _text(obj, "task_id", where)
+        if task in seen:
+            raise PromptError(f"{where}: field 'task_id': {task!r} again (first at {seen[task]})")
+        seen[task] = where
+        out.append(Prompt(id=task, category=set_name, text=_text(obj, "prompt", where)))
+    return out
+
+
+def _parquet_rows(path: Path, display: str, columns: Iterable[str]) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as e:
+        raise PromptError(f"{display}: not a readable Parquet file ({str(e).splitlines()[0][:160]})") from None
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise PromptError(f"{display}: field {missing[0]!r}: missing (the file has: {', '.join(table.column_names)})")
+    return table.select(list(columns)).to_pylist()
+
+
+def _read_speed(path: Path, display: str, set_name: str) -> list[Prompt]:
+    seen: dict[str, str] = {}
+    rows = _parquet_rows(path, display, ("question_id", "category", "turns"))
+    return [_conversation(row, f"{display} row {i}", set_name, seen) for i, row in enumerate(rows, start=1)]
+
+
+def _speed(split: str) -> BenchSet:
+    config = split.replace("-", "_")
+    return BenchSet(f"speed-bench:{split}", _read_speed, f"speed-bench/**/*{config}*/*.parquet",
+                    "huggingface.co/datasets/nvidia/SPEED-Bench (configuration " + config + ")",
+                    "NVIDIA Evaluation Dataset License")
+
+
+BENCH_SETS: dict[str, BenchSet] = {s.name: s for s in (
+    BenchSet("mt-bench", _read_fastchat, "mt-bench/question.jsonl",
+             "github.com/lm-sys/FastChat, fastchat/llm_judge/data/mt_bench/question.jsonl", "Apache-2.0"),
+    BenchSet("spec-bench", _read_fastchat, "spec-bench/question.jsonl",
+             "github.com/hemingkx/Spec-Bench, data/spec_bench/question.jsonl", "Apache-2.0 (the repository's)"),
+    *(_speed(split) for split in SPEED_SPLITS),
+    BenchSet("gsm8k", _read_gsm8k, "gsm8k/test.jsonl",
+             "github.com/openai/grade-school-math, grade_school_math/data/test.jsonl", "MIT"),
+    BenchSet("humaneval", _read_humaneval, "humaneval/HumanEval.jsonl*",
+             "github.com/openai/human-eval, data/HumanEval.jsonl.gz", "MIT"),
+)}
+
+
+def bench_set_names() -> list[str]:
+    return list(BENCH_SETS)
+
+
+def find_bench_set(spec: str) -> tuple[BenchSet, Path | None] | None:
+    """``NAME`` or ``NAME=PATH`` of a standard set: (the set, PATH or None); None when ``spec`` names none."""
+    name, sep, path = spec.partition("=")
+    bench = BENCH_SETS.get(name.strip())
+    if bench is None:
+        return None
+    if sep and not path.strip():
+        raise PromptError(f"{spec}: expected {name}=PATH (the file as its publisher distributes it)")
+    return bench, Path(path.strip()).expanduser() if sep else None
+
+
+def _default_file(bench: BenchSet) -> Path:
+    root = data_root()
+    found = sorted(root.glob(bench.default_file))
+    if not found:
+        raise PromptError(f"{bench.name}: not found as {root / bench.default_file} ({DATA_ENV} sets the folder): "
+                          f"fetch it from {bench.origin} (docs/guides/comparable-results.md has the command), or "
+                          f"give its file: --prompts {bench.name}=PATH")
+    return found[0]
+
+
+def load_bench_set(bench: BenchSet, path: Path | None) -> PromptSet:
+    """The set read from ``path`` (or its default place), as a PromptSet named after the set."""
+    file = path if path is not None else _default_file(bench)
+    display = str(file)
+    if not file.is_file():
+        raise PromptError(f"{display}: no such file ({bench.name}: {bench.origin})")
+    try:
+        prompts = bench.reader(file, display, bench.name)
+    except OSError as e:
+        raise PromptError(f"{display}: cannot read file ({e.strerror or e})") from None
+    if not prompts:
+        raise PromptError(f"{display}: no prompts found ({bench.name} expects its publisher's format)")
+    return PromptSet(name=bench.name, sha256=content_sha256(prompts, [True] * len(prompts)), prompts=tuple(prompts),
+                     source=f"{bench.name}={display}")
