@@ -57,7 +57,7 @@ DEMO_SWEEP_CONFIG = data_path("suite", "demo-sweep.yaml")
 # The demo sweep: the baseline, three draft lengths whose cost makes longer drafts win at low C and lose
 # sooner as C grows (config/emulator/eagle3-steps*.yaml), and the seed's calibrated EAGLE-3 (loses everywhere).
 DESCRIPTION = ("Does speculative decoding pay off under concurrent load? The main job in one command (compare, "
-               "demo, sweep, run), and the reports of finished runs (report, compare-runs).")
+               "demo, sweep, tune, run), and the reports of finished runs (report, compare-runs).")
 EXIT_CODES = ("exit codes:\n"
               "  0    done\n"
               "  2    a mistake in the command line, a profile or the output place, or a server that fails its\n"
@@ -70,12 +70,12 @@ EPILOGS = {
                "--out reports/mine\n"
                "  specbench compare --baseline http://h:30000 --spec eagle=http://h:30001 --spec ngram=http://h:30002 "
                "\\\n      --ladder 1,8,32,128 --time-budget 30m\n\n" + EXIT_CODES,
-    "run": "examples:\n"
-           "  specbench run --host http://127.0.0.1:30000 --label baseline\n"
+    "run": "examples:\n  specbench run --host http://127.0.0.1:30000 --label baseline\n"
            "  specbench run --host http://127.0.0.1:8080 --label llamacpp --api chat --max-tokens 256 --ladder 1,4,16"
            "\n\n" + EXIT_CODES,
     "sweep": "examples:\n  specbench sweep config/sweep/example.yaml --out reports/sweep\n"
              "  specbench sweep my-sweep.yaml --time-budget 2h --refine-levels 0\n\n" + EXIT_CODES,
+    "tune": "examples:\n  specbench tune config/tune/emulator.yaml --time-budget 10m --validate\n\n" + EXIT_CODES,
     "demo": "examples:\n  specbench demo\n  specbench demo --sweep --out reports/demo-sweep\n\n" + EXIT_CODES,
 }
 
