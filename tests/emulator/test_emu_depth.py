@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gevent
@@ -29,11 +30,15 @@ def _send_together(url: str, bodies: list[dict[str, object]]) -> None:
     def one(body: dict[str, object]) -> None:
         conn = Connection(url)
         try:
-            conn.stream("/v1/completions", body)
+            result = conn.stream("/v1/completions", body)
+            assert result.status == 200 and result.done and result.error is None, (result.status, result.error)
         finally:
             conn.close()
 
-    gevent.joinall([gevent.spawn(one, body) for body in bodies], timeout=60)
+    # Raised, not swallowed: a CI run once found no ledger record after this returned, with nothing said.
+    greenlets = [gevent.spawn(one, body) for body in bodies]
+    gevent.joinall(greenlets, timeout=120, raise_error=True)
+    assert all(g.ready() for g in greenlets), "a stream did not finish within 120 s"
 
 
 def test_depth_zero_costs_the_baseline_and_the_configured_depth_its_own_costs() -> None:
@@ -84,11 +89,13 @@ def test_a_schedule_runs_its_depth_per_batch_size() -> None:
     handle = start_emulator("tune-spec", speed=50.0, overrides={"speculative.k_schedule": SCHEDULE})
     try:
         _send_together(handle.url, [_completion("solo")])
-        (solo,) = handle.ledger.records(clear=True)
+        # The ledger takes a record just after the last byte: the client may hold the response before it exists.
+        (solo,) = handle.ledger.wait_for(1)
+        handle.ledger.clear()
         assert solo["spec"]["spec_num_proposed_drafts"] == 5 * solo["spec"]["drafting_steps"] > 0
         assert max(solo["tokens_per_step"]) <= 6
         _send_together(handle.url, [_completion(f"four {i}", tokens=60) for i in range(4)])
-        four = handle.ledger.records()
+        four = handle.ledger.wait_for(4)
         assert len(four) == 4
         proposed = sum(r["spec"]["spec_num_proposed_drafts"] for r in four)
         steps = sum(r["spec"]["drafting_steps"] for r in four)
@@ -114,6 +121,9 @@ def test_the_vllm_speculative_config_flag_launches_the_schedule(tmp_path: Path) 
         url = proc.stdout.readline().strip()  # type: ignore[union-attr]
         assert url.startswith("http://127.0.0.1:"), proc.stderr.read()  # type: ignore[union-attr]
         _send_together(url, [_completion("flag")])
+        deadline = time.monotonic() + 10  # the ledger line is written just after the last byte is sent
+        while not ledger_file.read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.01)
         (record,) = [json.loads(line) for line in ledger_file.read_text().splitlines()]
         assert record["spec"]["spec_num_proposed_drafts"] == 4 * record["spec"]["drafting_steps"] > 0
     finally:

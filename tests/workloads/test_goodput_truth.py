@@ -68,11 +68,21 @@ def test_attainment_and_goodput_equal_the_ledgers(tmp_path, emulator, mode):
     t0, t1 = row.window_start_s, row.window_end_s
     window = [e for e in truth.values() if t0 <= e["arrival_s"] < t1]
     good = [e for e in window if _ledger_verdict(e)]
-    assert abs(len(window) - row.slo_requests) <= 1  # a send within a millisecond of an edge may differ
-    assert abs(row.slo_attainment - len(good) / len(window)) <= 1.5 / len(window)
-    # one request at an edge, as above; 1.5 not 1.0: a difference of exactly one request is 1/(t1-t0) up to
-    # rounding, which once came out 1e-16 over (a fresh-clone CI run beside two others)
-    assert abs(row.goodput_req_s - len(good) / (t1 - t0)) <= 1.5 / (t1 - t0)
+    # The client stamps a send before the server sees it: a request sent just before an edge arrives after it. On a
+    # quiet machine that is a millisecond and at most one request; a fresh-clone CI run beside another once held its
+    # processes for about 0.35 s, and 7 requests sent before the window's end arrived after it. So the two
+    # memberships may differ by exactly the requests whose trip crossed an edge, and the trips must stay short.
+    trips = {r["request_id"]: truth[r["request_id"]]["arrival_s"] - r["start_s"] for r in run.records
+             if r["request_id"] in truth}
+    assert sorted(trips.values())[len(trips) // 2] < 0.02, "the median trip from send to arrival is not short"
+    crossed = sum((t0 <= r["start_s"] < t1) != (t0 <= truth[r["request_id"]]["arrival_s"] < t1)
+                  for r in run.records if r["request_id"] in truth)
+    edge = 1 + crossed  # one more: a send within a millisecond of an edge
+    assert abs(len(window) - row.slo_requests) <= edge, (len(window), row.slo_requests, crossed)
+    assert abs(row.slo_attainment - len(good) / len(window)) <= (edge + 0.5) / len(window)
+    # 0.5 more: a difference of exactly the allowed requests is that many over (t1-t0) up to rounding, which once
+    # came out 1e-16 over (a fresh-clone CI run beside two others)
+    assert abs(row.goodput_req_s - len(good) / (t1 - t0)) <= (edge + 0.5) / (t1 - t0)
     # tokens: at least every token of the good requests sent in the window that the server finished well before
     # its end (so they reached the client in it), at most every token of good requests overlapping it (its edges
     # widened: the client receives a chunk a little after the server sends it; by 50 ms, or by the longest such
