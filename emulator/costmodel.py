@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Any
 
 from .profile import Profile
-from .textmodel import acceptance_alpha, natural_answer_tokens, prompt_key, prompt_tokens
+from .textmodel import natural_answer_tokens, prompt_key, prompt_tokens
 
 __all__ = [
     "at_depth",
@@ -103,7 +103,7 @@ def expected_request_steps(profile: Profile, prompt: PromptLike, completion_toke
     if profile.speculative is None:
         return float(completion_tokens)
     spec = profile.speculative
-    alpha = acceptance_alpha(prompt_key(prompt), spec.alpha_min, spec.alpha_max, spec.pinned_alpha)
+    alpha = spec.alpha_for(prompt_key(prompt))
     return 1.0 + expected_decode_steps(alpha, spec.num_steps, completion_tokens - 1)
 
 
@@ -119,7 +119,8 @@ def mean_tokens_per_step(
 
     It is a harmonic-type mean (slow prompts weigh more). With ``max_tokens`` it is exact for requests of
     that length; without, it is the long-answer limit. ``prompts=None`` means the profile's whole
-    acceptance distribution. Always 1.0 without speculation.
+    acceptance distribution: the base ``[alpha_min, alpha_max]``, ignoring ``by_text`` rules (and pins), which
+    need the prompts' text. Always 1.0 without speculation.
     """
     spec = profile.speculative
     if spec is None:
@@ -129,7 +130,7 @@ def mean_tokens_per_step(
         count = _ALPHA_GRID if width > 0 else 1
         alphas = [spec.alpha_min + width * (i + 0.5) / count for i in range(count)]
     else:
-        alphas = [acceptance_alpha(prompt_key(p), spec.alpha_min, spec.alpha_max, spec.pinned_alpha) for p in prompts]
+        alphas = [spec.alpha_for(prompt_key(p)) for p in prompts]
     if max_tokens is None or max_tokens <= 1:
         return len(alphas) / sum(1.0 / mean_step_tokens(a, spec.num_steps) for a in alphas)
     decode = [expected_decode_steps(a, spec.num_steps, max_tokens - 1) for a in alphas]

@@ -18,6 +18,7 @@ from specbench.config.yamlload import YamlInputError, load_yaml
 
 from .depthschedule import DepthScheduleError, check_schedule, depth_at
 from .divergence import Divergence, parse_divergence
+from .textmodel import acceptance_alpha
 from .vintage import DEFAULT_VINTAGE, VINTAGES, Vintage
 
 __all__ = [
@@ -49,8 +50,9 @@ class Speculative:
     """EAGLE-style speculation: every step drafts ``num_steps`` tokens and verifies them in one pass.
 
     Each prompt gets a per-draft acceptance probability ``alpha`` drawn deterministically from its text,
-    uniformly in ``[alpha_min, alpha_max]``, unless ``pinned_alpha`` names the prompt (exact key); a
-    step accepts the longest accepted prefix of the drafts.
+    uniformly in ``[alpha_min, alpha_max]``, unless ``pinned_alpha`` names the prompt (exact key) or a
+    ``text_alpha`` rule ``(contains, lo, hi)`` matches it (the first whose string occurs in the key draws in
+    ``[lo, hi]``: the kind of text); a step accepts the longest accepted prefix of the drafts.
     """
 
     algorithm: str
@@ -63,6 +65,7 @@ class Speculative:
     alpha_min: float
     alpha_max: float
     pinned_alpha: tuple[tuple[str, float], ...] = ()
+    text_alpha: tuple[tuple[str, float, float], ...] = ()  # acceptance.by_text: (contains, alpha_min, alpha_max)
     # Acceptance that falls with load (a draft that degrades in big batches): alpha * 2**(-(B-1)/halving_batch)
     # in a step of B running requests; None keeps alpha independent of the batch (the closed-form cost model).
     halving_batch: float | None = None
@@ -78,6 +81,10 @@ class Speculative:
     # (``emulator.depthschedule``: a gap takes the previous K, beyond the last range its K). K = 0: a plain target
     # pass.
     k_schedule: tuple[tuple[int, int, int], ...] = ()
+
+    def alpha_for(self, key: str) -> float:
+        """The per-draft acceptance of a prompt key (``textmodel.prompt_key``): pinned, else by text, else the range."""
+        return acceptance_alpha(key, self.alpha_min, self.alpha_max, self.pinned_alpha, self.text_alpha)
 
     def depth_for_batch(self, batch: int) -> int:
         """Draft tokens per request in a step of ``batch`` running requests."""
@@ -441,6 +448,7 @@ def _build_speculative(r: _Reader) -> Speculative:
     if pinned_reader is not None:
         for key in list(pinned_reader.raw):
             pinned.append((str(key), pinned_reader.number(key, hi=1.0)))
+    rules = _text_rules(accept)
     accept.finish()
     if alpha_max < alpha_min:
         raise ProfileError(r.source, f"{r.prefix}.acceptance.alpha_max", "must be >= alpha_min")
@@ -455,6 +463,7 @@ def _build_speculative(r: _Reader) -> Speculative:
         alpha_min=alpha_min,
         alpha_max=alpha_max,
         pinned_alpha=tuple(pinned),
+        text_alpha=rules,
         halving_batch=halving,
         no_draft_share=r.number("no_draft_share", 0.0, hi=1.0),
         draft_a_ms=r.number("draft_a_ms", 0.0),
@@ -474,6 +483,29 @@ def _build_speculative(r: _Reader) -> Speculative:
         raise ProfileError(r.source, f"{r.prefix}.draft_a_ms", "a step at depth 0 would cost nothing or less: "
                            "draft_a_ms * num_steps must stay below step_a_ms (draft_b_ms likewise)")
     return spec
+
+
+def _text_rules(accept: _Reader) -> tuple[tuple[str, float, float], ...]:
+    """``acceptance.by_text``: ordered rules ``{contains, alpha_min, alpha_max}``; the first that matches wins."""
+    raw = accept.raw.pop("by_text", None)
+    key = accept._key("by_text")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ProfileError(accept.source, key, f"expected a list of {{contains, alpha_min, alpha_max}}, got {raw!r}")
+    rules = []
+    for index, item in enumerate(raw):
+        rule = _Reader(item, accept.source, f"{key}[{index}]")
+        contains = rule.raw.get("contains")
+        if not isinstance(contains, str) or not contains:
+            raise rule._fail("contains", f"expected a non-empty string, got {contains!r}")
+        rule.raw.pop("contains")
+        lo, hi = rule.number("alpha_min", hi=1.0), rule.number("alpha_max", hi=1.0)
+        rule.finish()
+        if hi < lo:
+            raise rule._fail("alpha_max", "must be >= alpha_min")
+        rules.append((contains, lo, hi))
+    return tuple(rules)
 
 
 def _k_schedule(r: _Reader) -> tuple[tuple[int, int, int], ...]:

@@ -26,7 +26,7 @@ from .divergence import change_answer
 from .drift import Drift
 from .power import PowerMeter
 from .profile import Profile
-from .textmodel import WordStream, acceptance_alpha, text_unit
+from .textmodel import WordStream, text_unit
 
 __all__ = ["Job", "QueueFull", "Scheduler", "StepStats", "WindowGauges"]
 
@@ -159,7 +159,7 @@ class Scheduler:
             self._occurrences.clear()
         self._occurrences[text] = seen + 1
         spec = self.profile.speculative
-        alpha = acceptance_alpha(text, spec.alpha_min, spec.alpha_max, spec.pinned_alpha) if spec else None
+        alpha = spec.alpha_for(text) if spec else None
         rng = random.Random(f"{self.profile.seed}:{text_unit(text, 'rng')}:{seen}")
         job = Job(target_tokens, prefill_tokens, alpha, rng, self._num_steps)
         job.key, job.words = text, WordStream(text)

@@ -7,7 +7,8 @@ in the analytic cost model:
   chat messages are first rendered with a ChatML-like template (``render_chat``);
 * the natural answer length (used without ``ignore_eos``) and the per-draft acceptance probability
   come from independent 64-bit BLAKE2b digests of the prompt's *key*, mapped uniformly onto their
-  ranges. The key is the prompt text, or for chat the message contents joined by newlines, so one
+  ranges (acceptance: in the range of the first ``by_text`` rule whose string the key contains, if any).
+  The key is the prompt text, or for chat the message contents joined by newlines, so one
   question behaves the same through ``/generate``, ``/v1/completions`` and ``/v1/chat/completions``;
 * the output is a word stream: one word = one token, each with a stable token id.
 """
@@ -90,11 +91,17 @@ def natural_answer_tokens(text: str, lo: int, hi: int) -> int:
 
 
 def acceptance_alpha(text: str, alpha_min: float, alpha_max: float,
-                     pinned: Sequence[tuple[str, float]] = ()) -> float:
-    """Per-draft acceptance probability of this prompt key: pinned if listed, else uniform in [min, max]."""
+                     pinned: Sequence[tuple[str, float]] = (),
+                     rules: Sequence[tuple[str, float, float]] = ()) -> float:
+    """Per-draft acceptance probability of this prompt key: pinned if listed, else uniform in the range of the
+    first rule ``(contains, lo, hi)`` whose string occurs in the key (the kind of text), else in [min, max]."""
     for key, alpha in pinned:
         if key == text:
             return alpha
+    for contains, lo, hi in rules:
+        if contains in text:
+            alpha_min, alpha_max = lo, hi
+            break
     return alpha_min + (alpha_max - alpha_min) * text_unit(text, "accept")
 
 
