@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from specbench.analysis.charts.axes import COLOURS, level_axis, ratio_bars, save_png
+from specbench.analysis.charts.category_plots import has_category_heatmap, plot_category_heatmap
 from specbench.analysis.charts.decompose_plots import plot_acceptance, plot_decomposition
 from specbench.analysis.charts.energy_plots import has_energy, plot_energy
 from specbench.analysis.charts.server_plots import has_timeline, plot_server_timeline
@@ -156,6 +157,9 @@ def comparison_plots(comparison: Comparison, out_dir: Path) -> list[Path]:
         plot_ratio(comparison, out_dir / "ratio_vs_c.png"),
         plot_latency(series, out_dir / "latency_vs_c.png"),
         plot_categories(comparison, out_dir / "categories.png"),
+        *([plot_category_heatmap(v, out_dir / "category_ratio.png")]
+          if (v := comparison.by_category) is not None and has_category_heatmap(v) and not comparison.open_loop
+          else []),
         *why,
         *([plot_energy(comparison, out_dir / "energy_vs_c.png")] if has_energy(runs) else []),
         *([plot_server_timeline(runs, out_dir / "server_timeline.png")] if has_timeline(runs) else []),

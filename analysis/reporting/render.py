@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from specbench.analysis.records.checks import ValidityWarning
 from specbench.analysis.records.server_side import NOT_REPORTED, unreported_figures
 from specbench.analysis.records.summary import RunSummary
+from specbench.analysis.reporting.category_report import category_verdict_text
 from specbench.analysis.reporting.columns import (
     CATEGORY_COLUMNS,
     LEVEL_COLUMNS,
@@ -213,4 +214,7 @@ def category_section(comparison: Comparison) -> list[str]:
     if not any(r.category != ALL for r in at_level):
         lines.append("(no categories)")
     lines.extend(f"Note: {t}" for t in comparison.categories.traps)
+    verdict = category_verdict_text(comparison)
+    if verdict:
+        lines.extend(["", *verdict])
     return lines

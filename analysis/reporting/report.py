@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from specbench.analysis.reporting.category_report import category_verdict_markdown
 from specbench.analysis.reporting.columns import (
     CATEGORY_COLUMNS,
     LEVEL_COLUMNS,
@@ -40,6 +41,8 @@ PLOT_CAPTIONS = {
     "ratio_vs_c.png": "Spec / baseline throughput ratio with 95% intervals and the crossover band",
     "latency_vs_c.png": "TTFT and end-to-end latency percentiles",
     "categories.png": "Acceptance length and per-request speed-up by category",
+    "category_ratio.png": "Throughput ratio per category and level (spec / baseline), marked where its interval is "
+                          "above or below 1",
     "acceptance_hist.png": "Tokens per verify pass per request, and the server's acceptance by draft position",
     "energy_vs_c.png": "GPU energy per output token against concurrency, and the spec / baseline ratio",
     "server_timeline.png": "Requests running and queued, and KV-cache use, as the servers reported them",
@@ -146,7 +149,7 @@ def _categories(c: Comparison) -> list[str]:
     rows = c.categories.rows
     if not rows:
         return []
-    md = ["## Per category", ""]
+    md = ["## Per category", "", *category_verdict_markdown(c)]
     for level in sorted({r.target_c for r in rows}):
         at_level = [r for r in rows if r.target_c == level]
         if level != min(r.target_c for r in rows) and not any(r.category != ALL for r in at_level):

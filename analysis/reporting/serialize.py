@@ -14,6 +14,7 @@ from typing import Any
 from specbench.analysis.records.checks import ValidityWarning
 from specbench.analysis.records.server_side import unreported_figures
 from specbench.analysis.records.summary import RunSummary, StepRow
+from specbench.analysis.reporting.category_report import category_verdict_json
 from specbench.analysis.reporting.csvtext import csv_text
 from specbench.analysis.reporting.decompose_report import DECOMPOSITION_FIELDS, decomposition_json, decomposition_row
 from specbench.analysis.reporting.energy_report import LEVEL_ENERGY_FIELDS, energy_json, level_energy_json
@@ -188,6 +189,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
         "equivalence": equivalence_json(c.equivalence) if c.equivalence is not None else None,
         "decomposition": decomposition_json(_decompositions(c)),
         "energy": energy_json(c),
+        "by_category": category_verdict_json(c),
         "categories": {
             "rows": [asdict(r) for r in c.categories.rows],
             "accept_by_category": [{"category": k, "accept_length": v} for k, v in c.categories.accept_by_category],

@@ -25,6 +25,7 @@ from specbench.analysis.records.summary import RunSummary, StepRow, run_label, s
 from specbench.analysis.stats.batch_means import BATCH_MEANS, ThroughputEstimate, estimate_throughput, ratio_interval_t
 from specbench.analysis.stats.bootstrap import MIN_BATCHES, ratio_interval
 from specbench.analysis.verdicts.categories import CategorySpread, LevelRequests, category_spread
+from specbench.analysis.verdicts.category_verdict import CategoryVerdict, LevelSides, SideWindow, category_verdict
 from specbench.analysis.verdicts.crossover import RatioPoint, Verdict, judge
 from specbench.analysis.verdicts.decompose import Decomposition, decompose_level
 from specbench.analysis.verdicts.energy import EnergyLevel, energy_level
@@ -111,6 +112,7 @@ class Comparison:
     saturation: tuple[Saturation, ...] = ()  # baseline's, then spec's (``analysis.verdicts.saturation``)
     crossover_lines: tuple[str, ...] = ()  # each crossover with its interval and how it was found
     skipped: str | None = None  # ladder levels --stop-after-saturation skipped, and why
+    by_category: CategoryVerdict | None = None  # per category and level, with intervals (closed loop)
 
     @property
     def open_loop(self) -> bool:
@@ -137,6 +139,7 @@ def compare_runs(
     spec_windows = {w.index: w for w in step_windows(spec)}
     levels: list[LevelComparison] = []
     requests: list[LevelRequests] = []
+    sides: list[LevelSides] = []
     notes: list[ValidityWarning] = []
     common = sorted({r.target_c for r in base_sum.rows if r.target_rate is None}
                     & {r.target_c for r in spec_sum.rows if r.target_rate is None})
@@ -172,6 +175,9 @@ def compare_runs(
                                 np.random.default_rng([seed, c, 4]), n_boot),
         ))
         requests.append(LevelRequests(c, measured_ok(base.records, b_win), measured_ok(spec.records, s_win)))
+        if b_win.bounds and s_win.bounds:
+            sides.append(LevelSides(c, SideWindow(requests[-1].baseline, *b_win.bounds, b_row.achieved_c),
+                                    SideWindow(requests[-1].spec, *s_win.bounds, s_row.achieved_c)))
     levels = _with_load_why(levels, spec_sum.rows, caps)
     limit = _error_limit(base, spec) if max_error_rate is None else max_error_rate
     judged, held_back = judge_levels(levels, limit)
@@ -207,6 +213,7 @@ def compare_runs(
         warnings=warnings, seed=seed, n_boot=n_boot, slo=under_slo, equivalence=check_equivalence(base, spec),
         saturation=(saturated := (saturation_of(base_sum), saturation_of(spec_sum))),
         crossover_lines=_crossover_lines(verdict, levels),
+        by_category=category_verdict(sides) if sides else None,
         skipped=skipped_statement(sorted({*base.meta.ladder, *spec.meta.ladder}), common,
                                   _stop_after(base), saturated),
     )

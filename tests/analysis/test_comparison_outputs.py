@@ -19,7 +19,7 @@ from specbench.analysis.reporting.serialize import COMPARISON_SCHEMA, LEVEL_FIEL
 from specbench.analysis.verdicts.compare import Comparison, compare_runs
 from specbench.analysis.verdicts.crossover import crossing_log_c
 
-PLOTS = ("throughput_vs_c.png", "ratio_vs_c.png", "latency_vs_c.png", "categories.png")
+PLOTS = ("throughput_vs_c.png", "ratio_vs_c.png", "latency_vs_c.png", "categories.png", "category_ratio.png")
 DECOMPOSITION_PLOTS = ("decomposition_vs_c.png", "acceptance_hist.png")  # where levels have a decomposition
 
 
@@ -53,7 +53,8 @@ def test_comparison_json_has_a_schema_version_and_documented_fields(out_dir: Pat
     assert data["schema"] == COMPARISON_SCHEMA and data["kind"] == "comparison"
     assert set(data) == {"schema", "kind", "method", "baseline", "spec", "levels", "verdict",
                          "recommendation", "slo", "equivalence", "decomposition", "categories", "warnings",
-                         "saturation", "skipped", "energy"}
+                         "saturation", "skipped", "energy", "by_category"}
+    assert {cell["category"] for cell in data["by_category"]["cells"]} == {"code", "math", "qa", "writing"}
     assert data["equivalence"]["kind"] == "not_checked"  # the seed runs kept no answers
     assert data["energy"] is None and data["levels"][0]["energy_ratio"] is None  # no --gpu-metrics telemetry
     assert tuple(data["levels"][0]) == LEVEL_FIELDS

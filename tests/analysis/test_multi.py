@@ -86,7 +86,7 @@ def test_one_configuration_writes_the_two_run_report_unchanged(runs: dict[str, P
     for name in ("report.md", "comparison.json", "comparison.csv", "comparison.txt"):
         assert (tmp_path / "via_many" / name).read_text() == (tmp_path / "direct" / name).read_text(), name
     html = (tmp_path / "direct" / "report.html").read_text()
-    assert html.count('src="data:image/png;base64,') == 4 and "<script" not in html
+    assert html.count('src="data:image/png;base64,') == 5 and "<script" not in html  # 4 + the category heat map
 
 
 def test_many_outputs_and_html_carry_everything_report_md_has(runs: dict[str, Path], tmp_path: Path) -> None:
