@@ -257,7 +257,7 @@ class SuiteSettings:
     temperature: float = option(0.0, "sampling temperature")
     prompts: str = option("diverse", "built-in prompt set name (config/prompts/NAME.jsonl), a JSONL/ShareGPT file, "
                           "or a standard set: mt-bench, spec-bench, speed-bench:qualitative, gsm8k, humaneval, ... "
-                          "(NAME or NAME=PATH; docs/guides/comparable-results.md)",
+                          "(NAME, NAME=PATH or NAME=hf:DATASET; docs/guides/comparable-results.md)",
                           refers_to="a prompt set or file")
     prompt_mode: str = option("diverse", "diverse: seeded shuffle of the set; fixed: one prompt repeated",
                               choices=("diverse", "fixed"))

@@ -31,20 +31,24 @@ from pathlib import Path
 from typing import Any
 
 from specbench.contract.jsonlines import json_objects
+from specbench.locustfiles.hubsets import HUB_PREFIX, hub_rows, parse_hub_source
 from specbench.locustfiles.promptset import Prompt, PromptError, PromptSet, content_sha256
 
 __all__ = ["BENCH_SETS", "DATA_ENV", "BenchSet", "bench_set_names", "data_root", "find_bench_set", "load_bench_set"]
 
 DATA_ENV = "SPECBENCH_DATA"
+FASTCHAT_FIELDS = '"question_id", "category" and "turns"'
 SPEED_SPLITS = ("qualitative", "throughput-1k", "throughput-2k", "throughput-8k", "throughput-16k", "throughput-32k")
 
-Reader = Callable[[Path, str, str], list[Prompt]]  # (file, display, set name) -> prompts
+FileRows = Callable[[Path, str], "Rows"]  # (file, display) -> its records, each with where it stands
+RowReader = Callable[["Rows", str], list[Prompt]]  # (records, set name) -> prompts
 
 
 @dataclass(frozen=True)
 class BenchSet:
     name: str
-    reader: Reader
+    file_rows: FileRows  # the publisher's file format
+    reader: RowReader  # its records as prompts (a file's, or a Hugging Face dataset's rows)
     default_file: str  # under the data root; a glob for sets published as many files
     origin: str  # where the publisher distributes it
     licence: str
@@ -108,32 +112,39 @@ def _jsonl_lines(path: Path, display: str) -> Iterator[str]:
         raise PromptError(f"{display}: the gzip file is cut short or damaged ({e})") from None
 
 
-def _read_fastchat(path: Path, display: str, set_name: str) -> list[Prompt]:
+Rows = Iterable[tuple[str, dict[str, Any]]]  # (where, the record as its publisher wrote it)
+
+
+def _fastchat_rows(rows: Rows, set_name: str) -> list[Prompt]:
     seen: dict[str, str] = {}
-    return [_conversation(obj, where, set_name, seen)
-            for _, where, obj in json_objects(_jsonl_lines(path, display), display, PromptError,
-                                              '"question_id", "category" and "turns"')]
+    return [_conversation(obj, where, set_name, seen) for where, obj in rows]
 
 
-def _read_gsm8k(path: Path, display: str, set_name: str) -> list[Prompt]:
+def _gsm8k_rows(rows: Rows, set_name: str) -> list[Prompt]:
     out = []
-    for lineno, where, obj in json_objects(_jsonl_lines(path, display), display, PromptError,
-                                           '"question" and "answer"'):
-        _text(obj, "answer", where)  # a line without its answer is not GSM8K's
-        out.append(Prompt(id=f"{set_name}-{lineno}", category=set_name, text=_text(obj, "question", where)))
+    for number, (where, obj) in enumerate(rows, start=1):
+        _text(obj, "answer", where)  # a record without its answer is not GSM8K's
+        out.append(Prompt(id=f"{set_name}-{number}", category=set_name, text=_text(obj, "question", where)))
     return out
 
 
-def _read_humaneval(path: Path, display: str, set_name: str) -> list[Prompt]:
+def _humaneval_rows(rows: Rows, set_name: str) -> list[Prompt]:
     out: list[Prompt] = []
     seen: dict[str, str] = {}
-    for _, where, obj in json_objects(_jsonl_lines(path, display), display, PromptError, '"task_id" and "prompt"'):
+    for where, obj in rows:
         task = _text(obj, "task_id", where)
         if task in seen:
             raise PromptError(f"{where}: field 'task_id': {task!r} again (first at {seen[task]})")
         seen[task] = where
         out.append(Prompt(id=task, category=set_name, text=_text(obj, "prompt", where)))
     return out
+
+
+def _jsonl_rows(expected: str) -> Callable[[Path, str], Rows]:
+    def rows(path: Path, display: str) -> Rows:
+        return ((where, obj) for _, where, obj in json_objects(_jsonl_lines(path, display), display, PromptError,
+                                                               expected))
+    return rows
 
 
 def _parquet_rows(path: Path, display: str, columns: Iterable[str]) -> list[dict[str, Any]]:
@@ -150,28 +161,27 @@ def _parquet_rows(path: Path, display: str, columns: Iterable[str]) -> list[dict
     return table.select(list(columns)).to_pylist()
 
 
-def _read_speed(path: Path, display: str, set_name: str) -> list[Prompt]:
-    seen: dict[str, str] = {}
+def _speed_rows(path: Path, display: str) -> Rows:
     rows = _parquet_rows(path, display, ("question_id", "category", "turns"))
-    return [_conversation(row, f"{display} row {i}", set_name, seen) for i, row in enumerate(rows, start=1)]
+    return ((f"{display} row {i}", row) for i, row in enumerate(rows, start=1))
 
 
 def _speed(split: str) -> BenchSet:
     config = split.replace("-", "_")
-    return BenchSet(f"speed-bench:{split}", _read_speed, f"speed-bench/**/*{config}*/*.parquet",
+    return BenchSet(f"speed-bench:{split}", _speed_rows, _fastchat_rows, f"speed-bench/**/*{config}*/*.parquet",
                     "huggingface.co/datasets/nvidia/SPEED-Bench (configuration " + config + ")",
                     "NVIDIA Evaluation Dataset License")
 
 
 BENCH_SETS: dict[str, BenchSet] = {s.name: s for s in (
-    BenchSet("mt-bench", _read_fastchat, "mt-bench/question.jsonl",
+    BenchSet("mt-bench", _jsonl_rows(FASTCHAT_FIELDS), _fastchat_rows, "mt-bench/question.jsonl",
              "github.com/lm-sys/FastChat, fastchat/llm_judge/data/mt_bench/question.jsonl", "Apache-2.0"),
-    BenchSet("spec-bench", _read_fastchat, "spec-bench/question.jsonl",
+    BenchSet("spec-bench", _jsonl_rows(FASTCHAT_FIELDS), _fastchat_rows, "spec-bench/question.jsonl",
              "github.com/hemingkx/Spec-Bench, data/spec_bench/question.jsonl", "Apache-2.0 (the repository's)"),
     *(_speed(split) for split in SPEED_SPLITS),
-    BenchSet("gsm8k", _read_gsm8k, "gsm8k/test.jsonl",
+    BenchSet("gsm8k", _jsonl_rows('"question" and "answer"'), _gsm8k_rows, "gsm8k/test.jsonl",
              "github.com/openai/grade-school-math, grade_school_math/data/test.jsonl", "MIT"),
-    BenchSet("humaneval", _read_humaneval, "humaneval/HumanEval.jsonl*",
+    BenchSet("humaneval", _jsonl_rows('"task_id" and "prompt"'), _humaneval_rows, "humaneval/HumanEval.jsonl*",
              "github.com/openai/human-eval, data/HumanEval.jsonl.gz", "MIT"),
 )}
 
@@ -180,15 +190,17 @@ def bench_set_names() -> list[str]:
     return list(BENCH_SETS)
 
 
-def find_bench_set(spec: str) -> tuple[BenchSet, Path | None] | None:
-    """``NAME`` or ``NAME=PATH`` of a standard set: (the set, PATH or None); None when ``spec`` names none."""
-    name, sep, path = spec.partition("=")
+def find_bench_set(spec: str) -> tuple[BenchSet, str | None] | None:
+    """``NAME``, ``NAME=PATH`` or ``NAME=hf:SOURCE[#SPLIT]`` of a standard set: (the set, what follows ``=`` or
+    None); None when ``spec`` names none."""
+    name, sep, source = spec.partition("=")
     bench = BENCH_SETS.get(name.strip())
     if bench is None:
         return None
-    if sep and not path.strip():
-        raise PromptError(f"{spec}: expected {name}=PATH (the file as its publisher distributes it)")
-    return bench, Path(path.strip()).expanduser() if sep else None
+    if sep and not source.strip():
+        raise PromptError(f"{spec}: expected {name}=PATH (the file as its publisher distributes it) or "
+                          f"{name}={HUB_PREFIX}DATASET")
+    return bench, source.strip() if sep else None
 
 
 def _default_file(bench: BenchSet) -> Path:
@@ -201,17 +213,24 @@ def _default_file(bench: BenchSet) -> Path:
     return found[0]
 
 
-def load_bench_set(bench: BenchSet, path: Path | None) -> PromptSet:
-    """The set read from ``path`` (or its default place), as a PromptSet named after the set."""
-    file = path if path is not None else _default_file(bench)
-    display = str(file)
-    if not file.is_file():
-        raise PromptError(f"{display}: no such file ({bench.name}: {bench.origin})")
-    try:
-        prompts = bench.reader(file, display, bench.name)
-    except OSError as e:
-        raise PromptError(f"{display}: cannot read file ({e.strerror or e})") from None
+def load_bench_set(bench: BenchSet, source: str | None) -> PromptSet:
+    """The set read from ``source`` (a file, ``hf:...``, or None: its default place), as a PromptSet named after
+    the set."""
+    if source is not None and source.startswith(HUB_PREFIX):
+        hub, split = parse_hub_source(source)
+        config = bench.name.partition(":")[2].replace("-", "_") or None  # speed-bench:throughput-8k: throughput_8k
+        display = f"{bench.name}={source}"
+        prompts = bench.reader(hub_rows(hub, config, split, display), bench.name)
+    else:
+        file = Path(source).expanduser() if source is not None else _default_file(bench)
+        display = str(file)
+        if not file.is_file():
+            raise PromptError(f"{display}: no such file ({bench.name}: {bench.origin})")
+        try:
+            prompts = bench.reader(bench.file_rows(file, display), bench.name)
+        except OSError as e:
+            raise PromptError(f"{display}: cannot read file ({e.strerror or e})") from None
     if not prompts:
         raise PromptError(f"{display}: no prompts found ({bench.name} expects its publisher's format)")
     return PromptSet(name=bench.name, sha256=content_sha256(prompts, [True] * len(prompts)), prompts=tuple(prompts),
-                     source=f"{bench.name}={display}")
+                     source=f"{bench.name}={display}" if not display.startswith(bench.name + "=") else display)
