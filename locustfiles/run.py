@@ -13,7 +13,7 @@ import logging
 import secrets
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -39,6 +39,7 @@ from specbench.locustfiles.replay import Replay, TraceSchedule
 from specbench.locustfiles.schedule import Schedule
 from specbench.locustfiles.sequencer import LocalSequence, WorkerSequence
 from specbench.locustfiles.serverinfo import ServerIdentity, identify
+from specbench.locustfiles.templateprobe import LENGTH_SPLITS, chat_template_tokens
 from specbench.locustfiles.workload import Workload
 from specbench.shapes.arrivals import ArrivalClock
 from specbench.shapes.live import LiveStep
@@ -148,8 +149,14 @@ def plan_run(settings: SuiteSettings, host: str) -> RunPlan:
         raise SettingsError(f"--host {redact(host)}: asking the server who it is {exc} (it answers too slowly or "
                             "streams its info pages without end)") from None
     run_dir = settings.out or str(default_run_dir(settings.label))
-    return RunPlan(api=resolve_api(settings.api, server), model=settings.model or server.model or "default",
-                   run_dir=run_dir, server=server)
+    api, model = resolve_api(settings.api, server), settings.model or server.model or "default"
+    if api == "chat" and settings.prompts.startswith(LENGTH_SPLITS):
+        # A length split's prompt tokens hold the chat template's: measured (two one-token requests before the
+        # ladder), and said beside the set's target length. Other sets are not probed: their runs send only what
+        # the ladder sends.
+        server = replace(server, chat_template_tokens=chat_template_tokens(
+            host, model, api_key=settings.api_key(), timeout=settings.connect_timeout))
+    return RunPlan(api=api, model=model, run_dir=run_dir, server=server)
 
 
 def build_context(settings: SuiteSettings, plan: RunPlan, worker: int, writes_records: bool,

@@ -39,6 +39,9 @@ class ServerIdentity:
     # Tokens one request may hold, prompt and answer together (#60): vLLM's and SGLang's ``max_model_len`` on
     # /v1/models, SGLang's ``context_length`` on /server_info, llama.cpp's per-slot ``n_ctx`` on /props.
     context_tokens: int | None = None
+    # The chat template's prompt tokens per single-message chat request, measured at the start of a chat run
+    # (``locustfiles.templateprobe``); None: not a chat run, or not measurable.
+    chat_template_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

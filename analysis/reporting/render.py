@@ -52,6 +52,14 @@ def _on_off(value: object) -> str:
     return "on" if value is True else "off" if value is False else str(value)
 
 
+def _template_note(api: str | None, server: dict[str, object]) -> str:
+    """A chat run's prompt tokens hold the chat template's: how many, as measured at its start."""
+    tokens = server.get("chat_template_tokens")
+    if api != "chat" or not isinstance(tokens, int) or isinstance(tokens, bool):
+        return ""
+    return f", chat template +{tokens} prompt tokens a request (measured)"
+
+
 def describe_run(summary: RunSummary, *, markdown: bool = False) -> str:
     """One line naming the run, its server and the settings that make runs comparable. Every value read from
     the run's files (the server's names and settings among them) goes through ``contract.servertext``: plain
@@ -68,7 +76,7 @@ def describe_run(summary: RunSummary, *, markdown: bool = False) -> str:
         parts.append(f"api {shown(meta.api or '?')}, max_tokens {settings.max_tokens if settings else '?'}, "
                      f"ignore_eos {_on_off(settings.ignore_eos) if settings else '?'}, "
                      f"prompts {shown(prompts.get('name') or '?')} ({shown(prompts.get('count') or '?')}, "
-                     f"{shown(prompts.get('mode') or '?')})")
+                     f"{shown(prompts.get('mode') or '?')})" + _template_note(meta.api, server))
     else:
         parts.append("no meta.json")
     return " | ".join(parts)
