@@ -71,7 +71,9 @@ def test_the_end_check_flags_the_server_that_drifted_and_not_the_steady_one(tmp_
     found = {f["config"]: f for f in json.loads((out / "endcheck.json").read_text())}
     assert set(found) == {"baseline", "spec"}
     assert found["baseline"]["drift"] and found["baseline"]["change"] < -0.05, found["baseline"]
-    assert not found["spec"]["drift"] and abs(found["spec"]["change"]) < 0.05, found["spec"]
+    # Not flagged is the claim. Its size stays well under the baseline's 20% a minute, not under 5%: a fresh-clone CI
+    # run beside another suite run and a benchmark measured the steady server 6.1% apart within its windows' noise.
+    assert not found["spec"]["drift"] and abs(found["spec"]["change"]) < 0.10, found["spec"]
     assert all(f["level"] == 4 for f in found.values())
     assert "baseline: the first level (4) measured again at the end:" in proc.stdout
     assert "drift, the server changed during the run" in proc.stdout
@@ -117,5 +119,9 @@ def test_a_sweep_repeats_each_configuration_in_alternating_order_from_a_fresh_se
     assert proc.stdout.count(": starting ") == 4 and proc.stdout.count(": server stopped") == 4
     assert proc.stdout.count(" of the budget") == 4  # --time-budget shared run by run, each told its part
     (level,) = json.loads((out / "repeats.json").read_text())["levels"]
-    assert level["config"] == "on" and len(level["ratios"]) == 2 and level["ratio_low"] <= 1.0 <= level["ratio_high"]
+    # Two identical servers: the answer sits at 1 within the machine's own unevenness. Not "its interval holds 1":
+    # a fresh-clone CI run beside another suite run and a benchmark measured one of them 0.5% slower in both repeats,
+    # alternating order and all (0.9950, 0.9957), and the interval, rightly narrow, ended at 0.9993.
+    assert level["config"] == "on" and len(level["ratios"]) == 2
+    assert level["ratio_low"] <= 1.02 and level["ratio_high"] >= 0.98 and abs(level["ratio"] - 1) < 0.02, level
     assert "Over 2 interleaved repeats, on against off:" in proc.stdout
