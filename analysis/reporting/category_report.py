@@ -36,8 +36,11 @@ def cell_text(cell: CategoryCell | None) -> str:
     if cell is None:
         return "-"
     mark = {"spec": "+", "baseline": "-", "unclear": "?"}.get(cell.winner or "", "n/a")
-    ratio = "-" if cell.ratio is None else f"{cell.ratio:.2f}x"
-    interval = f" [{cell.low:.2f}-{cell.high:.2f}]" if cell.low is not None and cell.high is not None else ""
+    # Three decimals where two would show an interval that excludes 1 as "1.00": the mark must be readable.
+    places = 3 if any(v is not None and f"{v:.2f}" == "1.00" for v in (cell.low, cell.high)) else 2
+    ratio = "-" if cell.ratio is None else f"{cell.ratio:.{places}f}x"
+    interval = (f" [{cell.low:.{places}f}-{cell.high:.{places}f}]" if cell.low is not None and cell.high is not None
+                else "")
     passes = f" {fmt_num(cell.tokens_per_pass, 1)}/pass" if cell.tokens_per_pass is not None else ""
     return f"{ratio}{interval} {mark}{passes}"
 
@@ -55,8 +58,7 @@ def _cell_of(at: dict[tuple[str, int], CategoryCell], level: int) -> Callable[[s
 
 
 def _note(v: CategoryVerdict) -> str:
-    cells = sum(1 for cell in v.cells if cell.low is not None or cell.note is None)
-    return CATEGORY_VERDICT_NOTE.format(each=f"{v.confidence:.2%}", cells=cells)
+    return CATEGORY_VERDICT_NOTE.format(each=f"{v.confidence:.2%}", cells=v.family_cells)
 
 
 def category_verdict_markdown(c: Comparison) -> list[str]:

@@ -20,7 +20,7 @@ batch's tokens minus the estimate times its lifetimes), with neighbouring batche
 positive (they share the server's pace), giving the log ratio's variance a side, and Welch's t on the log
 ratio. Simulated with a server pace drifting 6% over about 3 s, the table covered the truth in 295 of 300
 tables; a drift correlated over longer than the batches (9 s) lowers that (271 of 300): run longer steps there.
-The table makes many claims at once, so each interval is at 1 - 0.05/m for m cells with an interval
+The table makes many claims at once, so each interval is at 1 - 0.05/m for the m cells with enough requests for one
 (Bonferroni): the whole table holds at 95%, and so does the sentence built from it. A cell with fewer than
 ``MIN_REQUESTS`` requests or ``MIN_BATCHES`` non-empty batches a side gets no interval and says so.
 """
@@ -112,6 +112,7 @@ class CategoryVerdict:
     outcomes: tuple[CategoryOutcome, ...]
     sentence: str | None  # None with fewer than two categories
     confidence: float  # each interval's own level (the table holds at FAMILY_CONFIDENCE)
+    family_cells: int = 0  # the cells with an interval: the Bonferroni divisor
 
 
 def category_verdict(levels: Sequence[LevelSides]) -> CategoryVerdict:
@@ -122,13 +123,13 @@ def category_verdict(levels: Sequence[LevelSides]) -> CategoryVerdict:
         for name in names:
             raw.append((level.target_c, name, _side(level.baseline, name), _side(level.spec, name),
                         level.baseline, level.spec))
-    measurable = sum(1 for _, _, b, s, _, _ in raw if b is not None and s is not None)
+    measurable = sum(1 for _, _, b, s, bw, sw in raw if _eligible(b, s, bw, sw))  # the cells that get an interval
     confidence = 1 - (1 - FAMILY_CONFIDENCE) / max(1, measurable)
     cells = tuple(_cell(c, name, b, s, bw, sw, confidence) for c, name, b, s, bw, sw in raw)
     names = sorted({cell.category for cell in cells})
     outcomes = tuple(outcome_of(name, [cell for cell in cells if cell.category == name]) for name in names)
     sentence = category_sentence(outcomes) if len(names) >= 2 else None
-    return CategoryVerdict(cells, outcomes, sentence, confidence)
+    return CategoryVerdict(cells, outcomes, sentence, confidence, measurable)
 
 
 def _category(rec: RequestRecord) -> str:
@@ -158,6 +159,13 @@ def _side(window: SideWindow, name: str) -> _Side | None:
         tokens[index] += float(rec["output_tokens"])
         lifetimes[index] += float(rec["e2e_s"])
     return _Side(tokens, lifetimes, len(mine), int(np.count_nonzero(lifetimes)))
+
+
+def _eligible(base: _Side | None, spec: _Side | None, base_window: SideWindow, spec_window: SideWindow) -> bool:
+    """Enough of the category on both sides for an interval (the cells the table's confidence is shared by)."""
+    return (base is not None and spec is not None and bool(base_window.achieved_c) and bool(spec_window.achieved_c)
+            and all(side.requests >= MIN_REQUESTS and side.filled >= MIN_BATCHES
+                    and side.tokens.sum() > 0 and side.lifetimes.sum() > 0 for side in (base, spec)))
 
 
 def _log_rate_and_variance(side: _Side, achieved_c: float) -> tuple[float, float, int] | None:

@@ -103,7 +103,7 @@ def test_the_tables_intervals_cover_the_truth_together_at_95_percent() -> None:
             levels.append(LevelSides(c, sides[0], sides[1]))
         verdict = category_verdict(levels)
         cells = [cell for cell in verdict.cells if cell.low is not None and cell.high is not None]
-        assert len(cells) == 12
+        assert len(cells) == 12 == verdict.family_cells
         truth = {cat: spec / base for cat, (base, spec) in RATES.items()}
         covered_tables += all(cell.low <= truth[cell.category] <= cell.high for cell in cells)  # type: ignore[operator]
         widths += [cell.high / cell.low for cell in cells]  # type: ignore[operator]
@@ -122,6 +122,7 @@ def test_too_few_requests_get_no_interval_and_say_so() -> None:
     code = next(cell for cell in verdict.cells if cell.category == "code")
     assert code.low is None and code.note is not None and f"{MIN_REQUESTS - 1} requests" in code.note
     assert code.ratio == pytest.approx(1.0)
+    assert verdict.family_cells == 1 and verdict.confidence == pytest.approx(0.95)  # only qa's cell makes a claim
     assert "no interval for code at C=4 (too few requests)" in (verdict.sentence or "")
     only_one = category_verdict([LevelSides(4, SideWindow(many, 0.0, 60.0, 4.0), SideWindow(many, 0.0, 60.0, 4.0))])
     assert only_one.sentence is None  # one category: nothing to set apart
