@@ -30,12 +30,15 @@ def plot_category_heatmap(verdict: CategoryVerdict, path: Path) -> Path:
     fig = Figure(figsize=(max(6.0, 1.1 * len(levels) + 2.5), max(2.5, 0.5 * len(names) + 1.5)), dpi=110)
     ax = fig.add_subplot(1, 1, 1)
     for cell in verdict.cells:
-        row, col = names.index(cell.category), levels.index(cell.target_c)
         if cell.ratio is not None and cell.ratio > 0:
-            grid[row, col] = math.log2(cell.ratio)
-        text = "-" if cell.ratio is None else f"{cell.ratio:.2f}\n{MARKS.get(cell.winner or '', 'n/a')}"
-        ax.text(col, row, text, ha="center", va="center", fontsize=8)
+            grid[names.index(cell.category), levels.index(cell.target_c)] = math.log2(cell.ratio)
     reach = max(0.25, float(np.nanmax(np.abs(grid)))) if np.isfinite(grid).any() else 1.0
+    for cell in verdict.cells:
+        row, col = names.index(cell.category), levels.index(cell.target_c)
+        places = 3 if cell.ratio is not None and f"{cell.ratio:.2f}" == "1.00" else 2
+        text = "-" if cell.ratio is None else f"{cell.ratio:.{places}f}\n{MARKS.get(cell.winner or '', 'n/a')}"
+        dark = bool(np.isfinite(grid[row, col]) and abs(grid[row, col]) > 0.6 * reach)  # white on the deep colours
+        ax.text(col, row, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
     image = ax.imshow(grid, cmap="RdYlGn", vmin=-reach, vmax=reach, aspect="auto")
     ax.set_xticks(range(len(levels)), [f"C={c}" for c in levels])
     ax.set_yticks(range(len(names)), names)
