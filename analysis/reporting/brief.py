@@ -9,6 +9,7 @@ The full text is ``render_comparison`` / ``render_multi`` (``--verbose``, and re
 
 from __future__ import annotations
 
+from specbench.analysis.reporting.category_report import category_brief
 from specbench.analysis.reporting.columns import LEVEL_COLUMNS, REFINED_NOTE
 from specbench.analysis.reporting.energy_report import brief_energy_line
 from specbench.analysis.reporting.equivalence_report import multi_equivalence_lines
@@ -40,6 +41,7 @@ def brief_comparison(c: Comparison) -> str:
            *(f"Why, C={line.removeprefix('C=')}" for line in why_lines(c)),
            *brief_energy_line(c),
            *(f"Note: {trap}" for trap in c.categories.traps),  # the single-prompt trap: the seed's own lesson
+           *category_brief(c),
            *([f"Skipped: {c.skipped}"] if c.skipped else []),
            render_warnings(c.warnings)]
     if not c.open_loop and c.levels:

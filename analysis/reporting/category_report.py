@@ -84,6 +84,14 @@ def category_verdict_text(c: Comparison) -> list[str]:
             text_table(_columns(v, lambda cat: plain(cat, None)), names)]
 
 
+def category_brief(c: Comparison) -> list[str]:
+    """The sentence on the short terminal output, where at least one category decided something."""
+    v = verdict_of(c)
+    if v is None or v.sentence is None or all(o.kind == "unclear" for o in v.outcomes):
+        return []
+    return [f"Per category: {plain(v.sentence, None)}"]
+
+
 def category_verdict_json(c: Comparison) -> dict[str, Any] | None:
     v = c.by_category
     if v is None:

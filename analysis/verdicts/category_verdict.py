@@ -39,6 +39,7 @@ from specbench.contract.schema import RequestRecord
 from specbench.contract.student_t import t_quantile
 
 MIN_REQUESTS = 10
+MAX_LISTED_GAPS = 4  # categories whose missing cells the sentence lists one by one; more: counted
 FAMILY_CONFIDENCE = 0.95
 UNCATEGORISED = "uncategorised"
 
@@ -96,6 +97,7 @@ class CategoryOutcome:
     pays: tuple[int, ...]  # levels where the interval is above 1
     loses: tuple[int, ...]  # levels where it is below 1
     missing: tuple[int, ...]  # levels without an interval
+    levels: int = 0  # cells in the row
 
     @property
     def last_pays(self) -> int | None:
@@ -229,7 +231,7 @@ def outcome_of(name: str, cells: Sequence[CategoryCell]) -> CategoryOutcome:
         kind = "always" if len(pays) + len(missing) == len(ordered) else "pays_some"
     else:
         kind = "unclear"
-    return CategoryOutcome(name, kind, tuple(pays), tuple(loses), missing)
+    return CategoryOutcome(name, kind, tuple(pays), tuple(loses), missing, len(ordered))
 
 
 def category_sentence(outcomes: Sequence[CategoryOutcome]) -> str:
@@ -257,7 +259,12 @@ def category_sentence(outcomes: Sequence[CategoryOutcome]) -> str:
         parts.append(f"no level decided for {_join(unclear)}")
     gaps = [f"{o.category} at C={', '.join(str(c) for c in o.missing)}" for o in outcomes if o.missing]
     text = "; ".join(parts) or "no category decided at any level"
-    if gaps:
+    missing = sum(len(o.missing) for o in outcomes)
+    if len(gaps) > MAX_LISTED_GAPS:  # a set of many categories in short steps: the count, and what to do
+        text += (f"; no interval for {missing} of {sum(o.levels for o in outcomes)} cells (too few requests: "
+                 f"each needs {MIN_REQUESTS} a side in {MIN_BATCHES} batches; raise --min-requests or "
+                 "--min-step-time)")
+    elif gaps:
         text += f"; no interval for {_join(gaps)} (too few requests)"
     return text[0].upper() + text[1:] + "."
 

@@ -126,3 +126,40 @@ def test_too_few_requests_get_no_interval_and_say_so() -> None:
     assert "no interval for code at C=4 (too few requests)" in (verdict.sentence or "")
     only_one = category_verdict([LevelSides(4, SideWindow(many, 0.0, 60.0, 4.0), SideWindow(many, 0.0, 60.0, 4.0))])
     assert only_one.sentence is None  # one category: nothing to set apart
+
+
+def test_many_categories_short_of_requests_are_counted_not_listed() -> None:
+    """Five categories each missing a cell: one count and what to do; four: each named (the near miss)."""
+    rows = [outcome_of(f"c{i}", _cells(f"c{i}", {1: None, 2: LOSES, 5: LOSES})) for i in range(5)]
+    counted = category_sentence(rows)
+    assert counted.endswith("no interval for 5 of 15 cells (too few requests: each needs 10 a side in 5 batches; "
+                            "raise --min-requests or --min-step-time).")
+    listed = category_sentence(rows[:4])
+    assert "no interval for c0 at C=1, c1 at C=1, c2 at C=1 and c3 at C=1 (too few requests)." in listed
+
+
+def test_the_short_terminal_output_carries_the_sentence_once_a_category_decided(tmp_path) -> None:
+    from synthetic_runs import seed_specs, write_run
+
+    from specbench.analysis.records.load import load_run
+    from specbench.analysis.reporting.brief import brief_comparison
+    from specbench.analysis.verdicts.compare import compare_runs
+
+    base, spec = seed_specs()
+    found = compare_runs(load_run(write_run(tmp_path / "b", base)), load_run(write_run(tmp_path / "s", spec)),
+                         n_boot=50)
+    assert found.by_category is not None and found.by_category.sentence is not None
+    assert f"Per category: {found.by_category.sentence}" in brief_comparison(found).splitlines()
+    # The near miss: every category undecided (its cells' intervals all hold 1), and the line stays off.
+    from dataclasses import replace
+
+    from specbench.analysis.verdicts.category_verdict import CategoryVerdict
+
+    rows = {name: _cells(name, {1: HOLDS, 2: HOLDS}) for name in ("a", "b")}
+    undecided = [outcome_of(name, row) for name, row in rows.items()]
+    table = CategoryVerdict((*rows["a"], *rows["b"]), tuple(undecided), category_sentence(undecided), 0.99, 4)
+    assert "Per category:" not in brief_comparison(replace(found, by_category=table))
+    decided = [outcome_of("a", _cells("a", {1: HOLDS, 2: LOSES})), undecided[1]]  # one cell decided: it speaks
+    table = replace(table, outcomes=tuple(decided), sentence=category_sentence(decided))
+    assert "Per category: Never pays (loses) for a at C=2, undecided elsewhere" in brief_comparison(
+        replace(found, by_category=table))
