@@ -151,8 +151,12 @@ def test_killed_worker_is_counted_and_a_stray_worker_is_refused(tmp_path, emulat
     unrecorded = len(served - recorded)
     assert abs(step["lost_requests"] - unrecorded) <= step["users_lost"], (unrecorded, step)
     assert step["lost_requests"] >= 1 and unrecorded >= 1
-    t = step["end_s"] - 1.0  # the lost users were re-spawned on the remaining worker: C is back to 6
-    assert sum(1 for r in run.records if r["start_s"] <= t <= r["start_s"] + r["e2e_s"]) >= 5
+    # The lost users were re-spawned on the remaining worker: C is back to 6, more than its own 3. Read as the most
+    # requests in flight at any instant of the step's last 3 s (every 10 ms), not at one instant: a CI run beside
+    # another found 4 at end - 1 s, the others between two requests of a starved client.
+    instants = [step["end_s"] - 3.0 + i * 0.01 for i in range(250)]
+    most = max(sum(1 for r in run.records if r["start_s"] <= t <= r["start_s"] + r["e2e_s"]) for t in instants)
+    assert most >= 5, most
     assert list((tmp_path / "stray").iterdir()) == [], "the stray wrote nothing"
 
 

@@ -24,8 +24,16 @@ def test_budgeted_ladder_keeps_users_and_warms_up_on_stable_in_flight(tmp_path, 
     assert len(users_in_second) == 12 and {r["user"] for r in run.records if r["step"] == 0} <= users_in_second
     # ... and its window opened before every user had finished a request of the step (the old rule) ...
     old_rule = warmup_end([r for r in run.records if r["step"] == 1], second["start_s"], 12)
-    assert second["steady_start_s"] is not None
-    assert old_rule is None or second["steady_start_s"] < old_rule
+    steady = second["steady_start_s"]
+    assert steady is not None
+    if old_rule is not None and steady >= old_rule:
+        # A starved machine can stretch the stable time (twice the first step's median TTFT) past the new users'
+        # first requests, and the old rule then rightly opens the window, at the first 1 s tick after it (a CI run
+        # beside another: 0.42 s after). Only then.
+        ttfts = sorted(r["ttft_s"] for r in run.records if r["step"] == 0 and r["status"] == "ok" and r["ttft_s"])
+        stable_s = max(2.0, 2.0 * ttfts[len(ttfts) // 2])
+        assert steady <= old_rule + 1.05 and old_rule - second["start_s"] < stable_s + 1.05, (steady, old_rule,
+                                                                                              stable_s)
     assert second["steady_start_s"] - second["start_s"] >= 2.0  # in flight at C for the stable time
     # ... while the window is still honest: concurrency at target throughout, or, where the load process itself
     # stood still or fell behind (a fresh-clone CI run beside another and a demo once paused it 1.5 s: achieved
