@@ -163,14 +163,18 @@ def _side(window: SideWindow, name: str) -> _Side | None:
     return _Side(tokens, lifetimes, len(mine), int(np.count_nonzero(lifetimes)))
 
 
+def _short(side: _Side) -> bool:
+    """Too few of the category in one window for an interval."""
+    return side.requests < MIN_REQUESTS or side.filled < MIN_BATCHES
+
+
 def _eligible(base: _Side | None, spec: _Side | None, base_window: SideWindow, spec_window: SideWindow) -> bool:
     """Enough of the category on both sides for an interval (the cells the table's confidence is shared by)."""
     return (base is not None and spec is not None and bool(base_window.achieved_c) and bool(spec_window.achieved_c)
-            and all(side.requests >= MIN_REQUESTS and side.filled >= MIN_BATCHES
-                    and side.tokens.sum() > 0 and side.lifetimes.sum() > 0 for side in (base, spec)))
+            and not any(_short(side) or side.tokens.sum() <= 0 or side.lifetimes.sum() <= 0 for side in (base, spec)))
 
 
-def _log_rate_and_variance(side: _Side, achieved_c: float) -> tuple[float, float, int] | None:
+def _log_rate_and_variance(side: _Side, achieved_c: float) -> tuple[float, float] | None:
     """log(achieved_c x tokens / lifetimes) and its variance by linearising the ratio of sums per batch."""
     total_tokens, total_life = float(side.tokens.sum()), float(side.lifetimes.sum())
     if total_tokens <= 0 or total_life <= 0:
@@ -183,7 +187,7 @@ def _log_rate_and_variance(side: _Side, achieved_c: float) -> tuple[float, float
     spread = float((residuals**2).sum())
     spread = max(spread, spread + 2 * float(residuals[:-1] @ residuals[1:]))
     variance = n / (n - 1) * spread / total_tokens**2 if n > 1 else math.inf
-    return math.log(achieved_c * rate), variance, n
+    return math.log(achieved_c * rate), variance
 
 
 def _cell(c: int, name: str, base: _Side | None, spec: _Side | None, base_window: SideWindow,
@@ -196,10 +200,10 @@ def _cell(c: int, name: str, base: _Side | None, spec: _Side | None, base_window
     found_s = _log_rate_and_variance(spec, spec_window.achieved_c)
     if found_b is None or found_s is None:
         return CategoryCell(c, name, *counts, None, None, None, passes, "no tokens in a window")
-    (log_b, var_b, _), (log_s, var_s, _) = found_b, found_s
+    (log_b, var_b), (log_s, var_s) = found_b, found_s
     ratio = math.exp(log_s - log_b)
     short = [f"{role} {side.requests} requests in {side.filled} batches" for role, side in
-             (("baseline", base), ("spec", spec)) if side.requests < MIN_REQUESTS or side.filled < MIN_BATCHES]
+             (("baseline", base), ("spec", spec)) if _short(side)]
     if short:
         return CategoryCell(c, name, *counts, ratio, None, None, passes,
                             f"too few requests for an interval ({', '.join(short)}; need {MIN_REQUESTS} in "
@@ -241,22 +245,14 @@ def category_sentence(outcomes: Sequence[CategoryOutcome]) -> str:
     if crossing:
         parts.append("speculation pays for " + _join([f"{o.category} up to C={o.last_pays} (it loses from "
                                                       f"C={o.first_loses})" for o in crossing]))
-    always = [o.category for o in outcomes if o.kind == "always"]
-    if always:
-        parts.append(f"pays for {_join(always)} at every level with an interval")
-    never = [o.category for o in outcomes if o.kind == "never"]
-    if never:
-        parts.append(f"never for {_join(never)}")
+    parts += _named(outcomes, "always", "pays for {} at every level with an interval")
+    parts += _named(outcomes, "never", "never for {}")
     parts += [f"{verb} for {o.category} at C={', '.join(str(c) for c in won)}, undecided elsewhere"
               for o in outcomes for kind, verb, won in (("pays_some", "pays", o.pays),
                                                           ("loses_some", "never pays (loses)", o.loses))
               if o.kind == kind]
-    mixed = [o.category for o in outcomes if o.kind == "mixed"]
-    if mixed:
-        parts.append(f"wins and losses out of order for {_join(mixed)} (see the table)")
-    unclear = [o.category for o in outcomes if o.kind == "unclear"]
-    if unclear:
-        parts.append(f"no level decided for {_join(unclear)}")
+    parts += _named(outcomes, "mixed", "wins and losses out of order for {} (see the table)")
+    parts += _named(outcomes, "unclear", "no level decided for {}")
     gaps = [f"{o.category} at C={', '.join(str(c) for c in o.missing)}" for o in outcomes if o.missing]
     text = "; ".join(parts) or "no category decided at any level"
     missing = sum(len(o.missing) for o in outcomes)
@@ -267,6 +263,12 @@ def category_sentence(outcomes: Sequence[CategoryOutcome]) -> str:
     elif gaps:
         text += f"; no interval for {_join(gaps)} (too few requests)"
     return text[0].upper() + text[1:] + "."
+
+
+def _named(outcomes: Sequence[CategoryOutcome], kind: str, phrase: str) -> list[str]:
+    """The phrase naming every category of this kind, or nothing when there is none."""
+    names = [o.category for o in outcomes if o.kind == kind]
+    return [phrase.format(_join(names))] if names else []
 
 
 def _join(items: Sequence[str]) -> str:
