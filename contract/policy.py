@@ -64,12 +64,14 @@ def read_lagged(read_lag_p90_ms: float | None, ttft_p50_s: float | None) -> bool
 
 
 def lag_in_figures_ms(loop_lag_p90_ms: float | None, recv_lag_p90_ms: float | None,
-                      receive_clock: str | None) -> float | None:
-    """The client's read lag that is in a step's TTFT and ITL (p90, ms), judged by ``read_lagged``: none when the
-    chunk times are the kernel's receive stamps (``receive_clock`` "kernel"), else the larger of the event loop's
-    lateness (``contract.laghist``) and the measured receive lag (bytes read after the kernel stamped them)."""
+                      receive_clock: str | None, merged_late_p90_ms: float | None = None) -> float | None:
+    """The client's read lag that is in a step's TTFT and ITL (p90, ms), judged by ``read_lagged``. On the kernel's
+    receive clock (``receive_clock`` "kernel") a late read is not in them unless it came after the next chunk
+    too (the kernel dates bytes merged in a socket by the last arrival): then ``merged_late_p90_ms``, how late
+    that may date first tokens (``contract.window.merged_firsts``). Else the larger of the event loop's lateness
+    (``contract.laghist``) and the measured receive lag (bytes read after the kernel stamped them)."""
     if receive_clock == "kernel":
-        return None
+        return merged_late_p90_ms
     measured = [lag for lag in (loop_lag_p90_ms, recv_lag_p90_ms) if lag is not None]
     return max(measured) if measured else None
 

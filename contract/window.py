@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -94,6 +95,29 @@ def recv_lag_p90(records: Iterable[RequestRecord]) -> float | None:
     """p90 of ``recv_lag_ms`` over the ok records that carry one (None without any): the client's receive lag."""
     lags = [lag for r in records if r["status"] == "ok" and (lag := r.get("recv_lag_ms")) is not None]
     return float(np.percentile(lags, 90)) if lags else None
+
+
+@dataclass(frozen=True)
+class MergedFirsts:
+    """First tokens dated with later chunks. On the kernel's receive clock equal times are one receive stamp:
+    bytes that wait unread in a socket are merged by the kernel and dated by the last segment's arrival, so a
+    first token read only after the next chunk had come is dated when that one came."""
+
+    share: float  # of the ok records with two or more chunks, those whose first chunk has the second's time
+    late_p90_ms: float  # p90 over them of how late that may date the first token (ms): see ``merged_firsts``
+
+
+def merged_firsts(records: Iterable[RequestRecord]) -> MergedFirsts | None:
+    """``MergedFirsts`` over the ok records with two or more output chunks (None without any). How late a merged
+    first token may be is estimated as one chunk interval (the median over these streams of their mean interval)
+    per later chunk that carries its time: the arrivals the kernel folded into one stamp."""
+    streams = [list(ms) for r in records if r["status"] == "ok" and len(ms := r["chunk_ms"]) >= 2]
+    if not streams:
+        return None
+    interval = float(np.median([(ms[-1] - ms[0]) / (len(ms) - 1) for ms in streams]))
+    folded = [sum(1 for t in ms[1:] if t == ms[0]) for ms in streams]
+    return MergedFirsts(share=sum(1 for n in folded if n) / len(folded),
+                        late_p90_ms=float(np.percentile([n * interval for n in folded], 90)))
 
 
 def write_p90(records: Iterable[RequestRecord]) -> float | None:

@@ -122,8 +122,11 @@ class EventReader:
     its bytes (``locustfiles.wakeclock``), not when this greenlet got its turn; later events of the same block
     may have arrived after that poll, so they, and reads that did not wait, get the time the read returned
     (never earlier than the bytes). ``last`` is the time of the last read (at the end: when the end was read);
-    ``woke`` the poll that last woke this greenlet for a read: from then on the process knew this stream
-    needed it, so a send lag counted from there includes other users' work that ran first.
+    ``woke`` the poll that woke this greenlet for its latest bytes: from then on the process knew this stream
+    needed it, so a send lag counted from there includes other users' work that ran first. With stamps it is
+    never before the latest bytes' arrival: a process that fell behind reads bytes that were already waiting
+    without a wait, and the last wake was for earlier bytes (a send lag counted from it would add the time
+    between them).
     """
 
     __slots__ = ("clock", "kernel", "last", "not_before", "read", "recv_lag_max_ms", "stamp", "woke")
@@ -163,6 +166,7 @@ class EventReader:
                     lag_ms = max(0.0, ((first or now) - arrived) * 1000.0)
                     if self.recv_lag_max_ms is None or lag_ms > self.recv_lag_max_ms:
                         self.recv_lag_max_ms = lag_ms
+                    self.woke = max(self.woke, arrived)  # a wake before these bytes came was for earlier ones
                 if self.kernel:
                     now, first = arrived, 0.0
             self.last = now

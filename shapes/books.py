@@ -23,6 +23,7 @@ from specbench.contract.schema import NOT_FAILURES, REFUSED, SCHEMA_VERSION, Req
 from specbench.contract.window import (
     achieved_concurrency,
     measured_in_window,
+    merged_firsts,
     recv_lag_p90,
     send_lag_percentiles,
     window_throughput,
@@ -147,9 +148,11 @@ def read_late(inside: Sequence[RequestRecord], read_lag_ms: dict[str, float] | N
               receive_clock: str = "user") -> bool:
     """``client_read_lag``: the read lag in the window's TTFT and ITL (``contract.policy.lag_in_figures_ms``: a
     load process's event loop late for ready sockets, p90 over the step, or the requests' receive lag, p90) above
-    its limit: 10 ms, or 5% of the window's median TTFT. None on the kernel's clock."""
+    its limit: 10 ms, or 5% of the window's median TTFT. On the kernel's clock: how late first tokens read only
+    after the next chunk had come may be dated (``contract.window.merged_firsts``)."""
     loop_lag = max(read_lag_ms.values()) if read_lag_ms else None
-    lag = lag_in_figures_ms(loop_lag, recv_lag_p90(inside), receive_clock)
+    merged = merged_firsts(inside) if receive_clock == "kernel" else None
+    lag = lag_in_figures_ms(loop_lag, recv_lag_p90(inside), receive_clock, merged.late_p90_ms if merged else None)
     return read_lagged(lag, _ttft_median(inside))
 
 

@@ -169,13 +169,14 @@ def client_problems(row: StepRow) -> list[tuple[str, str]]:
     if client_lagged(row.send_lag_p90_ms, row.ttft_p50_s):
         found.append((CLIENT_LAG, client_lag_text(row)))
     if read_lagged(row_read_lag_ms(row), row.ttft_p50_s):
-        found.append((CLIENT_READ_LAG, read_lag_text(row)))
+        found.append((CLIENT_READ_LAG, merged_first_text(row) if row.receive_clock == "kernel" else read_lag_text(row)))
     return found
 
 
 def row_read_lag_ms(row: StepRow) -> float | None:
     """The client's read lag that is in this step's TTFT and ITL (``contract.policy.lag_in_figures_ms``)."""
-    return lag_in_figures_ms(row.client_read_lag_p90_ms, row.recv_lag_p90_ms, row.receive_clock)
+    return lag_in_figures_ms(row.client_read_lag_p90_ms, row.recv_lag_p90_ms, row.receive_clock,
+                             row.merged_first_late_p90_ms)
 
 
 def read_lag_text(row: StepRow) -> str:
@@ -188,6 +189,16 @@ def read_lag_text(row: StepRow) -> str:
     return (f"{' and '.join(seen)} (p90; limit {read_lag_limit_ms(row.ttft_p50_s):.0f} ms: 10 ms or 5% of the "
             "median TTFT): TTFT and ITL as measured on the event loop's clock may be that much too long; run more "
             "load processes (--processes), or measure on the kernel's clock (--receive-clock kernel, Linux)")
+
+
+def merged_first_text(row: StepRow) -> str:
+    """On the kernel's clock: why first tokens dated with later chunks matter, with the figures and the fix."""
+    assert row.merged_first_share is not None and row.merged_first_late_p90_ms is not None
+    return (f"{row.merged_first_share:.0%} of the first tokens were read only after the next chunk had come, which "
+            f"may date them up to {row.merged_first_late_p90_ms:.0f} ms late (p90, a chunk interval per chunk dated "
+            f"with the first; limit {read_lag_limit_ms(row.ttft_p50_s):.0f} ms: 10 ms or 5% of the median TTFT): "
+            "the kernel dates bytes that wait unread in a socket by the last arrival; run more load processes "
+            "(--processes)")
 
 
 def client_lag_text(row: StepRow) -> str:

@@ -61,6 +61,8 @@ class StepRow:
     send_lag_p90_ms: float | None = None
     client_read_lag_p90_ms: float | None = None  # the laggiest load process's event-loop lateness p90 (laghist)
     recv_lag_p90_ms: float | None = None  # p90 over the window's ok requests of recv_lag_ms (receive lag)
+    merged_first_share: float | None = None  # first tokens dated with a later chunk (contract.window.merged_firsts)
+    merged_first_late_p90_ms: float | None = None  # how late that may date them, p90 (merged_firsts)
     write_p90_ms: float | None = None  # p90 over the window's requests of write_ms (handing a request over)
     receive_clock: str | None = None  # the chunk times' clock ("kernel", "user"; None: not said, as "user")
     target_rate: float | None = None  # open loop: requests/s asked for (target_c is then 0)

@@ -49,6 +49,7 @@ from specbench.contract.slo import Slo, SloError, parse_slo
 from specbench.contract.window import (
     achieved_concurrency,
     measured_in_window,
+    merged_firsts,
     recv_lag_p90,
     send_lag_percentiles,
     window_throughput,
@@ -214,6 +215,7 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
     estimate = estimate_throughput(nearby, t0, t1, median_e2e)
     ci = estimate.relative_halfwidth()
     lag_p50, lag_p90 = send_lag_percentiles(inside)
+    merged = merged_firsts(inside)
     row = StepRow(
         step=window.index,
         target_c=window.target_c,
@@ -250,6 +252,8 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
         send_lag_p50_ms=lag_p50,
         send_lag_p90_ms=lag_p90,
         recv_lag_p90_ms=recv_lag_p90(inside),
+        merged_first_share=merged.share if merged else None,
+        merged_first_late_p90_ms=merged.late_p90_ms if merged else None,
         write_p90_ms=write_p90(inside),
         receive_clock=window.receive_clock,
         **refusal_figures(refused, len(inside)),

@@ -183,6 +183,24 @@ def test_on_the_kernels_clock_no_read_lag_is_in_the_figures() -> None:
     assert CLIENT_READ_LAG in _codes(replace(row, receive_clock="user"))
 
 
+@pytest.mark.parametrize("ttft_s", [0.1, 2.0])  # the 10 ms floor, then 5% of the median TTFT
+def test_first_tokens_dated_with_later_chunks_at_the_limit_are_silent_just_over_speak_on_the_kernels_clock(
+        ttft_s: float) -> None:
+    """On the kernel's clock a first token read only after the next chunk had come carries that one's arrival (the
+    kernel merges waiting bytes): how late that may date first tokens, p90, is the read lag in the figures."""
+    limit = read_lag_limit_ms(ttft_s)
+    at = clean_row(ttft_p50_s=ttft_s, merged_first_share=0.3, merged_first_late_p90_ms=limit, receive_clock="kernel")
+    over = replace(at, merged_first_late_p90_ms=limit * (1 + EPS))
+    message = _speaks(CLIENT_READ_LAG, at, over)
+    assert (f"30% of the first tokens were read only after the next chunk had come, which may date them up to "
+            f"{limit:.0f} ms late") in message and f"limit {limit:.0f} ms" in message
+    assert level_why(clean_row(), at, [at]) is None
+    assert "spec's load process read streams late" in (level_why(clean_row(), over, [over]) or "")
+    # On the event loop's clock equal first and second times are no sign of it (one read's events share its
+    # time there), and its own read lag speaks for itself
+    assert CLIENT_READ_LAG not in _codes(replace(over, receive_clock="user"))
+
+
 def test_dropped_requests_none_is_silent_one_speaks() -> None:
     rate = clean_row(0, achieved_c=None, target_rate=2.0, achieved_rate=2.0)
     message = _speaks(DROPPED_REQUESTS, rate, replace(rate, dropped=1))

@@ -1,11 +1,14 @@
-"""Test-only locustfile: the suite's user in a process whose event loop is blocked 30 ms in every 60.
+"""Test-only locustfile: the suite's user in a process whose event loop is blocked 30 ms in every 60 (or
+``SPECBENCH_TEST_BLOCK_S`` in every twice that).
 
 Why: ``tests/test_client_lag.py`` needs a load process that reads ready streams late, as one busy with other
 work (a saturated process, a slow hook) does, without a knob in the product. A greenlet sleeps with the
-original ``time.sleep`` (blocking the whole process without using a core) every 30 ms of gevent time.
+original ``time.sleep`` (blocking the whole process without using a core) after every as long of gevent time.
 """
 
 from __future__ import annotations
+
+import os
 
 import gevent
 from gevent import monkey
@@ -16,7 +19,7 @@ from specbench.shapes.rate import RateLadder
 
 __all__ = ["BlockedLoopUser", "RateLadder"]
 
-BLOCK_S = 0.03
+BLOCK_S = float(os.environ.get("SPECBENCH_TEST_BLOCK_S", "0.03"))  # a test may block longer than a decode step
 _blocking_sleep = monkey.get_original("time", "sleep")
 _blocker: gevent.Greenlet | None = None
 
