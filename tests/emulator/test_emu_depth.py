@@ -3,19 +3,19 @@ num_speculative_tokens_per_batch_size) run step by step, and the launch flags th
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
-import gevent
 import pytest
 
 from specbench.emulator import costmodel, start_emulator
 from specbench.emulator.profile import ProfileError, load_profile, with_depth
-
-from loadclient import Connection
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEDULE = [[1, 1, 5], [2, 256, 1]]  # alone: 5 draft tokens a step; two or more running: 1
@@ -27,18 +27,27 @@ def _completion(prompt: str, tokens: int = 40) -> dict[str, object]:
 
 
 def _send_together(url: str, bodies: list[dict[str, object]]) -> None:
+    """Stream every body at once, each on its own connection, to its end ("data: [DONE]").
+
+    Threads and ``http.client``, not greenlets: this process then keeps no event loop of its own for the streams,
+    so nothing an earlier test in the same pytest worker left in one can hold them back (a gevent client here
+    twice waited 120 s for a first response in fresh-clone CI, both times in the same worker order, and never
+    alone or in any order tried by hand)."""
+    host, port = urlsplit(url).hostname, urlsplit(url).port
+
     def one(body: dict[str, object]) -> None:
-        conn = Connection(url)
+        conn = http.client.HTTPConnection(host or "127.0.0.1", port, timeout=60)
         try:
-            result = conn.stream("/v1/completions", body)
-            assert result.status == 200 and result.done and result.error is None, (result.status, result.error)
+            conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            text = resp.read().decode()
+            assert resp.status == 200 and text.rstrip().endswith("data: [DONE]"), (resp.status, text[-300:])
         finally:
             conn.close()
 
-    # Raised, not swallowed: a CI run once found no ledger record after this returned, with nothing said.
-    greenlets = [gevent.spawn(one, body) for body in bodies]
-    gevent.joinall(greenlets, timeout=120, raise_error=True)
-    assert all(g.ready() for g in greenlets), "a stream did not finish within 120 s"
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        for future in [pool.submit(one, body) for body in bodies]:
+            future.result(timeout=120)  # raised, not swallowed: a failed stream says why
 
 
 def test_depth_zero_costs_the_baseline_and_the_configured_depth_its_own_costs() -> None:
