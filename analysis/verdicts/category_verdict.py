@@ -98,6 +98,7 @@ class CategoryOutcome:
     loses: tuple[int, ...]  # levels where it is below 1
     missing: tuple[int, ...]  # levels without an interval
     levels: int = 0  # cells in the row
+    undecided: tuple[int, ...] = ()  # levels whose interval holds 1
 
     @property
     def last_pays(self) -> int | None:
@@ -235,7 +236,8 @@ def outcome_of(name: str, cells: Sequence[CategoryCell]) -> CategoryOutcome:
         kind = "always" if len(pays) + len(missing) == len(ordered) else "pays_some"
     else:
         kind = "unclear"
-    return CategoryOutcome(name, kind, tuple(pays), tuple(loses), missing, len(ordered))
+    undecided = tuple(cell.target_c for cell in ordered if cell.winner == "unclear")
+    return CategoryOutcome(name, kind, tuple(pays), tuple(loses), missing, len(ordered), undecided)
 
 
 def category_sentence(outcomes: Sequence[CategoryOutcome]) -> str:
@@ -247,13 +249,10 @@ def category_sentence(outcomes: Sequence[CategoryOutcome]) -> str:
                                                       f"C={o.first_loses})" for o in crossing]))
     parts += _named(outcomes, "always", "pays for {} at every level with an interval")
     parts += _named(outcomes, "never", "never for {}")
-    parts += [f"{verb} for {o.category} at C={', '.join(str(c) for c in won)}, undecided elsewhere"
-              for o in outcomes for kind, verb, won in (("pays_some", "pays", o.pays),
-                                                          ("loses_some", "never pays (loses)", o.loses))
-              if o.kind == kind]
+    parts += [_some(o) for o in outcomes if o.kind in ("pays_some", "loses_some")]
     parts += _named(outcomes, "mixed", "wins and losses out of order for {} (see the table)")
     parts += _named(outcomes, "unclear", "no level decided for {}")
-    gaps = [f"{o.category} at C={', '.join(str(c) for c in o.missing)}" for o in outcomes if o.missing]
+    gaps = [f"{o.category} at C={_levels(o.missing)}" for o in outcomes if o.missing]
     text = "; ".join(parts) or "no category decided at any level"
     missing = sum(len(o.missing) for o in outcomes)
     if len(gaps) > MAX_LISTED_GAPS:  # a set of many categories in short steps: the count, and what to do
@@ -263,6 +262,18 @@ def category_sentence(outcomes: Sequence[CategoryOutcome]) -> str:
     elif gaps:
         text += f"; no interval for {_join(gaps)} (too few requests)"
     return text[0].upper() + text[1:] + "."
+
+
+def _some(outcome: CategoryOutcome) -> str:
+    """Where a category was shown to pay (or lose), and where its interval held 1: only what was shown, so
+    never "never" for a row with undecided levels."""
+    verb, won = ("pays", outcome.pays) if outcome.kind == "pays_some" else ("loses", outcome.loses)
+    text = f"{verb} for {outcome.category} at C={_levels(won)}"
+    return text + (f" (undecided at C={_levels(outcome.undecided)})" if outcome.undecided else "")
+
+
+def _levels(levels: Sequence[int]) -> str:
+    return ", ".join(str(c) for c in levels)
 
 
 def _named(outcomes: Sequence[CategoryOutcome], kind: str, phrase: str) -> list[str]:

@@ -48,8 +48,9 @@ def test_near_misses_stay_silent() -> None:
     assert almost_crossing.kind == "pays_some"
     sentence = category_sentence([almost_never, almost_crossing])
     assert "never for" not in sentence and "up to C=" not in sentence
-    assert "pays for maths at C=1, undecided elsewhere" in sentence
-    assert sentence.startswith("Never pays (loses) for qa at C=1, 2, 5, 10, undecided elsewhere")
+    assert "pays for maths at C=1 (undecided at C=2, 5, 10, 30)" in sentence
+    assert sentence.startswith("Loses for qa at C=1, 2, 5, 10 (undecided at C=30)")
+    assert "never" not in sentence.lower() and "elsewhere" not in sentence
 
 
 def test_out_of_order_and_undecided_rows_and_missing_cells_are_said_as_such() -> None:
@@ -161,5 +162,5 @@ def test_the_short_terminal_output_carries_the_sentence_once_a_category_decided(
     assert "Per category:" not in brief_comparison(replace(found, by_category=table))
     decided = [outcome_of("a", _cells("a", {1: HOLDS, 2: LOSES})), undecided[1]]  # one cell decided: it speaks
     table = replace(table, outcomes=tuple(decided), sentence=category_sentence(decided))
-    assert "Per category: Never pays (loses) for a at C=2, undecided elsewhere" in brief_comparison(
+    assert "Per category: Loses for a at C=2 (undecided at C=1)" in brief_comparison(
         replace(found, by_category=table))
