@@ -182,6 +182,7 @@ class StepRecord(TypedDict, total=False):
     arrival_dispersion: float  # open loop: the send count's variance over its mean the rate was judged with
     receive_clock: str  # the chunk times' clock: "kernel" (receive stamps: a late read is not in them) or "user"
     refined: bool  # true: a level added after the ladder to pin a crossover (specbench compare); absent: a ladder level
+    lifetime_p50_s: float  # the median lifetime (send to last byte) of the step's ok requests: the budget's pilot
 
 
 # meta.json version 1 also wrote these settings beside ``settings`` (from version 2 they are there only).

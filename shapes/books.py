@@ -214,6 +214,9 @@ def close_step(book: StepBook, records: Sequence[RequestRecord], dispersion: flo
         target_rate=book.target_rate, achieved_rate=achieved_rate, dropped=book.dropped,
     )
     step["receive_clock"] = receive_clock  # whether a late read is in the chunk times (the analysis judges alike)
+    lives = sorted(float(r["e2e_s"]) for r in mine if r["status"] == "ok" and r.get("e2e_s"))
+    if lives:  # what the next steps' time budget is planned from (shapes.budget.level_needs)
+        step["lifetime_p50_s"] = round(lives[len(lives) // 2], 4)
     if book.target_rate:
         step["arrival_dispersion"] = dispersion  # the analysis judges the send count as the ladder did
     step.update(load_side_fields(book))

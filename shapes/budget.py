@@ -1,7 +1,8 @@
 """A time budget for the ladder: duration parsing, each step's share, and what the budget buys.
 
-Pure functions (no Locust). The rule: a step may run for the time left in the budget divided by the levels
-left (capped by ``--max-step-time``), less a reserve for the final drain, so a step that reaches its
+Pure functions (no Locust). The rule: a step may run for its part of the time left in the budget (capped by
+``--max-step-time``, less a reserve for the final drain): each level left first gets what it needs, judged from
+the lifetimes the closed steps measured, and the rest is shared equally; so a step that reaches its
 ``--step-ci`` target early passes its unused time on to the higher levels, where requests live longest.
 What a level's share buys is forecast from the last closed step (the pilot): the 95% half-width of a
 stationary mean shrinks as 1/sqrt(window), so a window W with half-width h gives ``W * (h / target)**2`` for
@@ -11,13 +12,15 @@ the target and ``h * sqrt(W / share)`` for a share.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from specbench.contract.policy import DRAIN_RESERVE
 from specbench.contract.settings import SettingsError, parse_duration
 
 BudgetError = SettingsError  # a duration that cannot be read; the message names the flag and what was expected
 __all__ = ["BudgetError", "budget_grace_s", "describe_forecast", "describe_plan", "fmt_duration", "halfwidth_for",
-           "parse_duration", "step_share", "time_for"]
+           "level_needs", "parse_duration", "step_lifetime", "step_share", "time_for"]
 
 
 def fmt_duration(seconds: float) -> str:
@@ -30,10 +33,53 @@ def fmt_duration(seconds: float) -> str:
     return f"{s}s"
 
 
-def step_share(budget_s: float, elapsed_s: float, levels_left: int, max_step_time: float) -> float:
-    """Seconds the next step may run: what is left of the budget (less the drain reserve) per level left."""
+def step_share(budget_s: float, elapsed_s: float, levels_left: int, max_step_time: float,
+               needs: Sequence[float] = ()) -> float:
+    """Seconds the next step may run: what is left of the budget (less the drain reserve) per level left.
+
+    With ``needs`` (each level left's expected time, this step's first: ``level_needs``) every level gets its
+    need first and the rest is shared equally: an equal split starves the top levels, whose requests live
+    longest (a demo's speculative C=250 ran out of budget before one request of its window could finish, while
+    each lower level had used more than it needed, #76). Short of time, this step gets its need and no more
+    (at most the equal split's part), so the levels in ladder order get a window each until the budget runs out:
+    a part of every need for every level leaves each short of one."""
     left = budget_s * (1 - DRAIN_RESERVE) - elapsed_s
-    return max(1.0, min(max_step_time, left / max(1, levels_left)))
+    n = max(1, levels_left)
+    share = left / n
+    if len(needs) == levels_left and sum(needs) > 0 and left > 0:
+        spare = left - sum(needs)
+        share = needs[0] + spare / n if spare >= 0 else min(needs[0], share)
+    return max(1.0, min(max_step_time, share))
+
+
+def step_lifetime(step: Mapping[str, Any]) -> tuple[int, float] | None:
+    """(C, its requests' median lifetime) of a closed closed-loop step; None without an ok request or a C (open
+    loop). Not Little's law over the window's count: a window shorter than a lifetime counts few of them."""
+    life, c = step.get("lifetime_p50_s"), step.get("target_c")
+    if not life or not c or step.get("target_rate"):
+        return None
+    return int(c), float(life)
+
+
+def level_needs(levels: Sequence[int], closed: Sequence[Mapping[str, Any]], min_requests: Callable[[int], int],
+                min_step_time: float) -> list[float]:
+    """Each level's expected step time from the closed steps' lifetimes: a warm-up of one lifetime, then a window
+    long enough for its minimum of requests (at C at a time, one lifetime each), for two lifetimes and for
+    ``--min-step-time``. A lifetime at a higher C follows the line through the last two measured levels (a batched
+    server's pass grows with its batch, and past its cap the queue grows with C: the demo's C=1 and C=2 put
+    C=250 at 17.7 s where it measured 18.7), never below the last one's. [] without a measured step."""
+    known = [found for step in closed if (found := step_lifetime(step)) is not None]
+    if not known:
+        return []
+    (c_b, life_b) = known[-1]
+    slope = 0.0
+    if len(known) >= 2 and known[-2][0] < c_b:
+        slope = max(0.0, (life_b - known[-2][1]) / (c_b - known[-2][0]))
+    needs = []
+    for c in levels:
+        life = max(life_b, life_b + slope * (c - c_b))
+        needs.append(life + max(min_step_time, 2 * life, min_requests(c) * life / max(1, c)))
+    return needs
 
 
 def budget_grace_s(budget_s: float) -> float:

@@ -39,7 +39,7 @@ from specbench.shapes.books import (
     warmup_end,
     warmup_stable_s,
 )
-from specbench.shapes.budget import budget_grace_s, describe_forecast, describe_plan, step_share
+from specbench.shapes.budget import budget_grace_s, describe_forecast, describe_plan, level_needs, step_share
 from specbench.shapes.collector import RequestCollector
 from specbench.shapes.live import LOG_ONLY, LiveStep
 from specbench.shapes.loadcpu import LoadCpu
@@ -181,6 +181,7 @@ class ConcurrencyLadder(LoadTestShape):
         self.collector.clear()
         self.live = LiveStep()
         self.books: list[StepBook] = []
+        self._closed_steps: list[StepRecord] = []  # the steps.jsonl lines so far: what the budget's needs read
         self._book: StepBook | None = None
         self._draining = False
         self._drain_started = 0.0
@@ -253,8 +254,15 @@ class ConcurrencyLadder(LoadTestShape):
         if book.index == 0:
             log.info(describe_plan(list(self.levels), budget_s, cfg.max_step_time, cfg.step_ci))
         elapsed = now - self.books[0].start_s if self.books else 0.0
-        book.max_s = step_share(budget_s, elapsed, self._n_steps() - book.index, cfg.max_step_time)
+        book.max_s = step_share(budget_s, elapsed, self._n_steps() - book.index, cfg.max_step_time,
+                                self._needs(book.index))
         self._forecast(book)
+
+    def _needs(self, index: int) -> list[float]:
+        """The levels from ``index`` on: each one's expected step time from the closed steps (budget.level_needs)."""
+        cfg = self.settings
+        return level_needs(self.levels[index:], self._closed_steps,
+                           lambda c: cfg.min_requests or step_min_requests(c, cfg.step_ci), cfg.min_step_time)
 
     def _forecast(self, book: StepBook) -> None:
         """What this step's share of the budget buys, from the last closed step with an interval (the pilot)."""
@@ -344,6 +352,7 @@ class ConcurrencyLadder(LoadTestShape):
             book.dropped = self.collector.dropped.get(book.index, 0)
             step = close_step(book, records, dispersion=self._arrival_dispersion(), receive_clock=self.receive_clock)
             book.closed = True
+            self._closed_steps.append(step)
             # One computation (#61): the line printed here is the report's row for this step, from the same records.
             row, _ = closed_step_row(self.settings.label or "run", step, records)
             book.halfwidth = row.throughput_ci_rel

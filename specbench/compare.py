@@ -37,7 +37,7 @@ from specbench.refine import (
     refine_by_mode,
 )
 from specbench.shapes.budget import fmt_duration
-from specbench.topup import top_up
+from specbench.topup import short_levels, top_up
 
 EXIT_DISK = 2  # the disk refused a run's files: a user's environment, as bad input is (docs/reference/errors.md)
 
@@ -292,7 +292,9 @@ def extra_levels(job: CompareJob, api: str, dirs: dict[str, Path], began: float)
     # What refinement left of the budget (all of its share where nothing crossed) goes back to the ladder (#61),
     # less what the end check will need.
     left = budget_clock(job.time_budget_s, began)
-    keep = end_check_need_s(list(dirs), dirs) if job.end_check is not False else 0.0
+    # The end check waits for every level's window (#76): where a ladder left one short, it gets no reserve here.
+    short = any(short_levels(dirs[name]) for name in dirs)
+    keep = end_check_need_s(list(dirs), dirs) if job.end_check is not False and not short else 0.0
     return top_up(list(dirs), dirs, level_runner(job, api), lambda: None if (t := left()) is None else t - keep)
 
 

@@ -8,7 +8,9 @@ two throughputs against their windows' intervals, and at least ``DRIFT_MIN_CHANG
 server moved. The step runs into ``RUN/endcheck`` with the job's settings and is never merged into the run.
 
 On by default where a ``--time-budget`` leaves room for it after the ladders (the first step's own length and a
-run's start-up, per server); ``--end-check`` runs it regardless, ``--no-end-check`` never. ``--repeats`` has its
+run's start-up, per server) and every level of every ladder has a measured window: a level left short gets the
+budget's rest first (``specbench.topup``), and a drift check is no reason to leave it without a figure.
+``--end-check`` runs it regardless, ``--no-end-check`` never. ``--repeats`` has its
 own, stronger test of drift and runs none.
 """
 
@@ -24,6 +26,7 @@ from specbench.contract.redact import redact
 from specbench.contract.rundir import RunDir
 from specbench.refine import ROUND_OVERHEAD_S, LevelRunner
 from specbench.shapes.budget import fmt_duration
+from specbench.topup import short_levels
 
 END_CHECK_JSON = "endcheck.json"
 
@@ -55,6 +58,11 @@ def run_end_checks(order: Sequence[str], dirs: dict[str, Path], run_levels: Leve
     run's exit code, else 0."""
     firsts = {name: first for name in order if (first := first_level(dirs[name])) is not None}
     if not firsts:
+        return 0
+    if not forced and (short := [f"{name} {', '.join(f'C={c}' for c in levels)}" for name in order
+                                 if (levels := short_levels(dirs[name]))]):
+        print(f"end check: not run ({'; '.join(short)} went without a measured window, and a level's own figure "
+              "comes before a drift check; --end-check runs it anyway)", flush=True)
         return 0
     need = end_check_need_s(list(firsts), dirs)
     left = time_left()

@@ -21,7 +21,8 @@ from typing import Any, TextIO
 
 from specbench.contract.rundir import RunDir
 from specbench.contract.settings import parse_budget
-from specbench.shapes.budget import fmt_duration, step_share
+from specbench.shapes.books import step_min_requests
+from specbench.shapes.budget import fmt_duration, level_needs, step_share
 
 
 class StepWatch:
@@ -70,7 +71,9 @@ class StepWatch:
         cap, budget_s = plan["max_step_time"], plan["budget_s"]
         if budget_s:
             elapsed = (self._closed[-1]["end_s"] if self._closed else plan["started_s"]) - plan["started_s"]
-            share = step_share(budget_s, elapsed, plan["levels"] - len(self._closed), cap)
+            needs = level_needs(plan["ladder"][len(self._closed):], self._closed, plan["min_requests"],
+                                plan["min_step_time"])
+            share = step_share(budget_s, elapsed, plan["levels"] - len(self._closed), cap, needs)
             if share < cap:
                 return f"at most {fmt_duration(max(0.0, share - running))} more (its share of --time-budget)"
         return f"at most {fmt_duration(max(0.0, cap - running))} more (--max-step-time {fmt_duration(cap)})"
@@ -84,8 +87,13 @@ class StepWatch:
             levels = len(names)
             if float(meta["started_s"]) < self._since - 5.0:
                 return None
+            step_ci = float(settings.get("step_ci") or 0.0)
+            fixed = int(settings.get("min_requests") or 0)
             return {"levels": levels, "names": names, "started_s": float(meta["started_s"]),
                     "max_step_time": float(settings["max_step_time"]),
+                    "ladder": [] if rates else [int(c) for c in meta["ladder"]],
+                    "min_requests": lambda c: fixed or step_min_requests(c, step_ci),
+                    "min_step_time": float(settings.get("min_step_time") or 0.0),
                     "budget_s": parse_budget(str(settings.get("time_budget") or ""))}
         except (OSError, ValueError, KeyError, TypeError):
             return None  # not written yet (or not a ladder this watch understands): say nothing
@@ -97,7 +105,7 @@ class StepWatch:
             try:
                 end_s = float(json.loads(line)["end_s"])
                 if self._plan and end_s >= self._plan["started_s"]:  # not a line of an older run's file
-                    self._closed.append({"end_s": end_s})
+                    self._closed.append({**json.loads(line), "end_s": end_s})
             except (ValueError, KeyError, TypeError):
                 continue
         return len(self._closed) > before

@@ -18,7 +18,9 @@ from specbench.shapes.budget import (
     describe_forecast,
     describe_plan,
     halfwidth_for,
+    level_needs,
     parse_duration,
+    step_lifetime,
     step_share,
     time_for,
 )
@@ -52,6 +54,38 @@ def test_steps_share_what_is_left_and_unused_time_passes_on() -> None:
     assert step_share(800.0, 100.0, 4, 600.0) == pytest.approx((760 - 100) / 4)
     assert step_share(800.0, 0.0, 1, 60.0) == 60.0  # --max-step-time still caps a step
     assert step_share(100.0, 500.0, 2, 60.0) == 1.0  # spent: a step still gets a moment
+
+
+def _step(c: int, life: float | None) -> dict:
+    return {"target_c": c, "target_rate": None, **({"lifetime_p50_s": life} if life else {})}
+
+
+def test_the_levels_left_get_what_their_lifetimes_need_first_and_share_the_rest() -> None:
+    # The demo's speculative ladder (#76): C=1 and C=2 measured 0.35 and 0.42 s; on that line C=250 lives 17.8 s.
+    closed = [_step(1, 0.35), _step(2, 0.42)]
+    needs = level_needs([5, 10, 250], closed, lambda c: 30, 2.0)
+    life_250 = 0.42 + 0.07 * 248
+    assert needs[2] == pytest.approx(life_250 + 2 * life_250)  # warm-up and two lifetimes
+    assert needs[0] == pytest.approx(0.63 + 30 * 0.63 / 5)  # its 30 requests, 5 at a time
+    # Enough time: each its need, the rest equally; one second less than the needs: each the same part of its need.
+    left = sum(needs) + 30.0
+    assert step_share(left / 0.95, 0.0, 3, 600.0, needs) == pytest.approx(needs[0] + 10.0)
+    # One second short of the needs: this step its need, and no more than the equal split's part.
+    short = (sum(needs) - 1.0) / 0.95
+    assert step_share(short, 0.0, 3, 600.0, needs) == pytest.approx(needs[0])
+    assert step_share(short, 0.0, 3, 600.0, [50.0, *needs[1:]]) == pytest.approx((sum(needs) - 1.0) / 3)
+    assert step_share(left / 0.95, 0.0, 3, 5.0, needs) == 5.0  # --max-step-time still caps a step
+
+
+def test_needs_fall_back_to_the_equal_split_without_a_measured_lifetime() -> None:
+    assert level_needs([1, 2], [], lambda c: 30, 2.0) == []
+    assert level_needs([2, 5], [_step(1, None), {"target_c": 0, "target_rate": 5.0, "lifetime_p50_s": 1.0}],
+                       lambda c: 30, 2.0) == []  # no ok request; an open-loop step
+    assert step_share(800.0, 0.0, 8, 600.0, []) == step_share(800.0, 0.0, 8, 600.0)
+    # A lifetime that fell between two levels never extrapolates below the last one's.
+    needs = level_needs([100], [_step(10, 2.0), _step(30, 1.5)], lambda c: 30, 0.0)
+    assert needs == [pytest.approx(1.5 + 2 * 1.5)]
+    assert step_lifetime(_step(30, 1.5)) == (30, 1.5)
 
 
 def test_forecast_follows_one_over_sqrt_time() -> None:
