@@ -9,6 +9,9 @@ The full text is ``render_comparison`` / ``render_multi`` (``--verbose``, and re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from specbench.analysis.records.checks import ValidityWarning
 from specbench.analysis.reporting.category_report import category_brief
 from specbench.analysis.reporting.columns import LEVEL_COLUMNS, REFINED_NOTE
 from specbench.analysis.reporting.energy_report import brief_energy_line
@@ -28,6 +31,10 @@ from specbench.analysis.verdicts.multi import MultiComparison, multi_equivalence
 #: the per-level table's columns on the terminal (the report has them all)
 BRIEF_HEADERS = ("C", "spec tok/s", "base tok/s", "ratio", "95% CI", "winner")
 MORE = "Full tables (latency, why the ratio moves, server side, categories): report.md / report.html, or --verbose"
+#: the most why lines and warning lines the terminal shows (the rest: report.md), so that the answer and its
+#: table stay on one screen: the demo's terminal report had grown to 43 lines with 8 levels measured (#76)
+BRIEF_WHY = 4
+BRIEF_WARNINGS = 6
 
 
 def brief_comparison(c: Comparison) -> str:
@@ -38,12 +45,13 @@ def brief_comparison(c: Comparison) -> str:
            f"Recommendation: {c.recommendation.text}",
            *saturation_lines(c.saturation),
            *([f"Output equivalence: {c.equivalence.text}"] if c.equivalence is not None else []),
-           *(f"Why, C={line.removeprefix('C=')}" for line in why_lines(c)),
+           *_capped([f"Why, C={line.removeprefix('C=')}" for line in why_lines(c)], BRIEF_WHY,
+                    "Why: {} more levels in report.md"),
            *brief_energy_line(c),
            *(f"Note: {trap}" for trap in c.categories.traps),  # the single-prompt trap: the seed's own lesson
            *category_brief(c),
            *([f"Skipped: {c.skipped}"] if c.skipped else []),
-           render_warnings(c.warnings)]
+           _brief_warnings(c.warnings)]
     if not c.open_loop and c.levels:
         columns = [col for col in LEVEL_COLUMNS if col.header in BRIEF_HEADERS]
         out += ["", text_table(columns, c.levels), *([REFINED_NOTE] if any(lv.refined for lv in c.levels) else [])]
@@ -57,7 +65,18 @@ def brief_multi(m: MultiComparison) -> str:
            *(f"Switch point: {line}" for line in switch_lines(m)),
            *(f"Saturation: {s.text}" for s in multi_saturation(m)),
            *(multi_equivalence_lines(equivalences, markdown=False) if equivalences else []),
-           render_warnings(m.warnings)]
+           _brief_warnings(m.warnings)]
     if m.levels:
         out += ["", text_table(level_columns(m), m.levels), *([REFINED_NOTE] if refined_levels(m) else [])]
     return "\n".join([*out, MORE])
+
+
+def _capped(lines: list[str], most: int, more: str) -> list[str]:
+    """At most ``most`` lines: the first ``most - 1`` and one saying how many more (all of them when they fit)."""
+    return lines if len(lines) <= most else [*lines[:most - 1], more.format(len(lines) - most + 1)]
+
+
+def _brief_warnings(warnings: Sequence[ValidityWarning]) -> str:
+    """The warnings' head line and at most ``BRIEF_WARNINGS`` of them (their count stays the whole count)."""
+    head, *lines = render_warnings(warnings).splitlines()
+    return "\n".join([head, *_capped(lines, BRIEF_WARNINGS, "  ... {} more in report.md")])
