@@ -26,7 +26,7 @@ import csv
 import itertools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -222,9 +222,22 @@ def _azure_seconds(value: str, where: str) -> float:
     return (base - datetime(1970, 1, 1)).total_seconds() + frac
 
 
+def _csv_records(reader: Any, name: str) -> Iterator[list[str]]:
+    """The CSV reader's rows; its own refusal (a field over its 131072 characters) as one line naming the line."""
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise TraceError(f"{name} line {reader.line_num}: not a CSV row ({str(e)[:120]})") from None
+        yield cells
+
+
 def _parse_csv(text: Iterable[str], name: str, fmt: str) -> list[TraceRow]:
     reader = csv.reader(line + "\n" for line in text)
-    header = [c.strip() for c in next(reader, [])]
+    records = _csv_records(reader, name)
+    header = [c.strip() for c in next(records, [])]
     columns = _BURSTGPT_COLUMNS if fmt == "burstgpt" else _AZURE_COLUMNS
     missing = [c for c in columns if c not in header]
     if missing:
@@ -234,7 +247,7 @@ def _parse_csv(text: Iterable[str], name: str, fmt: str) -> list[TraceRow]:
     rows: list[TraceRow] = []
     previous: float | None = None
     origin: float | None = None
-    for index, cells in enumerate(reader, start=2):
+    for index, cells in enumerate(records, start=2):
         if not any(c.strip() for c in cells):
             continue
         where = f"{name} line {reader.line_num if reader.line_num else index}"

@@ -144,3 +144,13 @@ def test_hf_without_a_network_fails_fast_and_says_how_to_prefetch(tmp_path: Path
                            "print(len(load_prompts(sys.argv[1])))", f"mt-bench=hf:{folder}"], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO), **env})
     assert proc.stdout.strip() == "1" and time.monotonic() - started < 20, proc.stderr[-2000:]
+
+
+def test_a_csv_field_past_the_csv_readers_limit_is_one_line(tmp_path: Path) -> None:
+    """Python's CSV reader refuses a field over 131072 characters (was csv.Error with a traceback)."""
+    trace = tmp_path / "b.csv"
+    trace.write_text("Timestamp,Request tokens,Response tokens\n0,1,1" + " " * 131071 + "\n")
+    assert load_trace(str(trace)).rows[0].output_tokens == 1
+    trace.write_text("Timestamp,Request tokens,Response tokens\n0,1,1" + " " * 131072 + "\n")
+    with pytest.raises(TraceError, match=r"b\.csv line 2: not a CSV row \(field larger than field limit"):
+        load_trace(str(trace))
