@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from specbench.config import data_path
-from specbench.contract.inputcaps import MAX_INPUT_BYTES, capped_lines, text_lines
+from specbench.contract import inputcaps
+from specbench.contract.inputcaps import MAX_INPUT_BYTES, capped_lines, over_lines, text_lines
 from specbench.contract.jsonlines import decode_problem, json_objects, syntax_text
 from specbench.locustfiles.promptset import Prompt, PromptError, PromptSet, content_sha256
 
@@ -248,6 +249,8 @@ def _parse_sharegpt(content: str, display: str, stem: str) -> tuple[list[Prompt]
         raise PromptError(f"{display}: {problem}")
     if not isinstance(data, list):  # pragma: no cover - guarded by the "[" check
         raise PromptError(f"{display}: expected a JSON list of ShareGPT conversations")
+    if len(data) > inputcaps.MAX_INPUT_LINES:  # the row cap of every other format, here in entries
+        raise over_lines(display, PromptError, "entries")
     prompts: list[Prompt] = []
     explicit: list[bool] = []
     seen: dict[str, int] = {}

@@ -198,6 +198,13 @@ def test_a_users_prompt_file_and_a_trace_near_misses(tmp_path: Path, monkeypatch
     prompts.write_text(prompts.read_text() + "\n")
     with pytest.raises(PromptError, match=r"p\.jsonl: more than 20 lines"):
         load_prompts(str(prompts))
+    shared = tmp_path / "s.json"  # ShareGPT: one JSON list, its entries under the same cap
+    entry = {"conversations": [{"from": "human", "value": "hi"}]}
+    shared.write_text(json.dumps([entry] * 20))
+    assert len(load_prompts(str(shared))) == 20
+    shared.write_text(json.dumps([entry] * 21))
+    with pytest.raises(PromptError, match=r"s\.json: more than 20 entries"):
+        load_prompts(str(shared))
     trace = tmp_path / "t.jsonl"
     rows = [json.dumps({"timestamp": i, "input_length": 1, "output_length": 1}) + "\n" for i in range(20)]
     trace.write_text("".join(rows))
