@@ -23,14 +23,16 @@ what was expected. Pure: stdlib only, no Locust.
 from __future__ import annotations
 
 import csv
-import io
+import itertools
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from specbench.contract.inputcaps import capped_lines, check_plain_size, text_lines
 from specbench.contract.jsonlines import json_objects
 
 FORMATS: tuple[str, ...] = ("mooncake", "burstgpt", "azure")
@@ -111,57 +113,72 @@ def detect_format(text: str) -> str | None:
 
 
 def load_trace(path: str, fmt: str = "") -> Trace:
-    """Read and check a trace file; ``fmt`` '' detects the format from the content."""
+    """Read and check a trace file; ``fmt`` '' detects the format from the content. Read line by line under the
+    caps of ``contract.inputcaps`` (its size before it is opened, lines, one line's length), so a bad row or a
+    file past a cap fails as soon as it is read."""
     file = Path(path)
     try:
         if not file.is_file():
             raise TraceError(f"--trace {path[:200]}: no such file")
-        text = file.read_text(encoding="utf-8-sig")
+        check_plain_size(file, f"--trace {path[:200]}", TraceError)
+        with file.open("rb") as f:
+            return parse_trace(text_lines(capped_lines(f, path, TraceError), path, TraceError), path, fmt)
     except OSError as exc:
         raise TraceError(f"--trace {path[:200]}: cannot read it ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise TraceError(f"--trace {path}: not UTF-8 text (bad byte at offset {exc.start})") from None
-    return parse_trace(text, path, fmt)
 
 
-def parse_trace(text: str, name: str, fmt: str = "") -> Trace:
-    """The rows of a trace held in ``text`` (``name`` is what messages call it)."""
+def parse_trace(text: str | Iterable[str], name: str, fmt: str = "") -> Trace:
+    """The rows of a trace held in ``text``: the whole file, or its lines (without line ends) as they are read
+    (``name`` is what messages call it)."""
     if fmt and fmt not in FORMATS:
         raise TraceError(f"--trace-format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
-    fmt = fmt or detect_format(text) or ""
+    lines = iter(text.splitlines() if isinstance(text, str) else text)
+    head: list[str] = []  # the lines up to the first that is not blank: what tells the format
+    for line in lines:
+        head.append(line)
+        if line.strip():
+            break
+    fmt = fmt or detect_format(head[-1] if head else "") or ""
     if not fmt:
         raise TraceError(f"{name}: cannot tell the trace format: expected Mooncake JSON lines or a CSV header "
                          f"with {', '.join(_BURSTGPT_COLUMNS)} (BurstGPT) or {', '.join(_AZURE_COLUMNS)} (Azure); "
                          "or give --trace-format")
-    rows = _parse_mooncake(text, name) if fmt == "mooncake" else _parse_csv(text, name, fmt)
+    every = itertools.chain(head, lines)
+    rows = _parse_mooncake(every, name) if fmt == "mooncake" else _parse_csv(every, name, fmt)
     kept = [r for r in rows if r.output_tokens > 0]
     if not kept:
         raise TraceError(f"{name}: no requests found (a trace needs at least one row with an output length above 0)")
     return Trace(name, fmt, tuple(kept), skipped=len(rows) - len(kept))
 
 
+def _shown(value: Any) -> str:
+    """A value from the file as messages echo it: at most 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _whole(value: Any, where: str, key: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise TraceError(f"{where}: expected {key!r} to be a whole number >= {minimum}, got {value!r}")
+        raise TraceError(f"{where}: expected {key!r} to be a whole number >= {minimum}, got {_shown(value)}")
     try:
         number = float(value)
-    except ValueError:
-        raise TraceError(f"{where}: expected {key!r} to be a whole number >= {minimum}, got {value!r}") from None
+    except (ValueError, OverflowError):  # OverflowError: an integer of hundreds of digits
+        raise TraceError(f"{where}: expected {key!r} to be a whole number >= {minimum}, got {_shown(value)}") from None
     if not math.isfinite(number) or number != int(number) or number < minimum:
-        raise TraceError(f"{where}: expected {key!r} to be a whole number >= {minimum}, got {value!r}")
+        raise TraceError(f"{where}: expected {key!r} to be a whole number >= {minimum}, got {_shown(value)}")
     return int(number)
 
 
 def _time(value: float, previous: float | None, where: str, key: str) -> float:
     if not math.isfinite(value) or value < 0:
-        raise TraceError(f"{where}: expected {key!r} to be a time at or after 0, got {value!r}")
+        raise TraceError(f"{where}: expected {key!r} to be a time at or after 0, got {_shown(value)}")
     if previous is not None and value < previous:
         raise TraceError(f"{where}: {key!r} {value:g} is earlier than the row before it ({previous:g}); expected "
                          "rows in time order")
     return value
 
 
-def _parse_mooncake(text: str, name: str) -> list[TraceRow]:
+def _parse_mooncake(text: Iterable[str], name: str) -> list[TraceRow]:
     rows: list[TraceRow] = []
     previous: float | None = None
     for lineno, where, obj in json_objects(text, name, TraceError, "timestamp, input_length, output_length"):
@@ -171,13 +188,16 @@ def _parse_mooncake(text: str, name: str) -> list[TraceRow]:
                              "\"input_length\": int, \"output_length\": int, \"hash_ids\": [int, ...]}")
         stamp = obj["timestamp"]
         if isinstance(stamp, bool) or not isinstance(stamp, int | float):
-            raise TraceError(f"{where}: expected 'timestamp' to be milliseconds since the start, got {stamp!r}")
-        previous = _time(float(stamp), previous, where, "timestamp")
+            raise TraceError(f"{where}: expected 'timestamp' to be milliseconds since the start, got {_shown(stamp)}")
+        try:
+            previous = _time(float(stamp), previous, where, "timestamp")
+        except OverflowError:  # an integer of hundreds of digits: no float holds it
+            raise TraceError(f"{where}: expected 'timestamp' to be a time at or after 0, got {_shown(stamp)}") from None
         inp = _whole(obj["input_length"], where, "input_length", 1)
         out = _whole(obj["output_length"], where, "output_length", 0)
         ids = obj.get("hash_ids", [])
         if not isinstance(ids, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
-            raise TraceError(f"{where}: expected 'hash_ids' to be a list of whole numbers, got {ids!r}")
+            raise TraceError(f"{where}: expected 'hash_ids' to be a list of whole numbers, got {_shown(ids)}")
         if ids and len(ids) != math.ceil(inp / BLOCK_TOKENS):
             raise TraceError(f"{where}: {len(ids)} hash_ids for input_length {inp}; expected one id per "
                              f"{BLOCK_TOKENS}-token block ({math.ceil(inp / BLOCK_TOKENS)})")
@@ -193,18 +213,31 @@ def _azure_seconds(value: str, where: str) -> float:
     m = _AZURE_TIME.match(value.strip())
     if m is None:
         raise TraceError(f"{where}: expected 'TIMESTAMP' to be a date-time like 2023-11-16 18:15:46.6805900, "
-                         f"got {value!r}")
+                         f"got {_shown(value)}")
     try:
         base = datetime.strptime(m.group(1).replace("T", " "), "%Y-%m-%d %H:%M:%S")
     except ValueError:
-        raise TraceError(f"{where}: 'TIMESTAMP' {value!r} is not a valid date-time") from None
+        raise TraceError(f"{where}: 'TIMESTAMP' {_shown(value)} is not a valid date-time") from None
     frac = float(f"0.{m.group(2)}") if m.group(2) else 0.0
     return (base - datetime(1970, 1, 1)).total_seconds() + frac
 
 
-def _parse_csv(text: str, name: str, fmt: str) -> list[TraceRow]:
-    reader = csv.reader(io.StringIO(text))
-    header = [c.strip() for c in next(reader, [])]
+def _csv_records(reader: Any, name: str) -> Iterator[list[str]]:
+    """The CSV reader's rows; its own refusal (a field over its 131072 characters) as one line naming the line."""
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise TraceError(f"{name} line {reader.line_num}: not a CSV row ({str(e)[:120]})") from None
+        yield cells
+
+
+def _parse_csv(text: Iterable[str], name: str, fmt: str) -> list[TraceRow]:
+    reader = csv.reader(line + "\n" for line in text)
+    records = _csv_records(reader, name)
+    header = [c.strip() for c in next(records, [])]
     columns = _BURSTGPT_COLUMNS if fmt == "burstgpt" else _AZURE_COLUMNS
     missing = [c for c in columns if c not in header]
     if missing:
@@ -214,7 +247,7 @@ def _parse_csv(text: str, name: str, fmt: str) -> list[TraceRow]:
     rows: list[TraceRow] = []
     previous: float | None = None
     origin: float | None = None
-    for index, cells in enumerate(reader, start=2):
+    for index, cells in enumerate(records, start=2):
         if not any(c.strip() for c in cells):
             continue
         where = f"{name} line {reader.line_num if reader.line_num else index}"
@@ -232,7 +265,8 @@ def _parse_csv(text: str, name: str, fmt: str) -> list[TraceRow]:
             try:
                 t = float(raw_time)
             except ValueError:
-                raise TraceError(f"{where}: expected 'Timestamp' to be seconds (a number), got {raw_time!r}") from None
+                raise TraceError(f"{where}: expected 'Timestamp' to be seconds (a number), "
+                                 f"got {_shown(raw_time)}") from None
         previous = _time(t, previous, where, columns[0])
         rows.append(TraceRow(previous, _whole(raw_in, where, columns[1], 1), _whole(raw_out, where, columns[2], 0),
                              (), reader.line_num))

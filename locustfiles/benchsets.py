@@ -18,18 +18,22 @@ publishers distribute them:
 * ``humaneval``: HumanEval's ``HumanEval.jsonl.gz`` (or the unpacked ``.jsonl``): ``task_id`` and ``prompt``.
 
 A wrong or truncated file is one ``PromptError`` naming the file, the line (Parquet: the row) and the field.
+Every format is read under the same caps (``contract.inputcaps``: decompressed bytes, lines or rows, one line),
+counted as it is decoded, so a small compressed file standing for a huge one is refused, not held.
 Importable without Locust.
 """
 
 from __future__ import annotations
 
-import gzip
+import difflib
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.contract.inputcaps import gzip_lines, parquet_rows, plain_lines
 from specbench.contract.jsonlines import json_objects
 from specbench.locustfiles.hubsets import HUB_PREFIX, hub_rows, parse_hub_source
 from specbench.locustfiles.promptset import Prompt, PromptError, PromptSet, content_sha256
@@ -38,6 +42,7 @@ __all__ = ["BENCH_SETS", "DATA_ENV", "BenchSet", "bench_set_names", "data_root",
 
 DATA_ENV = "SPECBENCH_DATA"
 FASTCHAT_FIELDS = '"question_id", "category" and "turns"'
+_SET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]*$")  # what a set name can look like (not a path)
 SPEED_SPLITS = ("qualitative", "throughput-1k", "throughput-2k", "throughput-8k", "throughput-16k", "throughput-32k")
 
 FileRows = Callable[[Path, str], "Rows"]  # (file, display) -> its records, each with where it stands
@@ -101,15 +106,10 @@ def _conversation(obj: dict[str, Any], where: str, set_name: str, seen: dict[str
 
 
 def _jsonl_lines(path: Path, display: str) -> Iterator[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for line in f:
-                yield line.rstrip("\r\n")
-    except UnicodeDecodeError as e:
-        raise PromptError(f"{display}: not UTF-8 text (bad byte at offset {e.start})") from None
-    except (EOFError, gzip.BadGzipFile) as e:
-        raise PromptError(f"{display}: the gzip file is cut short or damaged ({e})") from None
+    """The file's lines under the caps of ``contract.inputcaps``; a ``.gz`` file sized before any is kept."""
+    if path.suffix == ".gz":
+        return gzip_lines(path, display, PromptError)
+    return plain_lines(path, display, PromptError)
 
 
 Rows = Iterable[tuple[str, dict[str, Any]]]  # (where, the record as its publisher wrote it)
@@ -147,23 +147,8 @@ def _jsonl_rows(expected: str) -> Callable[[Path, str], Rows]:
     return rows
 
 
-def _parquet_rows(path: Path, display: str, columns: Iterable[str]) -> list[dict[str, Any]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowException) as e:
-        raise PromptError(f"{display}: not a readable Parquet file ({str(e).splitlines()[0][:160]})") from None
-    missing = [c for c in columns if c not in table.column_names]
-    if missing:
-        raise PromptError(f"{display}: field {missing[0]!r}: missing (the file has: {', '.join(table.column_names)})")
-    return table.select(list(columns)).to_pylist()
-
-
 def _speed_rows(path: Path, display: str) -> Rows:
-    rows = _parquet_rows(path, display, ("question_id", "category", "turns"))
-    return ((f"{display} row {i}", row) for i, row in enumerate(rows, start=1))
+    return parquet_rows(path, display, ("question_id", "category", "turns"), PromptError)
 
 
 def _speed(split: str) -> BenchSet:
@@ -196,11 +181,24 @@ def find_bench_set(spec: str) -> tuple[BenchSet, str | None] | None:
     name, sep, source = spec.partition("=")
     bench = BENCH_SETS.get(name.strip())
     if bench is None:
+        if sep and _SET_NAME.match(name.strip()) and not _exists(spec):
+            near = difflib.get_close_matches(name.strip(), list(BENCH_SETS), n=1)
+            hint = f"did you mean {near[0]}? " if near else ""
+            raise PromptError(f"{name.strip()[:80]!r}: not a standard set name ({hint}known: "
+                              f"{', '.join(BENCH_SETS)}); give NAME=PATH with one of them, or a prompt file alone")
         return None
     if sep and not source.strip():
         raise PromptError(f"{spec}: expected {name}=PATH (the file as its publisher distributes it) or "
                           f"{name}={HUB_PREFIX}DATASET")
     return bench, source.strip() if sep else None
+
+
+def _exists(spec: str) -> bool:
+    """Whether ``spec`` as a whole is a path (a user's file may have ``=`` in its name)."""
+    try:
+        return Path(spec).expanduser().exists()
+    except (OSError, ValueError):  # a name the file system refuses: not a file
+        return False
 
 
 def _default_file(bench: BenchSet) -> Path:
@@ -218,6 +216,9 @@ def load_bench_set(bench: BenchSet, source: str | None) -> PromptSet:
     the set."""
     if source is not None and source.startswith(HUB_PREFIX):
         hub, split = parse_hub_source(source)
+        if not hub:
+            raise PromptError(f"{bench.name}={source[:80]}: expected {bench.name}={HUB_PREFIX}SOURCE[#SPLIT], SOURCE a "
+                              f"dataset on the hub (nvidia/SPEED-Bench) or a local folder in its layout")
         config = bench.name.partition(":")[2].replace("-", "_") or None  # speed-bench:throughput-8k: throughput_8k
         display = f"{bench.name}={source}"
         prompts = bench.reader(hub_rows(hub, config, split, display), bench.name)

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from specbench.config import data_path
-from specbench.contract.jsonlines import decode_problem, json_objects
+from specbench.contract import inputcaps
+from specbench.contract.inputcaps import MAX_INPUT_BYTES, capped_lines, over_lines, text_lines
+from specbench.contract.jsonlines import decode_problem, json_objects, syntax_text
 from specbench.locustfiles.promptset import Prompt, PromptError, PromptSet, content_sha256
 
 __all__ = ["BUILTIN_DIR", "first_turn", "load_builtin", "load_file"]
@@ -35,7 +37,7 @@ __all__ = ["BUILTIN_DIR", "first_turn", "load_builtin", "load_file"]
 BUILTIN_DIR = data_path("prompts")
 
 ROLES = ("system", "user", "assistant")
-MAX_FILE_BYTES = 2**30  # a prompt file's prompts are held in memory (ShareGPT's usual file is about 0.65 GiB)
+MAX_FILE_BYTES = MAX_INPUT_BYTES  # a prompt file's prompts are held in memory (ShareGPT's file is 0.65 GiB)
 UNCATEGORIZED = "uncategorized"
 # ShareGPT speaker names seen in the wild, mapped to chat roles.
 _SHAREGPT_ROLES = {
@@ -59,9 +61,10 @@ def load_builtin(name: str) -> PromptSet:
 def load_file(path: Path, name: str, display: str) -> PromptSet:
     """One file as the set ``name``; ``display`` is how messages and the set's ``source`` name the file.
 
-    JSONL is read line by line, so a bad line fails as soon as it is read (a 2 GB file with a bad first line
-    was read whole, 4 GB of memory, before it was refused); a ShareGPT list is one JSON document and is read
-    whole. Either way a file over ``MAX_FILE_BYTES`` is refused up front: its prompts are held in memory."""
+    JSONL is read line by line under the caps of ``contract.inputcaps`` (lines, one line's length), so a bad
+    line fails as soon as it is read (a 2 GB file with a bad first line was read whole, 4 GB of memory, before it
+    was refused); a ShareGPT list is one JSON document and is read whole. Either way a file over
+    ``MAX_FILE_BYTES`` is refused up front: its prompts are held in memory."""
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
@@ -71,7 +74,8 @@ def load_file(path: Path, name: str, display: str) -> PromptSet:
             if _first_text_byte(f) == b"[":
                 prompts, explicit, skipped = _parse_sharegpt(_decoded(f.read(), display), display, path.stem)
             else:
-                prompts, explicit, skipped = _parse_jsonl(_text_lines(f, display), display, path.stem)
+                lines = text_lines(capped_lines(f, display, PromptError), display, PromptError)
+                prompts, explicit, skipped = _parse_jsonl(lines, display, path.stem)
     except OSError as e:
         raise PromptError(f"{display}: cannot read file ({e.strerror or e})") from None
     if not prompts:
@@ -98,16 +102,6 @@ def _decoded(raw: bytes, display: str) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise PromptError(f"{display}: not UTF-8 text (bad byte at offset {e.start})") from None
-
-
-def _text_lines(f: BinaryIO, display: str) -> Iterator[str]:
-    """The file's lines as text, decoded as they are read; a bad byte names its line and column."""
-    for lineno, raw in enumerate(f, start=1):
-        try:
-            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-        except UnicodeDecodeError as e:
-            raise PromptError(f"{display} line {lineno}: not UTF-8 text (bad byte at column {e.start + 1})") from None
-        yield line.rstrip("\r\n")
 
 
 def _parse_jsonl(content: str | Iterable[str], display: str, stem: str) -> tuple[list[Prompt], list[bool], int]:
@@ -250,11 +244,13 @@ def _parse_sharegpt(content: str, display: str, stem: str) -> tuple[list[Prompt]
     try:
         data, problem = decode_problem(content)
     except json.JSONDecodeError as e:
-        raise PromptError(f"{display}: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+        raise PromptError(f"{display}: invalid JSON ({syntax_text(e, with_line=True)})") from None
     if problem:
         raise PromptError(f"{display}: {problem}")
     if not isinstance(data, list):  # pragma: no cover - guarded by the "[" check
         raise PromptError(f"{display}: expected a JSON list of ShareGPT conversations")
+    if len(data) > inputcaps.MAX_INPUT_LINES:  # the row cap of every other format, here in entries
+        raise over_lines(display, PromptError, "entries")
     prompts: list[Prompt] = []
     explicit: list[bool] = []
     seen: dict[str, int] = {}

@@ -73,7 +73,7 @@ def test_wrong_rows_and_sources_are_one_line_naming_the_row_or_what_exists(tmp_p
         load_prompts(f"speed-bench:qualitative=hf:{folder}#validation")
     with pytest.raises(PromptError, match=r"could not load it \(\w+Error: .*throughput_16k"):
         load_prompts(f"speed-bench:throughput-16k=hf:{folder}")  # a configuration the folder lacks
-    with pytest.raises(PromptError, match="could not load it"):
+    with pytest.raises(PromptError, match="nowhere: no such folder, and not a dataset name on the hub"):
         load_prompts(f"mt-bench=hf:{tmp_path / 'nowhere'}")
 
 
