@@ -25,6 +25,7 @@ import pytest
 from specbench.contract.rundir import read_run
 from specbench.emulator.faults import FaultPicker
 from specbench.emulator.profile import Faults
+from specbench.launch import free_port
 from specbench.locustfiles.target import EmulatorProcess
 from tests.conftest import FAST_LADDER, REPO, ledger, run_locust
 
@@ -166,3 +167,17 @@ def test_compare_with_a_refusing_baseline_exits_0(emulator: Callable[..., Emulat
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "cmp" / "report.md").exists()
     assert _statuses(tmp_path / "cmp" / "baseline")["refused"] >= 1
+
+
+def test_a_server_that_is_down_is_2_at_preflight_and_3_for_plain_locust(tmp_path: Path) -> None:
+    """The rows "server down ...; specbench commands (preflight)" and "the same for plain Locust": the commands
+    stop before any load with one line; plain Locust has no preflight, so its step fails every request (3)."""
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    proc = _specbench("run", "--host", url, "--label", "x", "--out", str(tmp_path / "run"), *SHORT, cwd=tmp_path)
+    _no_traceback(proc)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert _errors(proc.stderr) == [f"specbench: error: server {url}: not reachable (connection refused or no route)"]
+    proc = run_locust(url, tmp_path / "locust", *SHORT)
+    _no_traceback(proc)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert re.search(r"step 1 C=2: (\d+) of \1 requests failed \(100%\), above --max-error-rate 5%", proc.stderr)
