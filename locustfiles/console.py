@@ -49,6 +49,16 @@ def silence_spawn_warning() -> None:
         runners.addFilter(SpawnRateFilter())
 
 
+def quiet_logging_errors() -> None:
+    """A log line a handler cannot write (the log file's disk full: ENOSPC) is dropped without a word.
+
+    Why: Python's default prints "--- Logging error ---" and a traceback on stderr for every such line; a run on
+    a full disk printed five of them (Locust's closing tables) around the one line that names the disk
+    (``recorder``'s write error, which stops the run and sets its exit code). That line says all a user needs;
+    the log file on the same disk cannot be written anyway."""
+    logging.raiseExceptions = False
+
+
 def _handler(handler: logging.Handler, fmt: str, level: int = logging.NOTSET) -> logging.Handler:
     handler.setFormatter(logging.Formatter(fmt))
     handler.setLevel(level)
@@ -67,8 +77,10 @@ def _ours(logger: logging.Logger) -> bool:
 
 
 def install_console(mode: str, logfile: str | None) -> None:
-    """Route Locust's and the suite's output for ``mode`` (see the module docstring); ``locust`` changes nothing."""
+    """Route Locust's and the suite's output for ``mode`` (see the module docstring); ``locust`` changes nothing
+    but the two process-wide settings below."""
     silence_spawn_warning()
+    quiet_logging_errors()
     if mode == "locust":
         return
     root, locust_log, stats = logging.getLogger(), logging.getLogger("locust"), logging.getLogger(STATS_LOGGER)

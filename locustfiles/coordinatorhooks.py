@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+from locust import log as locust_log
 from locust.env import Environment
 
 from specbench.contract.messages import (
@@ -32,6 +33,7 @@ from specbench.locustfiles import run as runmod
 from specbench.locustfiles.gpu_sampler import GpuMetricsSampler
 from specbench.locustfiles.looplag import LOOP_LAG
 from specbench.locustfiles.recorder import write_meta
+from specbench.locustfiles.refusals import refusals_only
 from specbench.locustfiles.runhooks import RunHooks, fail
 from specbench.locustfiles.sequencer import LocalSequence, StepCounters
 from specbench.locustfiles.server_metrics import ServerMetricsSampler
@@ -242,15 +244,21 @@ class CoordinatorHooks(RunHooks):
             log.info("Stopped the built-in emulator at %s", self.emulator.url)
 
     def _report_failures(self) -> None:
-        """A partial run is never a success, whichever signal stopped it; nor a step with too many errors."""
+        """A partial run is never a success, whichever signal stopped it; nor a step with too many errors, or one
+        whose every request was refused (it measured nothing). Refusals alone are no failure: Locust's
+        ``--exit-code-on-error`` then does not apply (``refusals.refusals_only``)."""
         for line in self.failed_steps:
             log.error(line)
         if self.env.process_exit_code:
             return
+        runner = self.env.runner
         if self.partial:
             self.env.process_exit_code = 130
         elif self.failed_steps:
             self.env.process_exit_code = guards.EXIT_TOO_MANY_ERRORS
+        elif (runner is not None and not runner.exceptions and not locust_log.unhandled_greenlet_exception
+              and refusals_only(runner.errors)):
+            self.env.process_exit_code = 0
 
     def _missing_records(self) -> int:
         """Records numbered by workers that never arrived (none without workers)."""

@@ -132,9 +132,14 @@ def claim_run_dir(run_dir: Path, overwrite: bool) -> None:
 
 
 def error_rate_line(step: dict[str, Any], limit: float) -> str | None:
-    """One line naming a step whose failed share is above ``limit``; None when the step is within it."""
+    """One line naming a step whose failed share is above ``limit``, or whose every request was refused (it measured
+    nothing, whatever ``limit``: refusals are left out of the error rate); None when the step is within it."""
     total = int(step.get("requests_total") or 0)
     failed = int(step.get("requests_failed") or 0)
+    refused = int(step.get("requests_refused") or 0)
+    if not total and refused:
+        return (f"step {int(step['index']) + 1} C={step['target_c']}: all {refused} requests were refused (HTTP "
+                "429/503: a full queue or a rate limit); it measured nothing")
     if not total or failed / total <= limit:
         return None
     return (f"step {int(step['index']) + 1} C={step['target_c']}: {failed} of {total} requests failed "

@@ -15,6 +15,7 @@ import math
 import random
 import time
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 REFUSAL_STATUSES = (429, 503)  # Too Many Requests, Service Unavailable: "not now", said at once
 REFUSAL_FIRST_S = 0.1  # the first back-off after a refusal (jittered down to half of it)
@@ -26,6 +27,22 @@ JITTER_LOW = 0.5  # a back-off is drawn from [JITTER_LOW, 1] of its nominal valu
 def is_refusal(http_status: int | None) -> bool:
     """An HTTP answer that declines the request rather than failing it."""
     return http_status in REFUSAL_STATUSES
+
+
+def refusals_only(errors: dict[str, Any]) -> bool:
+    """Locust's failure table (``runner.errors``: ``StatsError`` entries) holds refusals and nothing else.
+
+    Why: the table lists refusals (``refused: HTTP 503``) so a Locust user sees them, but its exit status
+    (``--exit-code-on-error``) is for failed requests; a refusal is classified work the server declined, so a run
+    whose only entries are refusals exits 0 (docs/reference/errors.md). Errors arrive from workers as strings
+    (``CatchResponseError('refused: ...')``), in one process as the exception; ``to_name`` reads both."""
+    if not errors:
+        return False
+    for entry in errors.values():
+        said = entry.to_name()[len(f"{entry.method} {entry.name}: "):].strip("'\"")
+        if not said.startswith("refused: "):
+            return False
+    return True
 
 
 def retry_after_s(value: str | None, now: float | None = None) -> float | None:

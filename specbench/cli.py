@@ -62,7 +62,7 @@ EXIT_CODES = ("exit codes:\n"
               "  0    done\n"
               "  2    a mistake in the command line, a profile or the output place, or a server that fails its\n"
               "       preflight (one line on stderr, before any load)\n"
-              "  3    a step failed more than --max-error-rate, or the disk refused a record\n"
+              "  3    a step failed over --max-error-rate or had every request refused, or the disk refused a record\n"
               "  130  interrupted (what was recorded is kept and reported)")
 EPILOGS = {
     "compare": "examples:\n"

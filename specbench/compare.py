@@ -148,7 +148,8 @@ def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: st
               flush=True)
         return LadderOutcome(EXIT_DISK, False)
     if result.returncode == EXIT_TOO_MANY_ERRORS:
-        print(f"{name}: a step failed more than --max-error-rate allows; it gets no verdict", flush=True)
+        print(f"{name}: a step failed more than --max-error-rate allows, or the server refused its every request; "
+              "it gets no verdict", flush=True)
         return LadderOutcome(EXIT_TOO_MANY_ERRORS, False)
     if result.failed:
         log = RunDir(run_dir).log_file

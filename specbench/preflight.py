@@ -5,7 +5,9 @@ Each failure is one sentence naming the server and what to do; the caller prints
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Any
 
 import requests
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
@@ -17,8 +19,11 @@ from specbench.locustfiles.auth import auth_headers
 from specbench.locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 from specbench.locustfiles.dialects import dialect
 from specbench.locustfiles.httpsession import new_session
+from specbench.locustfiles.refusals import RefusalBackoff, is_refusal, retry_after_s
 from specbench.locustfiles.run import resolve_api
 from specbench.locustfiles.serverinfo import ServerIdentity, identify
+
+PROBE_TRIES = 5  # tiny requests a refusing server gets (backing off between them) before it is said to refuse all
 
 
 class PreflightError(Exception):
@@ -108,11 +113,7 @@ def _check_streams(session: requests.Session, base: str, api: str, identity: Ser
     route = dialect(api)
     path = route.path
     body = route.probe_body(identity.model or "default")
-    try:
-        resp = session.post(base + path, json=body, timeout=deadline.timeout(timeout), stream=True,
-                            allow_redirects=False)
-    except requests.RequestException as exc:
-        raise PreflightError(f"{_server(role)} {base}: {path} failed ({type(exc).__name__})") from None
+    resp = _probe(session, base, path, body, role, timeout, deadline)
     with resp:
         if resp.status_code == 404:
             raise PreflightError(f"{_server(role)} {base}: does not serve {path} (404); choose another --api")
@@ -139,3 +140,29 @@ def _check_streams(session: requests.Session, base: str, api: str, identity: Ser
         if "text/event-stream" not in ctype and not first.lstrip().startswith(b"data:"):
             raise PreflightError(f"{_server(role)} {base}: {path} does not stream (content-type "
                                  f"{ctype or 'none'}); the suite measures streaming servers only")
+
+
+def _probe(session: requests.Session, base: str, path: str, body: dict[str, Any], role: str, timeout: float,
+           deadline: Deadline) -> requests.Response:
+    """The tiny streamed request, sent again after a refusal (HTTP 429/503) with the users' back-off.
+
+    Why: a refusal is a server declining a moment of load, measured as ``refused`` work during a run (exit 0), so
+    one refused probe must not end the command; a server that refuses every try measured nothing and never would,
+    which is a preflight failure (exit 2) saying so."""
+    backoff, started = RefusalBackoff(), time.monotonic()
+    for tries in range(1, PROBE_TRIES + 1):
+        try:
+            resp = session.post(base + path, json=body, timeout=deadline.timeout(timeout), stream=True,
+                                allow_redirects=False)
+        except requests.RequestException as exc:
+            raise PreflightError(f"{_server(role)} {base}: {path} failed ({type(exc).__name__})") from None
+        if not is_refusal(resp.status_code):
+            return resp
+        resp.close()
+        wait = backoff.next_wait(retry_after_s(resp.headers.get("retry-after")))
+        if tries == PROBE_TRIES or wait >= deadline.left():
+            break
+        time.sleep(wait)
+    raise PreflightError(f"{_server(role)} {base}: refuses every request: {path} answered HTTP {resp.status_code} to "
+                         f"{tries} tiny request(s) over {time.monotonic() - started:.1f} s (a full queue or a rate "
+                         "limit); nothing can be measured while it takes no work on")

@@ -35,6 +35,12 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.fixture
+def one_mb_disk(tmp_path: Path) -> Iterator[Path]:
+    """Room for a ladder's first step of records; Locust's log file on it fills with them."""
+    yield from _mount(tmp_path / "onemb", "size=1m")
+
+
+@pytest.fixture
 def read_only_disk(tmp_path: Path) -> Iterator[Path]:
     yield from _mount(tmp_path / "ro", "size=48k,ro")
 
@@ -83,6 +89,21 @@ def test_compare_on_a_disk_that_fills_stops_at_the_first_run_and_names_the_disk(
     assert not (full_disk / "report" / "spec").exists()
     assert not [p for p in (full_disk / "report").iterdir() if p.is_file()], "no report written (nor begun)"
     assert not list(full_disk.rglob("*.png"))
+
+
+def test_compare_on_a_1_mb_disk_prints_its_one_line_and_no_logging_traceback(one_mb_disk, emulator):
+    """#70: on a 1 MB disk the records fill it mid-ladder, and Locust's closing tables then meet the full log file
+    on the same disk: each line printed "--- Logging error ---" and a traceback (five around the one line) until
+    the Locust child dropped a log line it cannot write (``console.quiet_logging_errors``)."""
+    disk = one_mb_disk
+    base, spec = emulator("baseline"), emulator("eagle3")
+    proc = _run("specbench.cli", "compare", "--baseline", base.url, "--spec", spec.url, "--out",
+                str(disk / "report"), "--ladder", "1,4,8", "--max-tokens", "16", "--min-requests", "400",
+                "--no-refine", *FAST_LADDER, cwd=disk.parent, timeout=240)
+    assert "Logging error" not in proc.stderr, proc.stderr[-3000:]
+    line = _one_error(proc, "specbench: error: cannot write ", "No space left on device (ENOSPC)", progress=True)
+    assert str(disk / "report" / "baseline" / "records.jsonl") in line
+    assert "baseline: the disk refused the run's files" in proc.stdout
 
 
 @pytest.mark.parametrize("command", ["analysis", "specbench"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import statistics
 import threading
 from collections import Counter, defaultdict
@@ -209,9 +210,11 @@ def test_a_full_queue_answered_inside_a_stream_is_a_refusal(tmp_path: Path, mode
         proc = run_locust(server.url, tmp_path / "run", "--api", api, "--model", "m", "--ladder", "1",
                           "--min-step-time", "1", "--max-step-time", "2", "--warmup-time", "0.2",
                           "--max-error-rate", "1", "--exit-code-on-error", "0")
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    # Every request refused: the step measured nothing, which is exit 3 whatever the limits (#70).
+    assert proc.returncode == 3, proc.stderr[-2000:]
     records = list(read_run(tmp_path / "run").records)
     assert records and {(r["status"], r["http_status"]) for r in records} == {("refused", 200)}, records[0]
+    assert re.search(r"step 1 C=1: all \d+ requests were refused", proc.stderr), proc.stderr[-2000:]
     assert all(says in (r["error"] or "") and r["backoff_s"] > 0 for r in records)
     span = max(r["start_s"] + r["e2e_s"] for r in records) - min(r["start_s"] for r in records)
     assert len(records) <= 1 + span / (JITTER_LOW * REFUSAL_FIRST_S), (len(records), span)
