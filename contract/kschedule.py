@@ -9,15 +9,19 @@ The facts, read in vLLM's released source (PyPI wheels 0.22.1 to 0.34.0; docs/gu
   the first starts at 1. Gaps are allowed: a batch size in a gap takes the previous range's K, one above the last
   range the last K. A K above ``num_speculative_tokens`` is clamped there; the docs require K <= it, and so do we.
 * The batch size is the number of requests scheduled in the step (at most ``max_num_seqs``).
-* The older ``disable_by_batch_size`` (speculation off once the running queue holds at least N requests, N >= 2)
-  was a ``--speculative-config`` key from 0.8.2 to 0.16.0 (with an effect only in the V0 engine, to 0.9.2), and
-  a flag ``--speculative-disable-by-batch-size`` from 0.4.3 to 0.8.2; 0.17.0 removed it (passing it is an error).
+* The older ``disable_by_batch_size`` was a ``--speculative-config`` key from 0.8.2 to 0.16.0 (with an effect only
+  in the V0 engine, to 0.9.2), and a flag ``--speculative-disable-by-batch-size`` from 0.4.3 to 0.8.2; 0.17.0
+  removed it (passing it is an error). The V0 ``SpecDecodeWorker`` turns speculation off for a whole step when
+  the scheduler's running queue (``running_queue_size``, ``len(scheduler.running)``) holds at least N requests,
+  and the config refuses N < 2. So it says one thing only: one depth below N running requests, none from N up
+  (``disable_form``).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,6 +32,10 @@ DISABLE_FIELD = "disable_by_batch_size"
 SCHEDULE_SINCE = (0, 24, 0)  # first vLLM release with SCHEDULE_FIELD
 DISABLE_JSON = ((0, 8, 2), (0, 16, 0))  # releases whose --speculative-config takes DISABLE_FIELD
 DISABLE_WORKS_UNTIL = (0, 9, 2)  # the last release in which it had an effect (the V0 engine)
+
+
+ECHO_LIMIT = 80  # characters of a user's value repeated in an error line
+_DIGITS = re.compile(r"[0-9]+")
 
 
 class KScheduleError(ValueError):
@@ -115,12 +123,20 @@ def speculative_config(base: Mapping[str, Any], depth: int, schedule: Sequence[t
     return config
 
 
+def echo(value: object, limit: int = ECHO_LIMIT) -> str:
+    """A user's value as an error line repeats it: its repr, cut to about ``limit`` characters (a 100,000-item list
+    is named, not printed)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def parse_release(text: str) -> tuple[int, int, int]:
-    """'0.24', 'v0.24.0', '0.24.0rc1' -> (0, 24, 0); raises ValueError on anything else."""
+    """'0.24', 'v0.24.0', '0.24.0rc1' -> (0, 24, 0); raises ValueError on anything else (ASCII digits only:
+    str.isdigit also takes '١٢', which is no release)."""
     core = text.strip().lower().removeprefix("v").split("rc")[0].split("+")[0].split(".dev")[0]
     parts = core.split(".")
-    if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"expected a vLLM release such as 0.24.0, got {text!r}")
+    if not 2 <= len(parts) <= 3 or not all(_DIGITS.fullmatch(p) for p in parts):
+        raise ValueError(f"expected a vLLM release such as 0.24.0, got {echo(text)}")
     numbers = [int(p) for p in parts] + [0] * (3 - len(parts))
     return numbers[0], numbers[1], numbers[2]
 
@@ -135,5 +151,35 @@ def release_form(release: tuple[int, int, int] | None) -> str:
     return "none"
 
 
-__all__ = ["DISABLE_FIELD", "SCHEDULE_FIELD", "SCHEDULE_SINCE", "KScheduleError", "Schedule", "depth_for_batch",
-           "parse_k_schedule", "parse_release", "read_speculative_config", "release_form", "speculative_config"]
+def disable_form(schedule: Sequence[tuple[int, int, int]]) -> tuple[int, int | None]:
+    """The schedule as ``disable_by_batch_size`` can say it: (K, N), K below N running requests and none from N
+    up (N None: K at every batch size). KScheduleError, saying why, for a schedule the form cannot say: none, off
+    at batch 1 (N >= 2), on again after off, or more than one depth."""
+    if not schedule:
+        raise KScheduleError("there is no schedule")
+    on = [entry for entry in schedule if entry[2] > 0]
+    off = [entry for entry in schedule if entry[2] == 0]
+    if not on:
+        raise KScheduleError("the schedule turns speculation off at every batch size; the form cannot (it needs "
+                             "N >= 2): run vLLM without --speculative-config")
+    if schedule[0][2] == 0:
+        raise KScheduleError(f"the schedule turns speculation off at batch 1-{schedule[0][1]} and on above; the form "
+                             "can only turn it off from a batch size upward")
+    if off and off[0][0] < on[-1][0]:
+        raise KScheduleError(f"the schedule turns speculation on again at batch {on[-1][0]} after turning it off "
+                             f"at {off[0][0]}; the form turns it off once, for every larger batch")
+    depths = sorted({k for _, _, k in on})
+    if len(depths) > 1:
+        raise KScheduleError(f"the schedule runs {len(depths)} depths ({', '.join(f'K={k}' for k in depths)}); the "
+                             "form runs one depth until it turns speculation off")
+    return depths[0], off[0][0] if off else None
+
+
+def disable_depth(depth: int, threshold: int | None, batch: int) -> int:
+    """The depth V0 vLLM runs a step with ``batch`` requests running under (K, N) of ``disable_form``."""
+    return 0 if threshold is not None and batch >= threshold else depth
+
+
+__all__ = ["DISABLE_FIELD", "ECHO_LIMIT", "SCHEDULE_FIELD", "SCHEDULE_SINCE", "KScheduleError", "Schedule",
+           "depth_for_batch", "disable_depth", "disable_form", "echo", "parse_k_schedule", "parse_release",
+           "read_speculative_config", "release_form", "speculative_config"]

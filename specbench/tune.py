@@ -7,12 +7,16 @@ turn (the baseline, then ``k1``, ``k2``, ...), with no refinement, so every dept
 starts count against it). The choice and the schedule are ``analysis.verdicts.tune``; the files ``tuneout``.
 ``--validate`` then starts the baseline, the best single depth and the tuned schedule again, measures them in one
 more sweep (``OUT/validate/``) and says level by level whether the schedule delivered what was predicted.
+
+A run that failed a step beyond --max-error-rate, or an interrupt, makes the tune partial: ``tuned/`` then says
+so and holds nothing to launch, and the exit code is 3 (130 for the interrupt), never 0. A validation that failed
+or was interrupted writes no validation.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from specbench.analysis.reporting.tune_report import depth_name, schedule_text
@@ -56,19 +60,30 @@ class TuneJob:
 def run_tune(job: TuneJob) -> int:
     """Measure, choose, write ``tuned/`` and (``validate``) check it; returns the exit code."""
     job.out.mkdir(parents=True, exist_ok=True)
-    code, api = _measure(job, job.tune.sweep, job.out, done=0)
+    code, api, stopped = _measure(job, job.tune.sweep, job.out, done=0)
     if code not in (0, 3, 130):
         return code
     names = [e.name for e in job.tune.sweep.entries if not e.baseline]
+    if not RunDir(job.out / "baseline").has_records():
+        print(f"tuned: not written: the baseline recorded nothing ({stopped or 'see its run'})", flush=True)
+        return code or 3
     report = write_report(job.out, ("baseline", job.out / "baseline"), [(n, job.out / n) for n in names],
                           code == 130, job.verbose)
     if report not in (0, 130):
         return report
     result, multi = _choose(job, names)
-    folder = write_tuned(job.out, result, _context(job))
+    if stopped:
+        result = replace(result, schedule=(), best_single=None, problems=(*result.problems, stopped))
+    folder, note = write_tuned(job.out, result, _context(job))
+    if not result.complete:
+        print(f"tuned: PARTIAL, nothing to launch: {len(result.problems)} problem(s); {folder}/README.md lists "
+              "them:", flush=True)
+        for problem in result.problems:
+            print(f"tuned: {problem}", flush=True)
+        return code or 3
     print(f"tuned: {schedule_text(result)}; best single depth {depth_name(result.best_single)} "
           f"({result.key_note})", flush=True)
-    print(f"tuned: {folder} (vllm-speculative-config.json, launch.txt, README.md, tune.json)", flush=True)
+    print(f"tuned: {folder} ({', '.join(p.name for p in sorted(folder.iterdir()))}); vLLM: {note}", flush=True)
     if code == 130 or not job.validate:
         return code
     if result.best_single is None or not result.schedule:
@@ -77,13 +92,15 @@ def run_tune(job: TuneJob) -> int:
     return _validate(job, api, result, multi, folder)
 
 
-def _measure(job: TuneJob, sweep: Sweep, out: Path, done: int, api: str | None = None) -> tuple[int, str]:
-    """Every configuration of ``sweep`` in turn into ``out/NAME``; (exit code, API used)."""
+def _measure(job: TuneJob, sweep: Sweep, out: Path, done: int, api: str | None = None) -> tuple[int, str, str]:
+    """Every configuration of ``sweep`` in turn into ``out/NAME``; (exit code, API used, why the measuring
+    stopped short: '' when every run finished). A run that failed a step goes on to the next (exit code 3)."""
     sweep_job = SweepJob(sweep, out, job.suite_config, job.processes, api or job.api, job.api_key, job.flush_cache,
                          job.extra, verbose=job.verbose, refine_levels=0,
                          time_budget_s=max(job.time_budget_s - REPORT_RESERVE_S, job.time_budget_s / 2),
                          began=job.began)
     used = api or job.api
+    failed = []
     for i, entry in enumerate(sweep.entries):
         options = [*sweep_job.budget_options(entry.name, job.runs - done - i), *job.extra]
         try:
@@ -92,21 +109,28 @@ def _measure(job: TuneJob, sweep: Sweep, out: Path, done: int, api: str | None =
             code = 130
         if code == 130:
             print(f"{entry.name}: interrupted; writing a partial report from what was recorded", flush=True)
-            return 130, used
+            left = [e.name for e in sweep.entries[i + 1:]]
+            return 130, used, (f"interrupted while measuring {entry.name}"
+                               + (f"; never measured: {', '.join(left)}" if left else ""))
         if code not in (0, 3):
-            return code, used
-    return 0, used
+            return code, used, f"{entry.name} failed (exit code {code})"
+        if code == 3:
+            failed.append(entry.name)
+    return (3 if failed else 0), used, ""
 
 
 def _choose(job: TuneJob, names: list[str]):  # -> (TuneResult, MultiComparison); typed loosely: lazy imports
     from specbench.analysis import compare_many, load_run
-    from specbench.analysis.verdicts.tune import tune_depths
+    from specbench.analysis.verdicts.tune import DEFAULT_MAX_ERROR_RATE, tune_depths
 
     recorded = [n for n in names if RunDir(job.out / n).has_records()]
-    multi = compare_many(load_run(job.out / "baseline"), [(n, load_run(job.out / n)) for n in recorded],
-                         baseline_name="baseline")
-    depth_of = {n: k for n, k in job.tune.depths.items() if n in recorded}
-    return tune_depths(multi, depth_of, upper=job.tune.max_batch, objective=job.objective, floor=job.floor), multi
+    base = load_run(job.out / "baseline")
+    runs = [(n, load_run(job.out / n)) for n in recorded]
+    multi = compare_many(base, runs, baseline_name="baseline")
+    limits = [r.meta.settings.max_error_rate for r in (base, *(run for _, run in runs)) if r.meta.settings]
+    result = tune_depths(multi, job.tune.depths, upper=job.tune.max_batch, objective=job.objective, floor=job.floor,
+                         max_error_rate=min(limits, default=DEFAULT_MAX_ERROR_RATE), ladder=base.meta.ladder)
+    return result, multi
 
 
 def _context(job: TuneJob) -> TuneContext:
@@ -127,11 +151,15 @@ def _validate(job: TuneJob, api: str, result, multi, folder: Path) -> int:
     out = job.out / VALIDATE_DIR
     print(f"validate: the baseline, the best single depth ({fixed}) and the tuned schedule, one after another, "
           f"into {out}", flush=True)
-    code, _ = _measure(job, sweep, out, done=len(job.tune.sweep.entries), api=api)
+    code, _, stopped = _measure(job, sweep, out, done=len(job.tune.sweep.entries), api=api)
     if code not in (0, 3, 130):
         return code
+    if code != 0:
+        why = stopped or "a run failed a step beyond --max-error-rate"
+        print(f"validate: {why}; no validation written ({folder} is the tune's, measured whole)", flush=True)
+        return code
     report = write_report(out, ("baseline", out / "baseline"), [(fixed, out / fixed), (TUNED_NAME, out / TUNED_NAME)],
-                          code == 130, job.verbose)
+                          False, job.verbose)
     if report not in (0, 130) or not RunDir(out / TUNED_NAME).has_records():
         return report or code
     check = compare_many(load_run(out / "baseline"),

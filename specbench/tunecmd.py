@@ -23,11 +23,12 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="report directory (default reports/tune-YYYYmmdd-HHMMSS); the setting goes to "
                    "OUT/tuned/")
     p.add_argument("--depths", metavar="K,K,...", help="draft tokens per step to try, instead of the file's "
-                   "(default 1,2,3,4,5; the baseline is depth 0)")
+                   "(default 1,2,3,4,5; the baseline is depth 0); refused for a file whose speculative is a list")
     p.add_argument("--validate", action="store_true", help="then start the tuned schedule beside the baseline and "
                    "the best single depth, and say level by level whether it delivered what was predicted")
     p.add_argument("--vllm-release", metavar="X.Y.Z", help="the vLLM release the config is for: 0.24.0 and later "
-                   "take the schedule; 0.8.2-0.9.2 the disable_by_batch_size form; others neither (default: the "
+                   "take the schedule; 0.8.2-0.9.2 the disable_by_batch_size form, written only where it says the "
+                   "schedule exactly (one depth, then off from a batch size up); others neither (default: the "
                    "schedule)")
     p.add_argument("--objective", choices=("throughput", "energy"), default="throughput",
                    help="choose each level's depth by throughput (default), or by the GPUs' energy per output token "
@@ -42,11 +43,11 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> None:
 def checked_tune(args: argparse.Namespace) -> tuple[TuneFile, tuple[int, int, int] | None]:
     """The tune file and the stated vLLM release, every tune argument checked; InputError (one line) otherwise."""
     try:
-        depths = parse_depths(args.depths) if args.depths else None
+        depths = parse_depths(args.depths) if args.depths is not None else None
     except ValueError as exc:
         raise InputError(str(exc)) from None
     try:
-        release = parse_release(args.vllm_release) if args.vllm_release else None
+        release = parse_release(args.vllm_release) if args.vllm_release is not None else None
     except ValueError as exc:
         raise InputError(f"--vllm-release: {exc}") from None
     if not 0 < args.throughput_floor <= 1:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config.yamlload import YamlInputError, load_yaml
-from specbench.contract.kschedule import Schedule, speculative_config
+from specbench.contract.kschedule import Schedule, echo, speculative_config
 from specbench.sweepfile import Sweep, SweepFileError, parse_sweep
 
 TOP_KEYS = {"params", "ready_timeout_s", "stop_timeout_s", "depths", "speculative_config", "max_batch", "baseline",
@@ -27,6 +27,8 @@ DEFAULT_DEPTHS = (1, 2, 3, 4, 5)
 MAX_DEPTH = 64
 DEFAULT_MAX_BATCH = 256  # vLLM's default max_num_seqs on a GPU: the schedule's last range ends here
 TUNED_NAME = "tuned"
+# OUT/tuned/ (the setting) and OUT/validate/ (the validation runs) sit beside the runs, OUT/NAME: no run takes them
+RESERVED_NAMES = frozenset({"tuned", "validate"})
 DEPTH_FIELDS = ("k", "draft_tokens", "speculative_config")
 
 
@@ -103,6 +105,12 @@ def parse_tune(raw: Any, source: str = "<tune>", depths: tuple[int, ...] | None 
     top = {key: raw[key] for key in ("params", "ready_timeout_s", "stop_timeout_s") if key in raw}
     baseline = {**raw["baseline"], "name": "baseline", "baseline": True}
     if isinstance(spec, list):
+        if depths is not None:
+            raise SweepFileError(source, "speculative", "is a list, each entry with its own depth, so --depths has "
+                                 "nothing to choose from: give the depths in the list (or drop --depths)")
+        if "depths" in raw:
+            raise SweepFileError(source, "depths", "applies to a speculative template; 'speculative' is a list, "
+                                 "each entry with its own depth (drop 'depths')")
         entries, names, depth_of = _listed(spec, source)
     elif isinstance(spec, dict):
         chosen = depths or _depths(raw.get("depths", list(DEFAULT_DEPTHS)), source)
@@ -123,7 +131,7 @@ def _settings(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], int]:
     max_batch = raw.get("max_batch", DEFAULT_MAX_BATCH)
     if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
         raise SweepFileError(source, "max_batch", f"expected a whole number >= 1 (the server's cap on running "
-                             f"requests), got {max_batch!r}")
+                             f"requests), got {echo(max_batch)}")
     for key in ("name", "baseline"):
         if key in raw["baseline"]:
             raise SweepFileError(source, f"baseline.{key}", "is set by the tune (the baseline is 'baseline')")
@@ -133,15 +141,18 @@ def _settings(raw: dict[str, Any], source: str) -> tuple[dict[str, Any], int]:
 def parse_depths(text: str, flag: str = "--depths") -> tuple[int, ...]:
     """``--depths 1,2,3``: whole numbers >= 1, each once; raises ValueError naming the flag."""
     try:
-        values = [int(part) for part in text.split(",") if part.strip()]
+        values = [int(part) for part in text.split(",") if part.strip() and part.strip().isascii()]
+        if len(values) != len([part for part in text.split(",") if part.strip()]):
+            raise ValueError
     except ValueError:
-        raise ValueError(f"{flag} {text}: expected whole numbers separated by commas, e.g. 1,2,3,4,5") from None
+        raise ValueError(f"{flag} {echo(text)}: expected whole numbers separated by commas, e.g. 1,2,3,4,5") from None
     return _checked_depths(values, flag)
 
 
 def _depths(value: Any, source: str) -> tuple[int, ...]:
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise SweepFileError(source, "depths", f"expected a list of whole numbers, e.g. [1, 2, 3, 4, 5], got {value!r}")
+        raise SweepFileError(source, "depths", f"expected a list of whole numbers, e.g. [1, 2, 3, 4, 5], got "
+                             f"{echo(value)}")
     try:
         return _checked_depths(value, "depths")
     except ValueError as exc:
@@ -152,7 +163,7 @@ def _checked_depths(values: list[int], flag: str) -> tuple[int, ...]:
     if not values:
         raise ValueError(f"{flag} {values}: expected at least one depth")
     if any(v < 1 or v > MAX_DEPTH for v in values) or len(set(values)) != len(values):
-        raise ValueError(f"{flag} {values}: each depth once, from 1 to {MAX_DEPTH} (0, speculation off, is the "
+        raise ValueError(f"{flag} {echo(values)}: each depth once, from 1 to {MAX_DEPTH} (0, speculation off, is the "
                          "baseline)")
     return tuple(sorted(values))
 
@@ -194,11 +205,14 @@ def _listed(items: list[Any], source: str) -> tuple[list[dict[str, Any]], dict[i
         depth = item.get("depth")
         if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
             raise SweepFileError(source, f"{where}.depth", f"expected a whole number from 1 to {MAX_DEPTH} (draft "
-                                 f"tokens per step), got {depth!r}")
+                                 f"tokens per step), got {echo(depth)}")
         if depth in depth_of.values():
             raise SweepFileError(source, f"{where}.depth", f"depth {depth} is given twice")
         entry = {key: value for key, value in item.items() if key != "depth"}
         entry.setdefault("name", f"k{depth}")
+        if isinstance(entry["name"], str) and entry["name"] in RESERVED_NAMES:
+            raise SweepFileError(source, f"{where}.name", f"{entry['name']!r} is the tune's own folder (OUT/tuned/: "
+                                 "the setting, OUT/validate/: the validation runs); choose another name")
         entries.append(entry)
         names[i + 1] = where
         depth_of[str(entry["name"])] = depth
@@ -214,4 +228,4 @@ def _parse(raw: dict[str, Any], source: str, names: Mapping[int, str], rest: str
         raise SweepFileError(source, "", text.removeprefix(f"{source}: ")) from None
 
 
-__all__ = ["DEFAULT_DEPTHS", "TUNED_NAME", "TuneFile", "load_tune", "parse_depths", "parse_tune"]
+__all__ = ["DEFAULT_DEPTHS", "RESERVED_NAMES", "TUNED_NAME", "TuneFile", "load_tune", "parse_depths", "parse_tune"]

@@ -7,11 +7,19 @@
 * ``launch.txt``: one line per server kind: vLLM with the schedule, and the best single depth for servers that
   take one depth per launch (SGLang, llama.cpp, and vLLM before 0.24.0);
 * ``README.md``: how to use them, what they were measured on, and the per-level table.
+
+A partial tune (a level where a candidate failed or was not measured, or the job interrupted) writes only
+``README.md`` and ``tune.json``, both saying it is partial and why, and neither a config nor launch lines: what
+it measured is there to read, nothing there to launch. The folder appears whole or not at all (it is written
+beside and renamed into place).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,10 +29,18 @@ from typing import Any
 from specbench.analysis.reporting.files import add_report_section, write_whole
 from specbench.analysis.reporting.tune_report import depth_name, schedule_text, tune_json, tune_table
 from specbench.analysis.verdicts.tune import ENERGY_TIE, TUNE_MARGIN, TuneResult, ValidatedLevel
-from specbench.contract.kschedule import DISABLE_FIELD, SCHEDULE_SINCE, release_form, speculative_config
+from specbench.contract.kschedule import (
+    DISABLE_FIELD,
+    SCHEDULE_SINCE,
+    KScheduleError,
+    disable_form,
+    release_form,
+    speculative_config,
+)
 
 TUNED_DIR = "tuned"
 VLLM_CONFIG = "vllm-speculative-config.json"
+TUNED_FILES = (VLLM_CONFIG, "launch.txt", "tune.json", "README.md", "validation.json")  # all tuned/ ever holds
 
 
 @dataclass(frozen=True)
@@ -47,6 +63,8 @@ def vllm_config(result: TuneResult, ctx: TuneContext) -> tuple[dict[str, Any] | 
     """The vLLM config for the stated release and a sentence on its form; None where the release takes neither."""
     deepest = max(result.depths)
     form = release_form(ctx.release)
+    if not result.complete:
+        return None, f"no config written: the tune is partial ({'; '.join(result.problems)})"
     if result.keyed_on != "batch":
         note = " Keyed on concurrency (the server reported no running count): check it against your batch sizes."
     else:
@@ -56,19 +74,27 @@ def vllm_config(result: TuneResult, ctx: TuneContext) -> tuple[dict[str, Any] | 
         return (speculative_config(ctx.base_config, deepest, result.schedule),
                 f"vLLM {since} or later (num_speculative_tokens_per_batch_size).{note}")
     if form == "disable":
-        off = next((lo for lo, _, k in result.schedule if k == 0), None)
-        depth = result.best_single or deepest
-        config = speculative_config(ctx.base_config, depth)
-        if off is not None:
-            config[DISABLE_FIELD] = max(2, off)
-            return config, (f"vLLM {_release_text(ctx.release)} has no schedule; this is its {DISABLE_FIELD} form: "
-                            f"K={depth} until {max(2, off)} requests run, then no speculation.{note}")
-        return config, (f"vLLM {_release_text(ctx.release)} has no schedule and the tune never turned speculation "
-                        f"off, so this is the best single depth K={depth}.{note}")
+        return _disable_config(result, ctx, note)
     return None, (f"vLLM {_release_text(ctx.release)} takes neither num_speculative_tokens_per_batch_size (0.24.0 "
                   f"on) nor an effective {DISABLE_FIELD} (0.8.2 to 0.9.2): no config written; use the best single "
                   f"depth in launch.txt (releases 0.4.3 to 0.8.1 had a --speculative-disable-by-batch-size flag "
                   f"instead, not written here).")
+
+
+def _disable_config(result: TuneResult, ctx: TuneContext, note: str) -> tuple[dict[str, Any] | None, str]:
+    """The 0.8.2-0.9.2 form where it says the schedule exactly (one depth, off from N up); else no config."""
+    release = _release_text(ctx.release)
+    try:
+        depth, threshold = disable_form(result.schedule)
+    except KScheduleError as exc:
+        return None, (f"no config written: vLLM {release} has no schedule, only {DISABLE_FIELD} (one depth below N "
+                      f"running requests, none from N up), and {exc}; the best single depth is in launch.txt.{note}")
+    config = speculative_config(ctx.base_config, depth)
+    if threshold is None:
+        return config, f"vLLM {release}: the schedule is one depth at every batch size, K={depth}.{note}"
+    config[DISABLE_FIELD] = threshold
+    return config, (f"vLLM {release} has no schedule; this is its {DISABLE_FIELD} form, which says the schedule "
+                    f"exactly: K={depth} below {threshold} running requests, no speculation from {threshold} up.{note}")
 
 
 def launch_lines(result: TuneResult, config: Mapping[str, Any] | None) -> list[str]:
@@ -87,23 +113,65 @@ def launch_lines(result: TuneResult, config: Mapping[str, Any] | None) -> list[s
     return lines
 
 
-def write_tuned(out: Path, result: TuneResult, ctx: TuneContext) -> Path:
-    """Write ``out/tuned/``; returns its path. Raises OutputWriteError naming a file the disk refused."""
+def write_tuned(out: Path, result: TuneResult, ctx: TuneContext) -> tuple[Path, str]:
+    """Write ``out/tuned/`` whole (beside it first, then renamed into place, so an interrupt leaves the earlier
+    folder or none, never a part); returns its path and the vLLM config's note. Raises OutputWriteError naming a
+    file the disk refused."""
     folder = out / TUNED_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    begun = out / f".{TUNED_DIR}.part"
     config, config_note = vllm_config(result, ctx)
-    (folder / VLLM_CONFIG).unlink(missing_ok=True)
-    if config is not None:
-        write_whole(folder / VLLM_CONFIG, json.dumps(config, indent=2) + "\n")
-    write_whole(folder / "launch.txt", "\n".join(launch_lines(result, config)) + "\n")
-    data = {**tune_json(result), "vllm_config_note": config_note, "vllm_release": _release_text(ctx.release),
-            "server": dict(ctx.server), "ladder": list(ctx.ladder), "tune_file": ctx.source}
-    write_whole(folder / "tune.json", json.dumps(data, indent=2) + "\n")
-    write_whole(folder / "README.md", readme(result, ctx, config is not None, config_note))
-    return folder
+    try:
+        shutil.rmtree(begun, ignore_errors=True)
+        begun.mkdir(parents=True)
+        if config is not None:
+            write_whole(begun / VLLM_CONFIG, json.dumps(config, indent=2) + "\n")
+        if result.complete:
+            write_whole(begun / "launch.txt", "\n".join(launch_lines(result, config)) + "\n")
+        data = {**tune_json(result), "vllm_config_note": config_note, "vllm_release": _release_text(ctx.release),
+                "server": dict(ctx.server), "ladder": list(ctx.ladder), "tune_file": ctx.source}
+        write_whole(begun / "tune.json", json.dumps(data, indent=2) + "\n")
+        write_whole(begun / "README.md", readme(result, ctx, config is not None, config_note))
+        _replace_folder(begun, folder)
+    finally:
+        shutil.rmtree(begun, ignore_errors=True)
+    return folder, config_note
+
+
+def _replace_folder(begun: Path, folder: Path) -> None:
+    """``begun`` becomes ``folder``; an earlier ``folder`` (--overwrite) loses the files a tune writes first."""
+    for name in TUNED_FILES:
+        with contextlib.suppress(OSError):
+            (folder / name).unlink()
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+    if not folder.exists():
+        os.replace(begun, folder)
+        return
+    for path in sorted(begun.iterdir()):  # the earlier folder holds something else of the user's: kept beside
+        os.replace(path, folder / path.name)
+
+
+def partial_readme(result: TuneResult, ctx: TuneContext) -> str:
+    """A partial tune's README: what is missing, and that nothing here is a setting to launch."""
+    return "\n".join([
+        "# Tuned speculative depth: PARTIAL, not a setting to use",
+        "",
+        f"`specbench tune {ctx.source}` did not measure every depth at every level, so it wrote no vLLM config and "
+        "no launch lines. What was missing:",
+        "",
+        *(f"- {problem}" for problem in result.problems),
+        "",
+        "Fix what the lines name (a server that failed or stopped, an interrupted job) and run the tune again. The "
+        "table below is what was measured, for reading only.",
+        "",
+        tune_table(result),
+        "",
+    ])
 
 
 def readme(result: TuneResult, ctx: TuneContext, has_config: bool, config_note: str) -> str:
+    if not result.complete:
+        return partial_readme(result, ctx)
     server = ctx.server
     what = f"{server.get('kind', 'a server')} serving {server.get('model', 'its model')}"
     use = (f"- vLLM: `vllm serve MODEL --speculative-config \"$(cat {VLLM_CONFIG})\"` ({config_note})"
@@ -178,5 +246,5 @@ def write_validation(folder: Path, levels: tuple[ValidatedLevel, ...], fixed: st
     return section
 
 
-__all__ = ["TUNED_DIR", "VLLM_CONFIG", "TuneContext", "launch_lines", "vllm_config", "write_tuned",
+__all__ = ["TUNED_DIR", "TUNED_FILES", "VLLM_CONFIG", "TuneContext", "launch_lines", "vllm_config", "write_tuned",
            "write_validation"]

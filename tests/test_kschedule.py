@@ -10,12 +10,17 @@ emitted JSON through the installed vLLM's own functions.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from specbench.contract.kschedule import (
+    ECHO_LIMIT,
     KScheduleError,
     depth_for_batch,
+    disable_depth,
+    disable_form,
+    echo,
     parse_k_schedule,
     parse_release,
     read_speculative_config,
@@ -94,3 +99,43 @@ def test_each_release_gets_the_form_it_has() -> None:
     assert forms == {"0.8.1": "none", "0.8.2": "disable", "0.9.2": "disable", "0.10.0": "none", "0.16.0": "none",
                      "0.23.0": "none", "0.24.0": "schedule", "0.34.0": "schedule"}
     assert release_form(None) == "schedule"
+
+
+def test_a_release_is_ascii_digits_and_an_empty_one_is_refused() -> None:
+    """'١.٢٤' (Arabic-Indic digits) passes str.isdigit and int() reads it as 1.24; no vLLM release is written so."""
+    for bad in ("١.٢٤", "0.٢٤.0", "", "  ", "0.24.x"):
+        with pytest.raises(ValueError, match="expected a vLLM release") as info:
+            parse_release(bad)
+        assert "\n" not in str(info.value)
+    assert parse_release(" 0.9.0 ") == (0, 9, 0)  # near miss: ASCII, spaces around
+
+
+def test_an_echo_of_a_huge_value_is_capped() -> None:
+    text = echo(list(range(100_000)))
+    assert len(text) < ECHO_LIMIT + 40 and text.endswith("characters)"), text
+    assert echo([1, 2, 3]) == "[1, 2, 3]"  # near miss: short values as given
+
+
+@pytest.mark.parametrize(("schedule", "why"), [
+    ((), "there is no schedule"),
+    (((1, 256, 0),), "off at every batch size"),
+    (((1, 3, 0), (4, 256, 2)), "off at batch 1-3"),
+    (((1, 8, 2), (9, 20, 0), (21, 256, 2)), "on again at batch 21 after turning it off at 9"),
+    (((1, 8, 3), (9, 256, 2)), "runs 2 depths (K=2, K=3)"),
+])
+def test_the_disable_form_cannot_say_these(schedule: tuple[tuple[int, int, int], ...], why: str) -> None:
+    with pytest.raises(KScheduleError, match=re.escape(why)):
+        disable_form(schedule)
+
+
+@pytest.mark.parametrize(("schedule", "form"), [
+    (((1, 3, 2), (4, 256, 0)), (2, 4)),
+    (((1, 1, 5), (2, 64, 0)), (5, 2)),  # N = 2, the least vLLM's config takes
+    (((1, 256, 3),), (3, None)),
+])
+def test_the_disable_form_says_these_exactly(schedule: tuple[tuple[int, int, int], ...],
+                                             form: tuple[int, int | None]) -> None:
+    """V0 vLLM (0.8.2-0.9.2) turns speculation off for a step when running_queue_size >= disable_by_batch_size."""
+    assert disable_form(schedule) == form
+    for batch in range(1, 300):
+        assert disable_depth(*form, batch) == depth_for_batch(schedule, batch, 0), batch

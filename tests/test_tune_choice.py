@@ -85,3 +85,11 @@ def test_levels_the_server_ran_at_one_batch_size_are_one_point_the_higher_kept()
     assert build_schedule([(3.9, 3), (4.2, 1), (10.0, 1)], 64) == ((1, 64, 1),)
     assert build_schedule([], 64) == ()
     assert build_schedule([(0.4, 2)], 8) == ((1, 8, 2),)
+
+
+def test_no_range_runs_past_max_batch() -> None:
+    """#70: levels above the cap (by concurrency: the server at its cap) end at it; the near miss, a cap above
+    every level, keeps each level its own range."""
+    assert build_schedule([(1.0, 3), (2.0, 2), (4.0, 1)], 1) == ((1, 1, 1),)
+    assert build_schedule([(1.0, 3), (2.0, 2), (4.0, 1)], 2) == ((1, 1, 3), (2, 2, 1))
+    assert build_schedule([(1.0, 3), (2.0, 2), (4.0, 1)], 4) == ((1, 1, 3), (2, 3, 2), (4, 4, 1))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis.verdicts.tune import TuneResult
-from specbench.contract.kschedule import DISABLE_FIELD, SCHEDULE_FIELD, parse_release
+from specbench.contract.kschedule import DISABLE_FIELD, SCHEDULE_FIELD, depth_for_batch, parse_release
 from specbench.sweepfile import SweepFileError
 from specbench.tunefile import parse_depths, parse_tune
 from specbench.tuneout import TuneContext, launch_lines, vllm_config
@@ -58,6 +58,12 @@ def test_a_list_of_shapes_gives_each_its_depth() -> None:
     ({"speculative": [{"depth": 2, "command": "a {port}"}, {"depth": 2, "command": "b {port}"}]},
      "speculative[1].depth", "depth 2 is given twice"),
     ({"baseline": {"name": "b", **BASE}}, "baseline.name", "is set by the tune"),
+    ({"speculative": [{"name": "tuned", "depth": 2, "command": "a {port}"}]}, "speculative[0].name",
+     "is the tune's own folder"),
+    ({"speculative": [{"name": "validate", "depth": 2, "command": "a {port}"}]}, "speculative[0].name",
+     "is the tune's own folder"),
+    ({"depths": [1, 2], "speculative": [{"depth": 2, "command": "a {port}"}]}, "depths",
+     "applies to a speculative template"),
     ({"speculative": {"command": ["srv", "{k}"], "ready": {"nope": 1}}}, "speculative.ready.nope", "unknown key"),
 ])
 def test_a_mistake_is_one_line_naming_the_key(keys: dict[str, object], key: str, what: str) -> None:
@@ -69,9 +75,27 @@ def test_a_mistake_is_one_line_naming_the_key(keys: dict[str, object], key: str,
 
 def test_depths_flag_is_checked() -> None:
     assert parse_depths("3,1,2") == (1, 2, 3)
-    for bad in ("1,x", "0", "1,1", ""):
+    for bad in ("1,x", "0", "1,1", "", "١,٢"):
         with pytest.raises(ValueError, match="--depths"):
             parse_depths(bad)
+
+
+def test_near_misses_of_the_reserved_names_and_list_depths_are_taken() -> None:
+    shapes = [{"name": "tuned2", "depth": 2, "command": "a {port}"}, {"name": "k-validate", "depth": 3,
+                                                                     "command": "b {port}"}]
+    assert dict(parse_tune(_tune(speculative=shapes)).depths) == {"tuned2": 2, "k-validate": 3}
+    with pytest.raises(SweepFileError, match="--depths has nothing to choose from"):
+        parse_tune(_tune(speculative=shapes), "tune.yaml", depths=(1,))
+
+
+def test_a_huge_value_is_named_not_echoed() -> None:
+    depths = list(range(100_000))
+    with pytest.raises(SweepFileError) as info:
+        parse_tune(_tune(depths=depths), "tune.yaml")
+    assert len(str(info.value)) < 400 and "characters)" in str(info.value)
+    with pytest.raises(ValueError) as flag:
+        parse_depths(",".join(map(str, depths)))
+    assert len(str(flag.value)) < 400
 
 
 def _result(schedule: tuple[tuple[int, int, int], ...]) -> TuneResult:
@@ -88,15 +112,50 @@ def test_each_stated_release_gets_only_a_field_it_has() -> None:
     config, note = vllm_config(falls, _ctx("0.24.0"))
     assert config is not None and config[SCHEDULE_FIELD] == [[1, 4, 5], [5, 40, 3], [41, 120, 1], [121, 256, 0]]
     assert config["num_speculative_tokens"] == 5 and DISABLE_FIELD not in config
-    config, note = vllm_config(falls, _ctx("0.9.2"))
-    assert config is not None and SCHEDULE_FIELD not in config
-    assert config[DISABLE_FIELD] == 121 and config["num_speculative_tokens"] == 3  # the best single depth
     config, note = vllm_config(_result(((1, 256, 3),)), _ctx("0.8.2"))
-    assert config is not None and DISABLE_FIELD not in config and "never turned speculation off" in note
+    assert config == {"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}, note
     for release in ("0.10.0", "0.23.0", "0.8.1"):
         config, note = vllm_config(falls, _ctx(release))
         assert config is None and "no config written" in note, release
         assert not any("vllm serve" in line for line in launch_lines(falls, config))
+
+
+def _v0_depth(config: dict[str, object], batch: int) -> int:
+    """What V0 vLLM (0.8.2-0.9.2) runs a step with ``batch`` requests running under ``config``: its
+    SpecDecodeWorker turns speculation off for the step when running_queue_size >= disable_by_batch_size."""
+    threshold = config.get(DISABLE_FIELD)
+    depth = config["num_speculative_tokens"]
+    assert isinstance(depth, int) and (threshold is None or isinstance(threshold, int))
+    return 0 if threshold is not None and batch >= threshold else depth
+
+
+@pytest.mark.parametrize(("schedule", "why"), [
+    (((1, 3, 0), (4, 256, 2)), "off at batch 1-3 and on above"),  # the issue's inverse
+    (((1, 256, 0),), "off at every batch size"),  # the form cannot say "never" (N >= 2)
+    (((1, 4, 5), (5, 40, 3), (41, 120, 1), (121, 256, 0)), "runs 3 depths"),
+    (((1, 8, 2), (9, 20, 0), (21, 256, 2)), "on again at batch 21"),
+])
+def test_the_disable_form_refuses_a_schedule_it_cannot_say(schedule: tuple[tuple[int, int, int], ...],
+                                                           why: str) -> None:
+    config, note = vllm_config(_result(schedule), _ctx("0.9.0"))
+    assert config is None and "no config written" in note and why in note, note
+    assert not any("vllm serve" in line for line in launch_lines(_result(schedule), config))
+
+
+@pytest.mark.parametrize("schedule", [((1, 3, 2), (4, 256, 0)), ((1, 1, 4), (2, 256, 0)), ((1, 256, 3),)])
+def test_the_disable_form_says_exactly_what_the_schedule_runs(schedule: tuple[tuple[int, int, int], ...]) -> None:
+    """Near misses of the refusals: one depth, then off from N >= 2 up (or never), at every batch size as V0 runs it."""
+    config, note = vllm_config(_result(schedule), _ctx("0.9.0"))
+    assert config is not None and SCHEDULE_FIELD not in config, note
+    for batch in range(1, 257):
+        assert _v0_depth(config, batch) == depth_for_batch(schedule, batch, 0), (batch, config)
+
+
+def test_a_partial_tune_writes_no_config_for_any_release() -> None:
+    partial = TuneResult((), "batch", "", (), None, (0, 1, 3), problems=("C=8: k3: 40 of 40 requests failed",))
+    for release in (None, "0.24.0", "0.9.0"):
+        config, note = vllm_config(partial, _ctx(release))
+        assert config is None and "the tune is partial (C=8: k3: 40 of 40 requests failed)" in note, release
 
 
 def test_the_cli_refuses_before_any_server_starts(tmp_path: Path) -> None:
@@ -105,8 +164,19 @@ def test_the_cli_refuses_before_any_server_starts(tmp_path: Path) -> None:
     for args, what in ((["--validate"], "does not take {speculative_config}"),
                        (["--depths", "0"], "--depths"), (["--vllm-release", "new"], "--vllm-release"),
                        (["--objective", "energy"], "energy per token needs the GPUs' telemetry"),
-                       (["--objective", "energy", "--throughput-floor", "1.5"], "--throughput-floor 1.5")):
+                       (["--objective", "energy", "--throughput-floor", "1.5"], "--throughput-floor 1.5"),
+                       (["--vllm-release", "١.٢٤"], "--vllm-release: expected a vLLM release"),
+                       (["--vllm-release", ""], "--vllm-release: expected a vLLM release"),
+                       (["--depths", "1,2"], "--depths has nothing to choose from"),
+                       (["--depths", ",".join(map(str, range(1, 20_000)))], "characters)")):
         proc = subprocess.run([sys.executable, "-m", "specbench.cli", "tune", str(tune), "--out",
                                str(tmp_path / "out"), *args], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and what in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr) < 1000 and proc.stderr.count("\n") == 1, proc.stderr
         assert not (tmp_path / "out").exists()
+    huge = tmp_path / "huge.yaml"  # 100,000 depths in the file: a 689 KB error line before #70
+    huge.write_text(f"depths: {list(range(100_000))}\nbaseline: {{command: 'srv {{port}}'}}\n"
+                    "speculative: {command: 'srv {port} --k {k}'}\n")
+    proc = subprocess.run([sys.executable, "-m", "specbench.cli", "tune", str(huge), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "key 'depths'" in proc.stderr and len(proc.stderr) < 400, proc.stderr[:1000]

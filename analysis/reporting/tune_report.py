@@ -11,7 +11,9 @@ HOW = {"within_noise": "the smallest depth within noise of the best",
        "point": "the best point value (too few window batches for an interval)",
        "none": "nothing measured",
        "energy": "the least energy per token among the depths shown to keep the throughput floor",
-       "no_energy": "by throughput: no energy figure for the depths that kept the floor"}
+       "no_energy": "by throughput: no energy figure for the depths that kept the floor",
+       "failed": "none: a candidate failed more than --max-error-rate here",
+       "unmeasured": "none: a candidate was not measured here"}
 
 
 def depth_name(depth: int | None) -> str:
@@ -25,6 +27,8 @@ def _interval_json(interval: Interval) -> dict[str, float | None]:
 def tune_json(result: TuneResult) -> dict[str, Any]:
     """Everything the tune decided, with the figures behind each choice."""
     return {
+        "complete": result.complete,
+        "problems": list(result.problems),
         "depths": list(result.depths),
         "keyed_on": result.keyed_on,
         "key_note": result.key_note,
@@ -82,6 +86,8 @@ def _joules(value: float | None) -> str:
 
 def schedule_text(result: TuneResult) -> str:
     """The schedule in words: 'batch 1-3: K=5; 4-7: K=4; ...'."""
+    if not result.complete:
+        return f"no schedule: the tune is partial ({len(result.problems)} level(s) could not be chosen from)"
     unit = "batch" if result.keyed_on == "batch" else "concurrency"
     parts = [f"{lo}-{hi}: {depth_name(k)}" for lo, hi, k in result.schedule]
     return f"{unit} " + "; ".join(parts) if parts else "no schedule (no level was measured)"

@@ -22,6 +22,11 @@ range edges lie halfway between neighbouring levels' batch sizes.
 
 The best single depth (for servers that take one depth per launch) is the K >= 1 with the highest geometric-mean
 throughput over the levels, as the switching policy prices a fixed choice (``policy.py``).
+
+A level cannot be chosen from when any candidate failed more than ``max_error_rate`` of its requests there (a
+server that died would otherwise hand the level to the depths that survived), when a candidate was not measured
+there, or when the server ran more requests than ``upper`` says it can. Such a tune is partial: its result
+names every such level in ``problems`` and carries neither a schedule nor a best single depth.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ OBJECTIVES = ("throughput", "energy")
 DEFAULT_FLOOR = 0.95  # the energy objective: the share of the best's throughput a depth must be shown to keep
 ENERGY_TIE = 0.02  # energies per token within 2% of the least are one to the energy objective
 TUNE_STREAM = 3  # third seed word of the candidate / best bootstrap at a level
+DEFAULT_MAX_ERROR_RATE = 0.05  # the load side's --max-error-rate default
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,7 @@ class DepthAtLevel:
     running_max: float | None
     running_reads: int = 0  # the server's gauge reads inside the window
     energy_per_token_j: float | None = None  # the GPUs' joules per output token over the window (--gpu-metrics)
+    error_rate: float | None = None  # failed share of the requests in this candidate's step
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,7 @@ class TunedLevel:
     how: str  # "within_noise", "best" (nothing shallower qualified), "point" (no interval), "none";
     # the energy objective: "energy" (least energy per token above the floor), "no_energy" (by throughput)
     over: tuple[tuple[int, Interval], ...] = ()  # the chosen depth's throughput over each other candidate's
+    problem: str = ""  # why nothing could be chosen here ("failed", "unmeasured"): one line naming the candidates
 
     def candidate(self, depth: int | None) -> DepthAtLevel | None:
         return next((c for c in self.candidates if c.depth == depth), None)
@@ -97,14 +105,22 @@ class TuneResult:
     depths: tuple[int, ...]  # the candidates, 0 first
     objective: str = "throughput"
     floor: float | None = None  # the energy objective's throughput floor
+    problems: tuple[str, ...] = ()  # why the tune is partial, one line each; empty: complete
+
+    @property
+    def complete(self) -> bool:
+        return not self.problems
 
 
 def tune_depths(multi: MultiComparison, depth_of: Mapping[str, int], *, upper: int, objective: str = "throughput",
-                floor: float = DEFAULT_FLOOR) -> TuneResult:
+                floor: float = DEFAULT_FLOOR, max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+                ladder: Sequence[int] = ()) -> TuneResult:
     """Choose a depth per level from ``multi`` (configurations named in ``depth_of``; the baseline is 0).
 
     ``upper`` is the highest batch size the schedule must cover (the server's cap on running requests);
-    ``objective`` "energy" chooses by energy per token above ``floor`` of the best's throughput.
+    ``objective`` "energy" chooses by energy per token above ``floor`` of the best's throughput. A level of
+    ``ladder`` (the levels every run was to measure) that no run reached, or where a candidate failed more than
+    ``max_error_rate`` or was not measured, makes the result partial.
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective {objective!r}: expected one of {', '.join(OBJECTIVES)}")
@@ -112,8 +128,12 @@ def tune_depths(multi: MultiComparison, depth_of: Mapping[str, int], *, upper: i
     names = {0: multi.baseline_name, **{k: n for n, k in depth_of.items()}}
     rows = _running_by_level(multi, names)
     energy_floor = floor if objective == "energy" else None
-    levels = tuple(_level(lv.target_c, lv.configs, names, rows, multi.seed, multi.n_boot, energy_floor)
-                   for lv in multi.levels)
+    errors = _errors_by_level(multi)
+    by_c = {lv.target_c: lv for lv in multi.levels}
+    levels = tuple(_level(c, by_c[c].configs, names, rows, multi.seed, multi.n_boot, energy_floor,
+                          _failures(c, names, errors, max_error_rate))
+                   if c in by_c else TunedLevel(c, (), None, None, "unmeasured", problem=f"C={c}: no run measured it")
+                   for c in sorted({*by_c, *ladder}))
     keyed = [lv for lv in levels if lv.chosen is not None]
     keys = [_key(lv) for lv in keyed]
     if keyed and all(k is not None for k in keys):
@@ -126,6 +146,12 @@ def tune_depths(multi: MultiComparison, depth_of: Mapping[str, int], *, upper: i
                 f"{MIN_SAMPLES} reads of its /metrics in the window; --server-metrics-interval sets how often) for "
                 + ", ".join(f"C={lv.target_c}" for lv, k in zip(keyed, keys, strict=True) if k is None))
         points = [(float(lv.target_c), lv.chosen) for lv in keyed if lv.chosen is not None]
+    problems = tuple(lv.problem for lv in levels if lv.problem) + tuple(
+        f"C={lv.target_c}: the server ran {key:.1f} requests on average, more than max_batch {upper} (the tune "
+        "file's cap on running requests): give the server's own cap (vLLM --max-num-seqs)"
+        for lv, key in zip(keyed, keys, strict=True) if keyed_on == "batch" and key is not None and round(key) > upper)
+    if problems:
+        return TuneResult(levels, keyed_on, note, (), None, depths, objective, energy_floor, problems)
     return TuneResult(levels, keyed_on, note, build_schedule(points, upper), _best_single(levels, depths), depths,
                       objective, energy_floor)
 
@@ -134,11 +160,12 @@ def build_schedule(points: Sequence[tuple[float, int]], upper: int) -> tuple[tup
     """Contiguous (lowest, highest, K) ranges from 1 to ``upper`` from (batch size, K) points.
 
     Each edge lies halfway between two neighbouring points; points that round to the same batch size are one
-    batch size to the server, and the later (higher level) one is kept. Adjacent ranges with one K merge.
+    batch size to the server, and the later (higher level) one is kept. Adjacent ranges with one K merge. No
+    range runs past ``upper`` (a level above it, by concurrency, is the server at its cap).
     """
     by_key: dict[int, int] = {}
     for key, depth in sorted(points, key=lambda p: p[0]):
-        by_key[max(1, round(key))] = depth
+        by_key[min(upper, max(1, round(key)))] = depth
     keys = sorted(by_key)
     if not keys:
         return ()
@@ -180,14 +207,43 @@ def _running_by_level(multi: MultiComparison, names: Mapping[int, str]) -> dict[
     return out
 
 
+Errors = dict[tuple[str, int], tuple[float, int]]  # (configuration, level) -> (failed share, requests)
+
+
+def _errors_by_level(multi: MultiComparison) -> Errors:
+    """Each run's failed share of requests per level, every step counted (a dead server's step has no window)."""
+    out: Errors = {}
+    summaries = [(multi.baseline_name, multi.baseline),
+                 *((name, pair.spec) for name, pair in zip(multi.names, multi.pairs, strict=True))]
+    for name, summary in summaries:
+        for row in summary.rows:
+            if row.error_rate is not None and row.error_rate > out.get((name, row.target_c), (-1.0, 0))[0]:
+                out[(name, row.target_c)] = (row.error_rate, row.requests_total)
+    return out
+
+
+def _failures(c: int, names: Mapping[int, str], errors: Errors, limit: float) -> str:
+    """The candidates at level ``c`` that failed more than ``limit`` of their requests, as one clause ('' none)."""
+    failed = []
+    for name in names.values():
+        share, total = errors.get((name, c), (0.0, 0))
+        if share > limit:
+            failed.append(f"{name} {round(share * total)} of {total} ({share:.0%})")
+    return f"more than --max-error-rate {limit:.0%} of requests failed: {', '.join(failed)}" if failed else ""
+
+
 def _level(c: int, configs: Sequence[ConfigLevel], names: Mapping[int, str],
            running: Mapping[tuple[str, int], Running], seed: int,
-           n_boot: int, energy_floor: float | None = None) -> TunedLevel:
+           n_boot: int, energy_floor: float | None = None, failed: str = "") -> TunedLevel:
     by_name = {cl.name: cl for cl in configs}
     present = [(k, by_name[n]) for k, n in sorted(names.items()) if n in by_name]
     measured = [(k, cl) for k, cl in present if cl.tok_s]
-    if not measured:
-        return TunedLevel(c, (), None, None, "none")
+    missing = [n for k, n in sorted(names.items()) if k not in dict(measured)]
+    if failed:
+        return TunedLevel(c, (), None, None, "failed", problem=f"C={c}: {failed}")
+    if missing:
+        return TunedLevel(c, (), None, None, "unmeasured",
+                          problem=f"C={c}: no throughput measured for {', '.join(missing)}")
     best_depth, best = max(measured, key=lambda kc: kc[1].tok_s or 0.0)
     rng = np.random.default_rng([seed, c, TUNE_STREAM])
     candidates = []
@@ -314,6 +370,7 @@ def validate_schedule(result: TuneResult, tuning: MultiComparison, check: MultiC
 
 __all__ = [
     "DEFAULT_FLOOR",
+    "DEFAULT_MAX_ERROR_RATE",
     "ENERGY_TIE",
     "OBJECTIVES",
     "TUNE_MARGIN",
