@@ -222,7 +222,7 @@ class CoordinatorHooks(RunHooks):
         if ctx is not None and self.meta is not None:
             completed = self.shape.completed if self.shape is not None else True
             self.partial = not completed
-            runmod.finish_meta(ctx.run_dir, self.meta, completed)
+            runmod.finish_meta(ctx.run_dir, self.meta, completed, self.steps.clocks)
             self.meta = None
         self.steps.close()
         if self.sampler is not None:  # its last read comes after the ladder drained
