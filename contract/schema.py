@@ -168,7 +168,7 @@ class StepRecord(TypedDict, total=False):
     requests_measured: int  # requests that started and finished inside the window
     achieved_c: float | None  # time-averaged requests in flight in the window (Little's law)
     throughput_tok_s: float | None  # output tokens that arrived in the window / window length
-    ended_by: str  # "target", "max_time", "ci", "stopped"
+    ended_by: str  # "target", "max_time", "ci", "stopped", "refused" (every request refused, --min-step-time on)
     flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window", "worker_lost", "client_bound",
     # "client_lag", "client_read_lag", "client_paused", "server_unreachable", "concurrency_above_target",
     # "dropped_requests", "low_rate"

@@ -35,6 +35,7 @@ from specbench.shapes.books import (
     count_measured,
     lost_text,
     own_stable_s,
+    refused_throughout,
     step_min_requests,
     warmup_end,
     warmup_stable_s,
@@ -298,6 +299,9 @@ class ConcurrencyLadder(LoadTestShape):
         steady = book.steady_start_s
         if steady is None or now < steady:
             return None
+        if (now - steady >= cfg.min_step_time and not self.collector.in_flight
+                and refused_throughout(self.collector.records([book.index]))):
+            return "refused"  # the server took on nothing: the step's line names its refusals
         measured = self._measured_so_far(book, steady)
         if measured < book.min_requests or now - steady < cfg.min_step_time:
             return None

@@ -75,11 +75,15 @@ class StepRow:
     goodput_tok_s: float | None = None  # in-window output tokens of requests meeting the SLO / window length
     # Offered work the server declined at once (status "refused": HTTP 429/503), apart from requests_total and
     # the error rate: how many, their share of requests_refused + requests_total, the client's mean back-off
-    # after them (closed loop; 0 in open loop), and how many carried a Retry-After.
+    # after them (closed loop; 0 in open loop), how many carried a Retry-After, the HTTP statuses and the
+    # longest Retry-After asked. A window that measured no work counts the step's own refusals, in it or before
+    # it opened, so a server that refused everything is named, not an empty step.
     requests_refused: int = 0
     refused_share: float | None = None
     refusal_backoff_s: float | None = None
     refusals_retry_after: int = 0
+    refusal_statuses: tuple[int, ...] = ()
+    retry_after_max_s: float | None = None
 
     @property
     def level(self) -> float:
