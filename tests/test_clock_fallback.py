@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from specbench.contract.receiveclock import KERNEL_STAMPS, TEST_OPTION_ENV
+from specbench.contract.receiveclock import KERNEL_STAMPS, TEST_OPTION_ENV, clock_of, step_clock
 from specbench.contract.rundir import read_run
 from tests.conftest import FAST_LADDER, run_locust
 
@@ -98,3 +98,16 @@ def test_each_load_process_notes_once_and_the_master_books_the_users_clock(runs:
     assert 1 <= done["proc"].stderr.count(NOTE) <= 2, done["proc"].stderr[-3000:]
     assert [s["receive_clock"] for s in done["run"].steps] == ["user", "user"]
     assert done["meta"]["receive_clock"] == "user"
+
+
+def test_a_step_says_the_clock_that_dated_its_chunks() -> None:
+    """A step of records all stamped is "kernel", of unstamped ones "user", of both "mixed"; records without a
+    chunk say nothing, and a run that asked for the user clock keeps it."""
+    stamped, unstamped = {"chunk_ms": [1.0]}, {"chunk_ms": [1.0], "receive_clock": "user"}
+    refused = {"chunk_ms": [], "receive_clock": None}
+    assert step_clock("kernel", [stamped, refused]) == "kernel"
+    assert step_clock("kernel", [unstamped, refused]) == "user"
+    assert step_clock("kernel", [stamped, unstamped]) == "mixed"
+    assert step_clock("kernel", [refused]) == "kernel"
+    assert step_clock("user", [stamped]) == "user"
+    assert clock_of(["user", "kernel"]) == "mixed" and clock_of([]) is None
