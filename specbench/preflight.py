@@ -17,6 +17,7 @@ from specbench.locustfiles.auth import auth_headers
 from specbench.locustfiles.deadline import Deadline, DeadlineExceeded, fetch
 from specbench.locustfiles.dialects import dialect
 from specbench.locustfiles.httpsession import new_session
+from specbench.locustfiles.refusals import is_refusal, retry_after_s
 from specbench.locustfiles.run import resolve_api
 from specbench.locustfiles.serverinfo import ServerIdentity, identify
 
@@ -103,6 +104,15 @@ def _unreachable(exc: BaseException) -> str:
     return "not reachable (connection refused or no route)"
 
 
+def _refusal_text(resp: requests.Response) -> str:
+    """What a refusal (429/503) adds to the line: the server declines work now, and when it said to come back."""
+    if not is_refusal(resp.status_code):
+        return ""
+    after = retry_after_s(resp.headers.get("retry-after"))
+    when = f" and asks to come back in {after:g} s (Retry-After)" if after is not None else ""
+    return f": it refuses work now (a full queue, a rate limit, maintenance){when}; run when it takes requests"
+
+
 def _check_streams(session: requests.Session, base: str, api: str, identity: ServerIdentity, role: str,
                    timeout: float, deadline: Deadline) -> None:
     route = dialect(api)
@@ -120,7 +130,8 @@ def _check_streams(session: requests.Session, base: str, api: str, identity: Ser
             raise PreflightError(f"{_server(role)} {base}: answers {resp.status_code} on {path}; "
                                  "give an API key with --api-key-env NAME")
         if resp.status_code != 200:
-            raise PreflightError(f"{_server(role)} {base}: {path} answers HTTP {resp.status_code} to a tiny request")
+            raise PreflightError(f"{_server(role)} {base}: {path} answers HTTP {resp.status_code} to a tiny request"
+                                 f"{_refusal_text(resp)}")
         ctype = resp.headers.get("content-type", "")
         first = b""
         try:

@@ -11,6 +11,8 @@ Retry-After (1 s) is honoured in full, each user's next send at least that long 
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -89,3 +91,19 @@ def test_a_short_retry_after_is_honoured(runs: dict[str, dict[str, Any]]) -> Non
             assert before["retry_after_s"] == 1 and before["backoff_s"] >= 1.0
             gaps.append(after["start_s"] - (before["start_s"] + before["e2e_s"]))
     assert gaps and min(gaps) >= 1.0 - 0.002, sorted(gaps)[:5]
+
+
+def test_specbench_run_against_a_server_that_refuses_everything_says_so_before_any_load(tmp_path: Path) -> None:
+    """``specbench run`` checks the server first: a refusal of its tiny request is one line naming the status and
+    the Retry-After asked (exit 2, docs/reference/errors.md), and no run directory is made."""
+    out = tmp_path / "run"
+    with tiny_server("refuse_503_3600") as server:
+        proc = subprocess.run([sys.executable, "-m", "specbench.cli", "run", "--host", server.url, "--label", "x",
+                               "--ladder", "2", "--max-tokens", "8", "--out", str(out)],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert line.startswith("specbench: error: server ") and "answers HTTP 503 to a tiny request" in line, line
+    assert "asks to come back in 3600 s (Retry-After)" in line, line
+    assert not out.exists()
