@@ -16,6 +16,8 @@ the seam keeps the kernel's clock, with no note.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ import pytest
 
 from specbench.contract.receiveclock import KERNEL_STAMPS, TEST_OPTION_ENV, clock_of, step_clock
 from specbench.contract.rundir import read_run
-from tests.conftest import FAST_LADDER, run_locust
+from tests.conftest import FAST_LADDER, locust_cmd, run_locust, wait_until
 
 pytestmark = pytest.mark.skipif(not KERNEL_STAMPS, reason="kernel receive stamps: Linux on x86-64 or arm64")
 
@@ -111,3 +113,25 @@ def test_a_step_says_the_clock_that_dated_its_chunks() -> None:
     assert step_clock("kernel", [refused]) == "kernel"
     assert step_clock("user", [stamped]) == "user"
     assert clock_of(["user", "kernel"]) == "mixed" and clock_of([]) is None
+
+
+def test_meta_says_user_once_a_step_did_so_a_killed_run_never_claims_kernel(tmp_path: Path) -> None:
+    """meta.json is rewritten when the first step's clock differs from the one asked, not only at the end: a run
+    killed after its first step (SIGKILL: no end hook runs) says "user" for its unstamped chunks."""
+    from specbench.locustfiles.target import start_emulator_process
+
+    out = tmp_path / "killed"
+    with start_emulator_process("baseline", speed=20.0) as emu:
+        proc = subprocess.Popen(locust_cmd(emu.url, out, "--ladder", "2,3,4,5,6,7,8", "--max-tokens", "16",
+                                           "--min-requests", "20", *FAST_LADDER),  # six more steps to go
+                                cwd=tmp_path, env={**os.environ, TEST_OPTION_ENV: "9999"},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            steps = out / "steps.jsonl"
+            wait_until(lambda: steps.exists() and steps.read_text().strip(), timeout_s=90, what="the first step")
+            meta = json.loads((out / "meta.json").read_text())
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert meta["ended_s"] is None  # read during the run, not its end's rewrite
+    assert meta["receive_clock"] == "user", meta["receive_clock"]
