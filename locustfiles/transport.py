@@ -90,10 +90,20 @@ class KernelStamps:
         why = (f"the kernel refused its receive stamps (setsockopt SO_TIMESTAMPNS: {self.refused})"
                if self.refused is not None else "the kernel gave no receive stamps for some reads")
         log.warning("%s: chunk times are on this load process's clock instead (receive_clock %s in the records, "
-                    "steps.jsonl and meta.json; a late read is in them)", why, "user" if clock == "user" else clock)
+                    "steps.jsonl and meta.json; a late read is in them)", why, clock)
 
 
 STAMPS = KernelStamps()
+
+
+def _ask_stamps(sock: Any) -> bool:
+    """Ask the kernel to stamp the socket's segments; False where it refused, now or on an earlier connect."""
+    if STAMPS.refused is None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, _STAMP_OPTION, 1)
+        except OSError as exc:  # ENOPROTOOPT: no such option here; the connection reads without stamps
+            STAMPS.refused = str(exc)
+    return STAMPS.refused is None
 
 
 def _recv(sock: Any, stamped: bool) -> tuple[bytes, float | None]:
@@ -191,12 +201,8 @@ class StreamClient:
         except OSError as exc:
             raise SendFailed("connect_error", "ConnectionError", str(exc)) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self.stamped and STAMPS.refused is None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, _STAMP_OPTION, 1)
-            except OSError as exc:  # ENOPROTOOPT: the kernel has no such option here; read without stamps
-                STAMPS.refused = str(exc)
-        self.stamped = self.stamped and STAMPS.refused is None
+        if self.stamped:
+            self.stamped = _ask_stamps(sock)
         if ep.tls is not None:
             try:
                 sock = ep.tls.wrap_socket(sock, server_hostname=ep.server_hostname)

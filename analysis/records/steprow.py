@@ -64,7 +64,7 @@ class StepRow:
     merged_first_share: float | None = None  # first tokens dated with a later chunk (contract.window.merged_firsts)
     merged_first_late_p90_ms: float | None = None  # how late that may date them, p90 (merged_firsts)
     write_p90_ms: float | None = None  # p90 over the window's requests of write_ms (handing a request over)
-    receive_clock: str | None = None  # the chunk times' clock ("kernel", "user"; None: not said, as "user")
+    receive_clock: str | None = None  # the chunk times' clock ("kernel", "user", "mixed"; None: not said, as "user")
     target_rate: float | None = None  # open loop: requests/s asked for (target_c is then 0)
     achieved_rate: float | None = None  # open loop: requests sent in the window / window length
     dropped: int = 0  # open loop: requests due while every user was busy, never sent

@@ -287,8 +287,7 @@ def refusal_figures(refused: Sequence[RequestRecord], served: int) -> dict[str, 
     asked = [float(a) for r in refused if isinstance(a := r.get("retry_after_s"), (int, float))]
     return {"requests_refused": len(refused), "refused_share": len(refused) / (len(refused) + served),
             "refusal_backoff_s": mean_or_none(waits), "refusals_retry_after": len(asked),
-            "refusal_statuses": tuple(sorted({s for r in refused if r.get("http_status") in (429, 503)
-                                              and isinstance(s := r.get("http_status"), int)})),
+            "refusal_statuses": tuple(sorted({int(s) for r in refused if (s := r.get("http_status")) in (429, 503)})),
             "retry_after_max_s": max(asked) if asked else None}
 
 
