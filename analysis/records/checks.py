@@ -136,9 +136,10 @@ def refused_text(row: StepRow) -> str:
         return (f"the server refused {share} of the arrivals ({row.requests_refused} of {offered} sent, answered "
                 "429/503 at once; none was sent again): under an SLO they are misses, and the other figures "
                 "describe only the work it took on; read this rate as past the server's queue limit")
-    retry = (f", at least the server's Retry-After on {row.refusals_retry_after} (it asked for up to "
-             f"{row.retry_after_max_s:g} s; honoured up to {RETRY_AFTER_MAX_S:g} s)"
-             if row.refusals_retry_after and row.retry_after_max_s is not None else "")
+    asked = (f" (it asked for up to {row.retry_after_max_s:g} s; honoured up to {RETRY_AFTER_MAX_S:g} s)"
+             if row.retry_after_max_s is not None else "")
+    retry = f", at least the server's Retry-After on {row.refusals_retry_after}{asked}" if row.refusals_retry_after \
+        else ""
     return (f"the server refused {share} of the offered work ({row.requests_refused} of {offered} requests "
             f"answered {refusal_statuses_text(row)} at once, counted apart from failures); each refused user waited "
             f"{row.refusal_backoff_s or 0:.2f} s on average before sending again{retry}, so the server ran less "
