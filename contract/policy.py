@@ -53,6 +53,11 @@ READ_LAG_TTFT_SHARE = 0.05
 READ_LAG_FLOOR_MS = 10.0
 
 
+#: A server's Retry-After is honoured up to this many seconds: one longer (a server down for an hour says 3600)
+#: would stall its user past its step, so the run ends in its steps' time and the step names the refusals.
+RETRY_AFTER_MAX_S = 30.0
+
+
 def read_lag_limit_ms(ttft_p50_s: float | None) -> float:
     """The read-lag p90 above which a step is flagged ``client_read_lag``: 10 ms or 5% of its TTFT median."""
     share = READ_LAG_TTFT_SHARE * ttft_p50_s * 1000.0 if ttft_p50_s is not None else 0.0

@@ -109,6 +109,10 @@ class RequestRecord(TypedDict):
     # bytes (the receive lag; with receive_clock "kernel" in meta.json the chunk times are the kernel's, so it is
     # not in them); absent where no read carried a kernel stamp (TLS, not Linux, records made before it existed)
     recv_lag_ms: NotRequired[float]
+    # meta.json's settings asked for the kernel's clock, and not every chunk carried a kernel stamp (the kernel
+    # refused the option, or gave none): "user" (no chunk did: they are the load process's times) or "mixed";
+    # absent where every chunk was dated by a stamp (or the run asked for the user clock)
+    receive_clock: NotRequired[str]
     # ms from start_s to the kernel holding every byte of the request (the write's return): microseconds unless
     # the request outgrew the socket's buffer and waited for the server to read it, or its greenlet waited for
     # its event loop; absent where the request was never all written, and in records made before it existed
@@ -164,7 +168,7 @@ class StepRecord(TypedDict, total=False):
     requests_measured: int  # requests that started and finished inside the window
     achieved_c: float | None  # time-averaged requests in flight in the window (Little's law)
     throughput_tok_s: float | None  # output tokens that arrived in the window / window length
-    ended_by: str  # "target", "max_time", "ci", "stopped"
+    ended_by: str  # "target", "max_time", "ci", "stopped", "refused" (every request refused, --min-step-time on)
     flags: list[str]  # e.g. "low_concurrency", "too_few_requests", "no_window", "worker_lost", "client_bound",
     # "client_lag", "client_read_lag", "client_paused", "server_unreachable", "concurrency_above_target",
     # "dropped_requests", "low_rate"
@@ -180,7 +184,9 @@ class StepRecord(TypedDict, total=False):
     achieved_rate: float | None  # open loop: requests sent in the window / window length
     dropped: int  # open loop: requests due while --max-in-flight were busy (never sent)
     arrival_dispersion: float  # open loop: the send count's variance over its mean the rate was judged with
-    receive_clock: str  # the chunk times' clock: "kernel" (receive stamps: a late read is not in them) or "user"
+    # the clock that dated the chunk times: "kernel" (receive stamps: a late read is not in them), "user" (the load
+    # process's: asked, TLS, or the kernel refused or gave no stamps) or "mixed" (some of each: judged as "user")
+    receive_clock: str
     refined: bool  # true: a level added after the ladder to pin a crossover (specbench compare); absent: a ladder level
     lifetime_p50_s: float  # the median lifetime (send to last byte) of the step's ok requests: the budget's pilot
 
@@ -207,7 +213,9 @@ class RunMeta:
     started_s: float | None = None
     ended_s: float | None = None
     partial: bool = True  # true until the run ended on its own
-    receive_clock: str = ""  # chunk times: "kernel" (receive stamps) or "user" (event loop); "": before it existed
+    # chunk times: "kernel" (receive stamps), "user" (event loop), "mixed" (steps on both, or a step of both: the
+    # run's end says so); "": before it existed
+    receive_clock: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "settings": self.settings.public() if self.settings is not None else {}}

@@ -24,6 +24,7 @@ from specbench.contract.messages import (
     START_MESSAGE,
     STEP_MESSAGE,
 )
+from specbench.contract.receiveclock import clock_of
 from specbench.contract.schema import RunMeta
 from specbench.contract.servertext import plain
 from specbench.contract.settings import SettingsError, SuiteSettings, apply_profile, settings_of
@@ -112,6 +113,7 @@ class CoordinatorHooks(RunHooks):
         if self.shape is not None:
             self.shape.on_step_closed.append(self.steps)
             self.shape.on_step_closed.append(self._check_error_rate)
+            self.shape.on_step_closed.append(self._check_clock)
         if self.env.web_ui is not None:
             from specbench.locustfiles.webui import install_tokens_tab  # only where a web UI is served
 
@@ -122,6 +124,15 @@ class CoordinatorHooks(RunHooks):
         line = guards.error_rate_line(step, limit)
         if line:
             self.failed_steps.append(line)
+
+    def _check_clock(self, _step: Any) -> None:
+        """meta.json says the clock the steps so far dated their chunks on as soon as it differs from the one
+        asked (a kernel that refused its stamps): a run killed before its end never claims "kernel" for them."""
+        ctx = getattr(self.env, "specbench_run", None)
+        clock = clock_of(self.steps.clocks)
+        if ctx is not None and self.meta is not None and clock is not None and clock != self.meta.receive_clock:
+            self.meta.receive_clock = clock
+            write_meta(ctx.run_dir, self.meta)
 
     def _on_stop_signal(self, signum: int) -> None:
         log.info("Got %s: stopping the ladder; every finished request is kept", signal.Signals(signum).name)
@@ -224,7 +235,7 @@ class CoordinatorHooks(RunHooks):
         if ctx is not None and self.meta is not None:
             completed = self.shape.completed if self.shape is not None else True
             self.partial = not completed
-            runmod.finish_meta(ctx.run_dir, self.meta, completed)
+            runmod.finish_meta(ctx.run_dir, self.meta, completed, self.steps.clocks)
             self.meta = None
         self.steps.close()
         if self.sampler is not None:  # its last read comes after the ladder drained

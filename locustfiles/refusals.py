@@ -17,10 +17,13 @@ import time
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from specbench.contract.policy import RETRY_AFTER_MAX_S  # a Retry-After honoured up to this
+
+__all__ = ["RETRY_AFTER_MAX_S", "RefusalBackoff", "is_refusal", "retry_after_s"]
+
 REFUSAL_STATUSES = (429, 503)  # Too Many Requests, Service Unavailable: "not now", said at once
 REFUSAL_FIRST_S = 0.1  # the first back-off after a refusal (jittered down to half of it)
 REFUSAL_MAX_S = 2.0  # the back-off doubles while refusals last, up to this
-RETRY_AFTER_MAX_S = 30.0  # a Retry-After honoured up to this: a longer one would stall the user past its step
 JITTER_LOW = 0.5  # a back-off is drawn from [JITTER_LOW, 1] of its nominal value, so users do not march together
 
 

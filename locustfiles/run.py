@@ -13,11 +13,12 @@ import logging
 import secrets
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from specbench.contract.receiveclock import receive_clock
+from specbench.contract.receiveclock import clock_of, receive_clock
 from specbench.contract.redact import redact
 from specbench.contract.rundir import RunDir
 from specbench.contract.schema import (
@@ -234,14 +235,18 @@ class StepsWriter:
 
     def __init__(self) -> None:
         self.appender: JsonlAppender | None = None
+        self.clocks: set[str] = set()  # the steps' chunk clocks (meta.json's, at the end: ``finish_meta``)
 
     def open(self, run_dir: Path) -> None:
         self.close()
+        self.clocks = set()
         self.appender = JsonlAppender(RunDir(run_dir).steps_file)
 
     def __call__(self, step: StepRecord) -> None:
         if self.appender is not None:
             self.appender.write(dict(step))
+        if step.get("receive_clock"):
+            self.clocks.add(step["receive_clock"])
 
     def close(self) -> None:
         if self.appender is not None:
@@ -249,7 +254,10 @@ class StepsWriter:
             self.appender = None
 
 
-def finish_meta(run_dir: Path, meta: RunMeta, completed: bool) -> None:
+def finish_meta(run_dir: Path, meta: RunMeta, completed: bool, clocks: Iterable[str] = ()) -> None:
+    """meta.json at the end; ``clocks``: the steps' chunk clocks, which replace the one asked at the start (a
+    kernel that refused its stamps leaves "user", steps on both "mixed")."""
+    meta.receive_clock = clock_of(clocks) or meta.receive_clock
     meta.ended_s = time.time()
     meta.partial = not completed
     write_meta(run_dir, meta)

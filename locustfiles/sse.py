@@ -129,7 +129,8 @@ class EventReader:
     between them).
     """
 
-    __slots__ = ("clock", "kernel", "last", "not_before", "read", "recv_lag_max_ms", "stamp", "woke")
+    __slots__ = ("_unstamped", "clock", "dated", "kernel", "last", "not_before", "read", "recv_lag_max_ms", "stamp",
+                 "woke")
 
     def __init__(self, read: Callable[[], bytes], clock: Callable[[], float] | None = None,
                  stamp: Callable[[], float | None] | None = None, kernel: bool = False,
@@ -142,6 +143,14 @@ class EventReader:
         self.last = 0.0
         self.woke = 0.0  # 0.0: no read waited on the loop
         self.recv_lag_max_ms: float | None = None  # None: no read carried a kernel stamp
+        self.dated = 0  # with ``kernel``: bit 1, some events were dated by a kernel stamp; bit 2, some by this clock
+        self._unstamped = 2 if self.kernel else 0
+
+    @property
+    def chunk_clock(self) -> str | None:
+        """With ``kernel``, the clock that dated the events: "kernel", "user" (no read carried a stamp) or
+        "mixed"; None without ``kernel`` or without events."""
+        return {1: "kernel", 2: "user", 3: "mixed"}.get(self.dated)
 
     def __iter__(self) -> Iterator[tuple[float, bytes]]:
         read, splitter = self.read, SSESplitter()
@@ -158,6 +167,7 @@ class EventReader:
             else:
                 block = read()
                 now = self.clock()  # type: ignore[misc]  # not None: wake is None only when a clock was given
+            dated = self._unstamped  # this read's events: on this process's clock, unless a kernel stamp dates them
             if self.stamp is not None and (kernel_s := self.stamp()) is not None:
                 if kernel_s != seen_s:  # a read that reached the socket (the same stamp: bytes an earlier one read)
                     seen_s = kernel_s
@@ -168,10 +178,11 @@ class EventReader:
                         self.recv_lag_max_ms = lag_ms
                     self.woke = max(self.woke, arrived)  # a wake before these bytes came was for earlier ones
                 if self.kernel:
-                    now, first = arrived, 0.0
+                    now, first, dated = arrived, 0.0, 1
             self.last = now
             events = splitter.feed(block) if block else splitter.flush()
             for payload in events:
+                self.dated |= dated
                 yield first or now, payload
                 first = 0.0
             if not block:

@@ -27,7 +27,9 @@ when it reaches the socket (``SO_TIMESTAMPNS``) and every read is a ``recvmsg`` 
 the stamp (CLOCK_REALTIME) of the last segment it returned. ``Response.stamp`` is that time for the bytes the
 last ``read1`` returned, however late the event loop got to them. One read that returns several segments
 carries the last one's stamp, so an earlier event in it is stamped no earlier than it arrived and at most as
-late as the read itself. TLS sockets give no ancillary data: they read without stamps.
+late as the read itself. TLS sockets give no ancillary data: they read without stamps. A kernel that refuses
+the option (``setsockopt`` fails: ENOPROTOOPT) costs no request: the connection goes on without stamps, and
+``STAMPS`` keeps the refusal, so no later connection of the process asks again and the users can say it once.
 
 The send side: ``written`` is when ``sendall`` returned, every byte of the request in the kernel's hands. From
 the request's start (just before the write) to then is its write time: microseconds while the socket's buffer
@@ -40,6 +42,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
+import logging
 import socket
 import ssl
 import struct
@@ -51,7 +54,7 @@ from urllib.parse import unquote, urlsplit
 from gevent.monkey import get_original
 from gevent.socket import socket as _GreenSocket
 
-from specbench.contract.receiveclock import KERNEL_STAMPS, SCM_TIMESTAMPNS, SO_TIMESTAMPNS
+from specbench.contract.receiveclock import KERNEL_STAMPS, SCM_TIMESTAMPNS, stamp_option
 from specbench.contract.redact import clip
 from specbench.contract.schema import Status
 from specbench.locustfiles.silence import DeadlinePassed, SilenceTimer
@@ -62,6 +65,45 @@ READ_SIZE = 65536
 MAX_HEAD = 65536  # a response head larger than this is not a server's answer
 _TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux: tv_sec, tv_nsec
 _ANCILLARY = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+_STAMP_OPTION = stamp_option()
+
+log = logging.getLogger("specbench")
+
+
+class KernelStamps:
+    """This process's kernel receive stamps: whether the kernel refused them (and why), and whether the one note
+    about chunks dated without them was given. One per process (``STAMPS``): a refusal is the kernel's, not a
+    connection's, so asking again on every connect would only repeat it."""
+
+    __slots__ = ("noted", "refused")
+
+    def __init__(self) -> None:
+        self.refused: str | None = None  # the setsockopt error, once the kernel refused the option
+        self.noted = False
+
+    def note(self, clock: str) -> None:
+        """Once per process: a run on the kernel's clock dated chunks on the load process's (``clock`` "user" or
+        "mixed"), and why."""
+        if self.noted:
+            return
+        self.noted = True
+        why = (f"the kernel refused its receive stamps (setsockopt SO_TIMESTAMPNS: {self.refused})"
+               if self.refused is not None else "the kernel gave no receive stamps for some reads")
+        log.warning("%s: chunk times are on this load process's clock instead (receive_clock %s in the records, "
+                    "steps.jsonl and meta.json; a late read is in them)", why, clock)
+
+
+STAMPS = KernelStamps()
+
+
+def _ask_stamps(sock: Any) -> bool:
+    """Ask the kernel to stamp the socket's segments; False where it refused, now or on an earlier connect."""
+    if STAMPS.refused is None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, _STAMP_OPTION, 1)
+        except OSError as exc:  # ENOPROTOOPT: no such option here; the connection reads without stamps
+            STAMPS.refused = str(exc)
+    return STAMPS.refused is None
 
 
 def _recv(sock: Any, stamped: bool) -> tuple[bytes, float | None]:
@@ -136,7 +178,7 @@ class StreamClient:
     def __init__(self, endpoint: Endpoint, kernel_stamps: bool = False) -> None:
         self.endpoint = endpoint
         # kernel receive times where asked, the platform gives them and the socket is plain TCP
-        self.stamped = kernel_stamps and KERNEL_STAMPS and endpoint.tls is None
+        self.stamped = kernel_stamps and KERNEL_STAMPS and endpoint.tls is None and STAMPS.refused is None
         self._sock: Any = None
         self._heads: dict[tuple[Any, ...], bytes] = {}
         self.silence: SilenceTimer | None = None  # the read timeout on an event loop (``_timeouts``)
@@ -160,7 +202,7 @@ class StreamClient:
             raise SendFailed("connect_error", "ConnectionError", str(exc)) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.stamped:
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            self.stamped = _ask_stamps(sock)
         if ep.tls is not None:
             try:
                 sock = ep.tls.wrap_socket(sock, server_hostname=ep.server_hostname)

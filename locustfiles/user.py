@@ -36,7 +36,7 @@ from specbench.locustfiles.run import RunContext
 from specbench.locustfiles.silence import DeadlinePassed
 from specbench.locustfiles.sse import EventReader
 from specbench.locustfiles.streams import StreamState
-from specbench.locustfiles.transport import Response, SendFailed, StreamClient, endpoint
+from specbench.locustfiles.transport import STAMPS, Response, SendFailed, StreamClient, endpoint
 
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 2.0
@@ -123,6 +123,7 @@ class InFlight:
     conversation: Conversation | None = None  # --multi-turn: the conversation and turn this request is
     send_lag_ms: float | None = None  # from the user being ready to the send; None: it never went on the wire
     recv_lag_ms: float | None = None  # the most a read's event-loop time trailed its kernel stamp; None: no stamp
+    chunk_clock: str | None = None  # on the kernel's clock: what dated its chunks ("kernel", "user", "mixed")
     write_ms: float | None = None  # from its start to the kernel holding all its bytes; None: never all written
     sent: bool = False  # its bytes went on the wire (``LLMUser._sent``)
     started: float | None = None  # wall clock when its send began, once it ran its course (Locust's start_time)
@@ -405,8 +406,10 @@ class LLMUser(HttpUser):
                              "instead of an event stream", _page(resp, ERROR_PAGE_LIMIT))
                 end = time.perf_counter()
             else:
-                end, req.ready, req.recv_lag_ms = self._read_stream(resp, state, outcome, req.t0, s.request_timeout,
-                                                                    req.max_tokens, self._kernel_clock)
+                end, req.ready, req.recv_lag_ms, req.chunk_clock = self._read_stream(
+                    resp, state, outcome, req.t0, s.request_timeout, req.max_tokens, self._kernel_clock)
+                if req.chunk_clock is not None and req.chunk_clock != "kernel":
+                    STAMPS.note(req.chunk_clock)
         except SendFailed as exc:  # nothing came back: no connection, or no response head in time
             outcome.fail(exc.status, exc.reason, exc.detail)
             end = time.perf_counter()
@@ -421,11 +424,13 @@ class LLMUser(HttpUser):
 
     @staticmethod
     def _read_stream(resp: Response, state: StreamState, outcome: Outcome, t0: float, total_timeout: float,
-                     max_tokens: int | None = None, kernel_clock: bool = False) -> tuple[float, float, float | None]:
+                     max_tokens: int | None = None, kernel_clock: bool = False
+                     ) -> tuple[float, float, float | None, str | None]:
         """Read the stream to its end: (when it ended, when the user became ready: the event loop's poll that
         woke it for the stream's last bytes, or their kernel stamp where earlier, so other users' work queued
         ahead of it counts as send lag; the
-        receive lag, ``EventReader.recv_lag_max_ms``). ``kernel_clock``: chunk times are the kernel's stamps."""
+        receive lag, ``EventReader.recv_lag_max_ms``; with ``kernel_clock``, the clock that dated its chunks).
+        ``kernel_clock``: chunk times are the kernel's stamps where a read carried one."""
         deadline = t0 + total_timeout
         clean_eof = False
         events = EventReader(resp.read1, stamp=lambda: resp.stamp, kernel=kernel_clock, not_before=t0)
@@ -449,7 +454,7 @@ class LLMUser(HttpUser):
         # loop's lateness, which held the next send back just the same)
         ready = min(events.woke or end, end) if clean_eof else end
         lag = events.recv_lag_max_ms
-        return end, ready, None if lag is None else round(lag, 3)
+        return end, ready, None if lag is None else round(lag, 3), events.chunk_clock
 
     def _record(self, ctx: RunContext, req: InFlight) -> RequestRecord:
         state, outcome, t0 = req.state, req.outcome, req.t0
@@ -478,6 +483,8 @@ class LLMUser(HttpUser):
             record["recv_lag_ms"] = req.recv_lag_ms
         if req.write_ms is not None:
             record["write_ms"] = req.write_ms
+        if req.chunk_clock is not None and req.chunk_clock != "kernel" and chunk_ms:  # not all stamped, as asked
+            record["receive_clock"] = req.chunk_clock
         if outcome.status == "refused":
             record["backoff_s"] = req.backoff_s
             if outcome.retry_after is not None:

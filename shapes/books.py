@@ -118,6 +118,12 @@ def count_measured(records: Sequence[RequestRecord], steady_start_s: float) -> i
     return sum(1 for r in records if r["start_s"] >= steady_start_s and r["status"] != REFUSED)
 
 
+def refused_throughout(records: Sequence[RequestRecord]) -> bool:
+    """Every request of a step so far was refused (at least one was): the server declines all work, and waiting
+    out --max-step-time (10 minutes by default, per level) would measure nothing more."""
+    return all(r["status"] in (REFUSED, "cancelled") for r in records) and any(r["status"] == REFUSED for r in records)
+
+
 def sent_in_window(records: Sequence[RequestRecord], t0: float, t1: float) -> int:
     """Requests sent in [t0, t1), finished or not: the open loop's achieved arrivals."""
     return sum(1 for r in records if t0 <= r["start_s"] < t1)

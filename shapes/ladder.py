@@ -26,7 +26,7 @@ from specbench.analysis.reporting.stepline import step_line
 from specbench.analysis.stats.batch_means import window_precision
 from specbench.contract.messages import STEP_MESSAGE
 from specbench.contract.policy import STALL_MS, arrival_dispersion
-from specbench.contract.receiveclock import receive_clock
+from specbench.contract.receiveclock import receive_clock, step_clock
 from specbench.contract.schema import RequestRecord, StepRecord
 from specbench.contract.settings import SuiteSettings, parse_budget, settings_of
 from specbench.shapes.books import (
@@ -35,6 +35,7 @@ from specbench.shapes.books import (
     count_measured,
     lost_text,
     own_stable_s,
+    refused_throughout,
     step_min_requests,
     warmup_end,
     warmup_stable_s,
@@ -306,6 +307,9 @@ class ConcurrencyLadder(LoadTestShape):
         steady = book.steady_start_s
         if steady is None or now < steady:
             return None
+        if (now - steady >= cfg.min_step_time and not self.collector.in_flight
+                and refused_throughout(self.collector.records([book.index]))):
+            return "refused"  # the server took on nothing: the step's line names its refusals
         measured = self._measured_so_far(book, steady)
         if measured < book.min_requests or now - steady < cfg.min_step_time:
             return None
@@ -334,7 +338,8 @@ class ConcurrencyLadder(LoadTestShape):
 
     @property
     def receive_clock(self) -> str:
-        """The clock the users' chunk times are on (``contract.receiveclock``), said in each step's line."""
+        """The clock asked for the users' chunk times (``contract.receiveclock``); each step's line says the one
+        that dated them (``step_clock``)."""
         host = self.runner.environment.host if self.runner is not None else None
         return receive_clock(self.settings.receive_clock, host or "")
 
@@ -350,7 +355,8 @@ class ConcurrencyLadder(LoadTestShape):
                 continue
             records = self._window_records(book)
             book.dropped = self.collector.dropped.get(book.index, 0)
-            step = close_step(book, records, dispersion=self._arrival_dispersion(), receive_clock=self.receive_clock)
+            step = close_step(book, records, dispersion=self._arrival_dispersion(),
+                              receive_clock=step_clock(self.receive_clock, records))
             book.closed = True
             self._closed_steps.append(step)
             # One computation (#61): the line printed here is the report's row for this step, from the same records.

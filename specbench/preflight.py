@@ -163,6 +163,8 @@ def _probe(session: requests.Session, base: str, path: str, body: dict[str, Any]
         if tries == PROBE_TRIES or wait >= deadline.left():
             break
         time.sleep(wait)
+    after = retry_after_s(resp.headers.get("retry-after"))
+    asked = f"; it asks to come back in {after:g} s: Retry-After" if after is not None else ""
     raise PreflightError(f"{_server(role)} {base}: refuses every request: {path} answered HTTP {resp.status_code} to "
                          f"{tries} tiny request(s) over {time.monotonic() - started:.1f} s (a full queue or a rate "
-                         "limit); nothing can be measured while it takes no work on")
+                         f"limit{asked}); nothing can be measured while it takes no work on")

@@ -366,3 +366,30 @@ def test_kernel_stamps_are_the_event_times_never_before_the_send_nor_running_bac
     reader = EventReader(read, clock=lambda: next(reads), stamp=lambda: current[0], not_before=9.0)
     assert [t for t, _ in reader] == [10.0, 11.0, 12.0, 13.0]
     assert reader.recv_lag_max_ms == pytest.approx(1200, abs=1)
+
+
+def test_reads_without_a_kernel_stamp_keep_the_loops_clock_and_say_which_clock_dated_the_events():
+    """#70: on the kernel's clock a read that carried no stamp (the kernel gave none) is dated by the loop's own
+    clock, and the reader says so: "kernel" where every event had a stamp, "user" where none did, "mixed" where
+    some did (the record's and the step's ``receive_clock``)."""
+    offset = wall_offset()
+
+    def reader_of(stamps: list[float | None]) -> EventReader:
+        blocks = iter([b"data: a\n\n", b"data: b\n\n", b""])
+        got, current = iter(stamps), [None]
+
+        def read() -> bytes:
+            stamp = next(got)
+            current[0] = None if stamp is None else stamp + offset
+            return next(blocks)
+
+        reads = iter([10.0, 11.0, 12.0])
+        return EventReader(read, clock=lambda: next(reads), stamp=lambda: current[0], kernel=True, not_before=9.0)
+
+    cases = {"kernel": ([9.5, 10.5, None], [9.5, 10.5]), "user": ([None, None, None], [10.0, 11.0]),
+             "mixed": ([9.5, None, None], [9.5, 11.0])}
+    for clock, (stamps, times) in cases.items():
+        reader = reader_of(stamps)
+        assert [t for t, _ in reader] == pytest.approx(times, abs=1e-3)
+        assert reader.chunk_clock == clock
+    assert EventReader(lambda: b"", clock=lambda: 1.0, stamp=lambda: None, kernel=True).chunk_clock is None

@@ -123,6 +123,23 @@ class _Handler(QuietHandler):
             self.end_headers()
         self._hold_open(*HELD[mode])
 
+    def _refuse(self, mode: str) -> None:
+        """"refuse_503_3600": refused at once with 503 and Retry-After: 3600 (a server down for an hour)."""
+        _refuse, status, after = mode.split("_")
+        self.send_response(int(status))
+        self.send_header("Retry-After", after)
+        self.send_header("Content-Type", "application/json")
+        body = b'{"error": {"message": "busy, come back later", "code": %s}}' % status.encode()
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _echo401_html(self, n: int, auth: str | None) -> None:
+        if n % 2:
+            self._send(401, "application/json", json.dumps({"error": f"bad key: {auth}"}).encode())
+        else:
+            self._send(200, "text/html", b"<html><body>Sign in to the proxy</body></html>")
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
@@ -133,7 +150,9 @@ class _Handler(QuietHandler):
         mode = self.server.mode
         if mode == "early_hints":
             self.wfile.write(EARLY_HINTS)
-        if mode in ("unauthorized", "no_route"):
+        if mode.startswith("refuse_"):
+            self._refuse(mode)
+        elif mode in ("unauthorized", "no_route"):
             self._send(401 if mode == "unauthorized" else 404, "application/json", b"{}")
         elif mode == "no_stream":  # a whole JSON answer where a stream was asked for
             self._send(200, "application/json", b'{"choices": [{"message": {"content": "hi"}}]}')
@@ -145,10 +164,7 @@ class _Handler(QuietHandler):
         elif mode == "ok_then_500" and n > 1:
             self._send(500, "text/plain", b"internal error")
         elif mode == "echo401_html":  # odd requests: 401 echoing the key; even ones: an HTML page with 200
-            if n % 2:
-                self._send(401, "application/json", json.dumps({"error": f"bad key: {auth}"}).encode())
-            else:
-                self._send(200, "text/html", b"<html><body>Sign in to the proxy</body></html>")
+            self._echo401_html(n, auth)
         elif mode in HELD:
             self._held(mode)
         elif mode in CANNED:
@@ -190,7 +206,8 @@ def tiny_server(mode: str) -> Iterator[Any]:
 
     Modes: ok (any other name: plain answers, a short stream), ok_then_500, echo_creds, echo401_html, endless_sse,
     silent_sse, ping_sse, no_head, negative_count, huge_count, after_done, queue_full_sse, busy_sse,
-    trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics, early_hints.
+    trickle_ready, trickle_info, trickle_metrics, unauthorized, no_route, no_stream, vllm_metrics, early_hints,
+    refuse_STATUS_SECONDS (every POST refused at once with that status and Retry-After).
     """
     server: Any = _Server(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True

@@ -16,6 +16,7 @@ from specbench.contract.gpu_metrics import MAX_GPU_POWER_W
 from specbench.contract.policy import (
     CLIENT_BOUND_CPU,
     MIN_ACHIEVED_FRACTION,
+    RETRY_AFTER_MAX_S,
     client_lag_limit_ms,
     client_lagged,
     lag_in_figures_ms,
@@ -135,13 +136,21 @@ def refused_text(row: StepRow) -> str:
         return (f"the server refused {share} of the arrivals ({row.requests_refused} of {offered} sent, answered "
                 "429/503 at once; none was sent again): under an SLO they are misses, and the other figures "
                 "describe only the work it took on; read this rate as past the server's queue limit")
-    retry = (f", at least the server's Retry-After on {row.refusals_retry_after}" if row.refusals_retry_after
-             else "")
+    asked = (f" (it asked for up to {row.retry_after_max_s:g} s; honoured up to {RETRY_AFTER_MAX_S:g} s)"
+             if row.retry_after_max_s is not None else "")
+    retry = f", at least the server's Retry-After on {row.refusals_retry_after}{asked}" if row.refusals_retry_after \
+        else ""
     return (f"the server refused {share} of the offered work ({row.requests_refused} of {offered} requests "
-            f"answered 429/503 at once, counted apart from failures); each refused user waited "
+            f"answered {refusal_statuses_text(row)} at once, counted apart from failures); each refused user waited "
             f"{row.refusal_backoff_s or 0:.2f} s on average before sending again{retry}, so the server ran less "
             f"than C={row.target_c} and this level's figures are those of the work it took on: read it as past "
             "the server's queue limit, not as its speed at this load")
+
+
+def refusal_statuses_text(row: StepRow) -> str:
+    """'HTTP 503', 'HTTP 429/503': the statuses a level's refusals carried ('429/503' where none said: refusals
+    inside a begun stream)."""
+    return "HTTP " + "/".join(map(str, row.refusal_statuses)) if row.refusal_statuses else "429/503"
 
 
 def finished_none_text(row: StepRow) -> str:

@@ -64,7 +64,7 @@ class StepRow:
     merged_first_share: float | None = None  # first tokens dated with a later chunk (contract.window.merged_firsts)
     merged_first_late_p90_ms: float | None = None  # how late that may date them, p90 (merged_firsts)
     write_p90_ms: float | None = None  # p90 over the window's requests of write_ms (handing a request over)
-    receive_clock: str | None = None  # the chunk times' clock ("kernel", "user"; None: not said, as "user")
+    receive_clock: str | None = None  # the chunk times' clock ("kernel", "user", "mixed"; None: not said, as "user")
     target_rate: float | None = None  # open loop: requests/s asked for (target_c is then 0)
     achieved_rate: float | None = None  # open loop: requests sent in the window / window length
     dropped: int = 0  # open loop: requests due while every user was busy, never sent
@@ -75,11 +75,15 @@ class StepRow:
     goodput_tok_s: float | None = None  # in-window output tokens of requests meeting the SLO / window length
     # Offered work the server declined at once (status "refused": HTTP 429/503), apart from requests_total and
     # the error rate: how many, their share of requests_refused + requests_total, the client's mean back-off
-    # after them (closed loop; 0 in open loop), and how many carried a Retry-After.
+    # after them (closed loop; 0 in open loop), how many carried a Retry-After, the HTTP statuses and the
+    # longest Retry-After asked. A window that measured no work counts the step's own refusals, in it or before
+    # it opened, so a server that refused everything is named, not an empty step.
     requests_refused: int = 0
     refused_share: float | None = None
     refusal_backoff_s: float | None = None
     refusals_retry_after: int = 0
+    refusal_statuses: tuple[int, ...] = ()
+    retry_after_max_s: float | None = None
 
     @property
     def level(self) -> float:

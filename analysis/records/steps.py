@@ -33,6 +33,7 @@ class StepWindow:
     dropped: int = 0  # open loop: requests due while every user was busy (from steps.jsonl)
     arrival_dispersion: float | None = None  # open loop: how the send count was judged (None: as Poisson)
     receive_clock: str | None = None  # the chunk times' clock as steps.jsonl says (None: not said)
+    refused: int = 0  # the step's refused requests as steps.jsonl counts them, its window's or not
 
     @property
     def bounds(self) -> tuple[float, float] | None:
@@ -83,6 +84,7 @@ def window_from_step(step: StepRecord) -> StepWindow:
         dropped=int(step.get("dropped") or 0),
         arrival_dispersion=step.get("arrival_dispersion"),
         receive_clock=step.get("receive_clock"),
+        refused=int(step.get("requests_refused") or 0),
     )
 
 

@@ -195,7 +195,8 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
         min_requests = default_min_requests(window.target_c)
     if window.bounds is None:
         return replace(_empty_row(window, min_requests), target_rate=window.target_rate, dropped=window.dropped,
-                       arrival_dispersion=window.arrival_dispersion, receive_clock=window.receive_clock)
+                       arrival_dispersion=window.arrival_dispersion, receive_clock=window.receive_clock,
+                       **refusal_figures(own_refused(records, window), 0))
     t0, t1 = window.bounds
     nearby = overlapping(records, t0, t1)
     # Closed loop: requests that started and finished in the window. Open loop: every request sent in it (the
@@ -204,6 +205,8 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
     inside = [r for r in inside if r["status"] not in NOT_SERVER_FAILURES]
     refused = [r for r in inside if r["status"] == REFUSED]  # offered work declined at once: not a failure
     inside = [r for r in inside if r["status"] != REFUSED]
+    if not inside:  # a window that measured no work: the step's refusals, in its window or before it opened
+        refused = own_refused(records, window) or refused
     ok = [r for r in inside if r["status"] == "ok"]
     failures = Counter(r["status"] for r in inside if r["status"] != "ok")
     speeds = [s for s in (per_request_tok_s(r) for r in ok) if s is not None]
@@ -265,15 +268,27 @@ def step_figures(records: Sequence[RequestRecord], window: StepWindow, slo: Slo 
                    goodput_req_s=figures.goodput_req_s, goodput_tok_s=figures.goodput_tok_s)
 
 
+def own_refused(records: Sequence[RequestRecord], window: StepWindow) -> list[RequestRecord]:
+    """The step's own refused requests, where its steps.jsonl line counts some: a window that opened after them
+    (a server refusing everything lets the users' first requests end at once) would leave them unnamed, or
+    name a few of them."""
+    if not window.refused:
+        return []
+    return [r for r in records if r.get("step") == window.index and r["status"] == REFUSED]
+
+
 def refusal_figures(refused: Sequence[RequestRecord], served: int) -> dict[str, Any]:
     """The row's refusals: how many, their share of the offered work (refused + served), the mean back-off the
-    client applied after them, and how many carried the server's Retry-After."""
+    client applied after them, how many carried the server's Retry-After, their HTTP statuses and the longest
+    Retry-After asked."""
     if not refused:
         return {}
     waits = [float(w) for r in refused if isinstance(w := r.get("backoff_s"), (int, float))]
+    asked = [float(a) for r in refused if isinstance(a := r.get("retry_after_s"), (int, float))]
     return {"requests_refused": len(refused), "refused_share": len(refused) / (len(refused) + served),
-            "refusal_backoff_s": mean_or_none(waits),
-            "refusals_retry_after": sum(r.get("retry_after_s") is not None for r in refused)}
+            "refusal_backoff_s": mean_or_none(waits), "refusals_retry_after": len(asked),
+            "refusal_statuses": tuple(sorted({int(s) for r in refused if (s := r.get("http_status")) in (429, 503)})),
+            "retry_after_max_s": max(asked) if asked else None}
 
 
 def with_server_side(row: StepRow, run: RunData, window: StepWindow) -> StepRow:
