@@ -92,8 +92,11 @@ def identity_of(server: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def identity_changes(first: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """What differs, each as 'model a -> b' (server text made plain); empty: the same server."""
+    """What differs, each as 'model a -> b' (server text made plain); empty: the same server. A server that
+    answered none of the pages that say who it is (down, or still restarting) is one change, said as such."""
     was, is_ = identity_of(first), identity_of(now)
+    if was != is_ and is_["model"] is None and is_["version"] is None and is_["speculative"] is None:
+        return ["it did not say who it is: down, or still restarting?"]
     return [f"{key} {_shown(was[key])} -> {_shown(is_[key])}" for key in IDENTITY_KEYS if was[key] != is_[key]]
 
 
