@@ -39,19 +39,21 @@ CHANGES = {"other-model": "model kimi-k2.5-int4 -> other-model",
            "": "it did not say who it is: down, or still restarting?"}
 
 
-@pytest.mark.parametrize("model", ["other-model", "", "kimi-k2.5-int4"])
-def test_a_baseline_restarted_between_repeats_stops_the_job_only_when_its_model_changed(tmp_path, emulator, model):
-    """--repeats 2 over whole ladders runs baseline, spec, spec, baseline. While the spec runs, the baseline is
-    stopped and started again on its port: with another model (or not started again: "") the job stops before
-    repeat 2's baseline run (one line, exit 2, the report says why, no answer over repeats); with the same model
-    (the near miss) the repeats merge as before."""
+@pytest.mark.parametrize(("model", "interleave"), [("other-model", "ladder"), ("", "ladder"),
+                                                   ("kimi-k2.5-int4", "ladder"), ("other-model", "level")])
+def test_a_baseline_restarted_between_repeats_stops_the_job_only_when_its_model_changed(tmp_path, emulator, model,
+                                                                                         interleave):
+    """--repeats 2 runs baseline, spec, spec, baseline (whole ladders, or the first level of two). While the spec
+    runs, the baseline is stopped and started again on its port: with another model (or not started again: "")
+    the job stops before repeat 2's baseline run (one line, exit 2, the report says why, no answer over repeats);
+    with the same model (the near miss) the repeats merge as before."""
     port = free_port()
     base = start_emulator_process("baseline", speed=10, extra=["--port", str(port)])
     spec = emulator("baseline", speed=10)
     out = tmp_path / "report"
     cmd = [sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec", spec.url,
-           "--out", str(out), "--ladder", "4", *SHORT, "--repeats", "2", "--interleave", "ladder",
-           "--time-budget", "2m"]
+           "--out", str(out), "--ladder", "4" if interleave == "ladder" else "4,8", *SHORT, "--repeats", "2",
+           "--interleave", interleave, "--time-budget", "2m"]
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     again = None
     try:
