@@ -10,7 +10,8 @@ level's repeats all run before the next level starts, so a pair's two measures a
 1's run directories are ``OUT/NAME`` as in one pass; repeat R's are ``OUT/repeat-R/NAME``; a level run on its
 own is merged into them (``RunDir.merge``). The report of repeat 1 is written as always; the repeats' own answer
 (``analysis.verdicts.repeats``) leads report.md and the terminal, and goes to ``OUT/repeats.json``.
-Refinement and the levels' top-up are off: every repeat measures the same levels.
+Refinement and the levels' top-up are off: every repeat measures the same levels. A server that changes between
+repeats, or a budget share the runs have outgrown, stops the job before the next run (``specbench.repeatguard``).
 """
 
 from __future__ import annotations
