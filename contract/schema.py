@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from specbench.contract.apis import APIS, Api  # noqa: F401 - re-exported: the c
 from specbench.contract.columnar import read_columns
 from specbench.contract.compact import compact_record
 from specbench.contract.gpu_metrics import GpuMetricsSample
+from specbench.contract.limits import LIMITS, LimitError, check_limit
 from specbench.contract.runformat import RunFormatError  # schema.py raises it too; readers of a run catch it from here
 from specbench.contract.server_metrics import ServerMetricsSample
 from specbench.contract.settings import SuiteSettings
@@ -367,4 +369,28 @@ def read_meta(path: Path) -> RunMeta:
     _check_version(path, None, data)
     if not isinstance(data.get("settings", {}), dict):
         raise RunFormatError(f"{path}: 'settings' should be an object")
+    _check_meta_numbers(path, data)
     return RunMeta.from_json(data)
+
+
+def _check_meta_numbers(path: Path, data: Any) -> None:
+    """Refuse a meta.json holding a number no run writes (#70): a NaN or infinity anywhere (JSON readers take
+    ``NaN`` and ``Infinity``, and a run never writes them), or a setting outside its limits (``contract.limits``).
+    Read as it is, ``from_public`` would silently put the default in its place, and the report's header would
+    state a setting the run never had."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{key}.{k}" if key else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{key}[{i}]", v) for i, v in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise RunFormatError(f"{path}: key {key!r} should be a finite number, got {value!r}")
+    settings = data.get("settings", {})
+    for dest, value in settings.items():
+        if dest in LIMITS and isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                check_limit(dest, value, f"key 'settings.{dest}'")
+            except LimitError as exc:
+                raise RunFormatError(f"{path}: {exc}") from None

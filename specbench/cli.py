@@ -431,8 +431,9 @@ def spec_targets(specs: list[str]) -> list[tuple[str, str]]:
 
 
 def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
-    from specbench.compare import CompareJob, ladder_share, run_compare
+    from specbench.compare import CompareJob, run_compare
     from specbench.exporters import run_exporters
+    from specbench.repeatguard import check_compare_budget
     from specbench.repeatrun import run_repeats
 
     budget = _budget(args)
@@ -441,10 +442,9 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     targets = [(name, check_host(url, f"--spec {name}")) for name, url in spec_targets(args.spec)]
     baseline = check_host(args.baseline, "--baseline")
     settings = _validated(args, passed_on(args) + extra)
-    if budget:  # each ladder's first share, checked as its child will check it, before any server is asked
-        share = ladder_share(budget, (len(targets) + 1) * repeats, 0 if repeats > 1 else refine)
-        check_budget_fits(share, len(settings.rate_ladder or settings.ladder),
-                          f"--time-budget (a ladder's share, {duration_arg(share)})")
+    if budget:  # each run's first share, checked as its child will check it, before any server is asked (#70)
+        check_compare_budget(budget, len(targets) + 1, repeats, len(settings.rate_ladder or settings.ladder),
+                             per_level=args.interleave == "level", refine=refine)
     for flag, url in [("--baseline", baseline), *((f"--spec {name}", url) for name, url in targets)]:
         check_key_and_url(url, flag, settings.api_key_env)
     exporters = run_exporters(args.baseline_gpu_metrics, args.spec_gpu_metrics, "baseline",

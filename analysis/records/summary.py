@@ -18,6 +18,7 @@ from specbench.analysis.records.checks import (
     CACHE_WITNESSES_DISAGREE,
     CHUNK_COUNTED_TOKENS,
     IMPOSSIBLE_ACCEPT_LENGTH,
+    META_CONTRADICTED,
     SERVER_GAUGE_STALE,
     ValidityWarning,
     run_warnings,
@@ -26,6 +27,7 @@ from specbench.analysis.records.checks import (
 from specbench.analysis.records.energy import Prices, gpu_series, with_energy
 from specbench.analysis.records.gaugecheck import stale_gauges
 from specbench.analysis.records.goodput import sent_in, slo_figures
+from specbench.analysis.records.metafacts import contradiction, requested_max_tokens
 from specbench.analysis.records.passbound import bound_accept_lengths, pass_limit
 from specbench.analysis.records.request_metrics import (
     acceptance_length,
@@ -72,6 +74,7 @@ class RunSummary:
     server_samples: list[ServerMetricsSample] = field(default_factory=list)  # for the timeline plot
     slo: Slo | None = None  # the SLO the rows' attainment and goodput were judged by
     cache: CacheShare | None = None  # cached_share's source and both witnesses (analysis.records.cacheshare)
+    requested_max_tokens: tuple[int, ...] = ()  # what the requests asked for (analysis.records.metafacts, #70)
 
     @property
     def open_loop(self) -> bool:
@@ -141,12 +144,16 @@ def summarize_run(run: RunData, *, name: str | None = None, slo: Slo | None = No
     warnings.extend(ValidityWarning(SERVER_GAUGE_STALE, f"{run_name}, {text}", run_name) for text in stale)
     has_meta = RunDir(run.path).has_meta()
     warnings.extend(run_warnings(run_name, run, has_meta=has_meta, rows=rows))
+    requested = requested_max_tokens(run.records)
+    contradicted = contradiction(run.meta.settings, requested) if has_meta else None
+    if contradicted:
+        warnings.append(ValidityWarning(META_CONTRADICTED, f"{run_name}: {contradicted}", run_name))
     cache = run_cache_share(run.records, run.server_samples, run.meta.server.get("kind"))
     disagreement = witness_disagreement(cache)
     if disagreement:
         warnings.append(ValidityWarning(CACHE_WITNESSES_DISAGREE, f"{run_name}: {disagreement}", run_name))
     return RunSummary(run_name, run.path, run.meta, has_meta, rows, warnings, run.skipped_lines,
-                      cache.share, run.server_samples, slo, cache)
+                      cache.share, run.server_samples, slo, cache, requested)
 
 
 def with_step_line(row: StepRow, step: StepRecord | None) -> StepRow:

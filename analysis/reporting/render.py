@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specbench.analysis.records.checks import ValidityWarning
+from specbench.analysis.records.metafacts import max_tokens_text
 from specbench.analysis.records.server_side import NOT_REPORTED, unreported_figures
 from specbench.analysis.records.summary import RunSummary
 from specbench.analysis.reporting.category_report import category_verdict_text
@@ -73,7 +74,8 @@ def describe_run(summary: RunSummary, *, markdown: bool = False) -> str:
                      f"max_running_requests={shown(server.get('max_running_requests') or '?')}")
         prompts = meta.prompts
         settings = meta.settings
-        parts.append(f"api {shown(meta.api or '?')}, max_tokens {settings.max_tokens if settings else '?'}, "
+        max_tokens = max_tokens_text(settings, summary.requested_max_tokens)  # never one the records contradict
+        parts.append(f"api {shown(meta.api or '?')}, max_tokens {max_tokens}, "
                      f"ignore_eos {_on_off(settings.ignore_eos) if settings else '?'}, "
                      f"prompts {shown(prompts.get('name') or '?')} ({shown(prompts.get('count') or '?')}, "
                      f"{shown(prompts.get('mode') or '?')})" + _template_note(meta.api, server))

@@ -123,6 +123,9 @@ CASES: dict[str, tuple[Mutation, str]] = {
                            "C=4: the server's running + waiting gauges averaged"),
     # 2.5 tokens a pass from a server that drafts one token a pass (at most 2)
     "refused_work": (_set(edit_records=_refused), "C=2: the server refused 20.6% of the offered work (7 of 34"),
+    # every request asked for 1024 tokens where meta.json says 512 (#70)
+    "meta_contradicted": (_set(edit_records=lambda recs: [{**r, "max_tokens": 1024} for r in recs]),
+                          "meta.json says max_tokens 512, but the requests in records.jsonl asked for 1024"),
     "impossible_accept_length": (_set(speculative={"algorithm": "EAGLE3", "num_steps": 1}),
                                  "above the most a pass can yield, 2 (1 draft per pass (speculative_num_steps) + 1)"),
 }
