@@ -17,6 +17,7 @@ from typing import Any
 
 from specbench.contract.policy import DRAIN_RESERVE
 from specbench.contract.settings import SettingsError, parse_duration
+from specbench.shapes.books import WARMUP_STABLE_S
 
 BudgetError = SettingsError  # a duration that cannot be read; the message names the flag and what was expected
 __all__ = ["BudgetError", "budget_grace_s", "describe_forecast", "describe_plan", "fmt_duration", "halfwidth_for",
@@ -63,11 +64,12 @@ def step_lifetime(step: Mapping[str, Any]) -> tuple[int, float] | None:
 
 def level_needs(levels: Sequence[int], closed: Sequence[Mapping[str, Any]], min_requests: Callable[[int], int],
                 min_step_time: float) -> list[float]:
-    """Each level's expected step time from the closed steps' lifetimes: a warm-up of one lifetime, then a window
-    long enough for its minimum of requests (at C at a time, one lifetime each), for two lifetimes and for
-    ``--min-step-time``. A lifetime at a higher C follows the line through the last two measured levels (a batched
-    server's pass grows with its batch, and past its cap the queue grows with C: the demo's C=1 and C=2 put
-    C=250 at 17.7 s where it measured 18.7), never below the last one's. [] without a measured step."""
+    """Each level's expected step time from the closed steps' lifetimes: a warm-up of one lifetime (at least the
+    in-flight count's stable time), then a window long enough for its minimum of requests to start and end inside
+    it (at C at a time, one lifetime each), for two lifetimes and for ``--min-step-time``. A lifetime at a higher C
+    follows the line through the last two measured levels (a batched server's pass grows with its batch, and past
+    its cap the queue grows with C: the demo's C=1 and C=2 put C=250 at 17.7 s where it measured 18.7), never
+    below the last one's. [] without a measured step."""
     known = [found for step in closed if (found := step_lifetime(step)) is not None]
     if not known:
         return []
@@ -78,7 +80,9 @@ def level_needs(levels: Sequence[int], closed: Sequence[Mapping[str, Any]], min_
     needs = []
     for c in levels:
         life = max(life_b, life_b + slope * (c - c_b))
-        needs.append(life + max(min_step_time, 2 * life, min_requests(c) * life / max(1, c)))
+        # a request measured must start and end inside the window: C at a time, each one lifetime long
+        window = max(min_step_time, 2 * life, life + min_requests(c) * life / max(1, c))
+        needs.append(max(life, WARMUP_STABLE_S) + window)
     return needs
 
 

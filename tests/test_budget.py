@@ -66,7 +66,7 @@ def test_the_levels_left_get_what_their_lifetimes_need_first_and_share_the_rest(
     needs = level_needs([5, 10, 250], closed, lambda c: 30, 2.0)
     life_250 = 0.42 + 0.07 * 248
     assert needs[2] == pytest.approx(life_250 + 2 * life_250)  # warm-up and two lifetimes
-    assert needs[0] == pytest.approx(0.63 + 30 * 0.63 / 5)  # its 30 requests, 5 at a time
+    assert needs[0] == pytest.approx(2.0 + 0.63 + 30 * 0.63 / 5)  # the stable time; its 30 requests, 5 at a time
     # Enough time: each its need, the rest equally; one second less than the needs: each the same part of its need.
     left = sum(needs) + 30.0
     assert step_share(left / 0.95, 0.0, 3, 600.0, needs) == pytest.approx(needs[0] + 10.0)
@@ -84,7 +84,7 @@ def test_needs_fall_back_to_the_equal_split_without_a_measured_lifetime() -> Non
     assert step_share(800.0, 0.0, 8, 600.0, []) == step_share(800.0, 0.0, 8, 600.0)
     # A lifetime that fell between two levels never extrapolates below the last one's.
     needs = level_needs([100], [_step(10, 2.0), _step(30, 1.5)], lambda c: 30, 0.0)
-    assert needs == [pytest.approx(1.5 + 2 * 1.5)]
+    assert needs == [pytest.approx(2.0 + 2 * 1.5)]
     assert step_lifetime(_step(30, 1.5)) == (30, 1.5)
 
 
