@@ -81,15 +81,18 @@ def chart_text(value: Any, limit: int | None = 60) -> str:
 _UNSAFE_FILE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
-def file_slug(value: Any, limit: int = 48) -> str:
+def file_slug(value: Any, limit: int = 64) -> str:
     """Text as one file name: letters, digits, ``.``, ``_``, ``+`` and ``-`` only, starting with a letter or digit,
-    never ``..`` or a path; where it had to change, a short hash of the original follows, so two names that differ
-    only in what was dropped still name two files. Unchanged text comes back as it is."""
+    never ``..`` or a path, not ending with ``.``, at most ``limit`` characters; where it had to change, a short
+    hash of the original follows, so two names that differ only in what was dropped still name two files. A name
+    the command line or a sweep file accepts (``[A-Za-z0-9][A-Za-z0-9._+-]{0,63}``, no ``..``) comes back as it
+    is."""
     text = _text(value)
-    slug = re.sub(r"\.{2,}", ".", _UNSAFE_FILE.sub("_", text)).lstrip("._+-")[:limit].rstrip("._-")
-    if slug == text:
-        return slug
+    slug = re.sub(r"\.{2,}", ".", _UNSAFE_FILE.sub("_", text)).lstrip("._+-")  # no "..", even inside
+    if slug == text and len(text) <= limit and not text.endswith("."):
+        return text
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    slug = slug[:limit - len(digest) - 1].rstrip("._-")
     return f"{slug}-{digest}" if slug else digest
 
 
