@@ -26,6 +26,7 @@ from specbench.analysis.reporting.csvtext import csv_text
 from specbench.contract.rundir import META_FILE
 from specbench.contract.servertext import chart_text, csv_cell, file_slug
 from specbench.locustfiles.target import start_emulator_process
+from tests.tinyservers import tiny_server
 
 pytestmark = pytest.mark.slow
 
@@ -154,6 +155,17 @@ def test_labels_from_meta_json_name_safe_pair_directories(compared: dict[str, An
     for path in out.rglob("*.csv"):
         for row in csv.reader(path.read_text(encoding="utf-8").splitlines()):
             assert not any(cell.startswith("=") for cell in row), (path, row)
+
+
+def test_a_servers_header_in_a_preflight_refusal_is_one_inert_line(tmp_path: Path, emulator: Any) -> None:
+    good = emulator("baseline", speed=20)
+    with tiny_server("no_stream_escape") as server:
+        proc = subprocess.run([sys.executable, "-m", "specbench.cli", "compare", "--baseline", good.url, "--spec",
+                               server.url, "--out", str(tmp_path / "r"), "--ladder", "1"],
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "does not stream (content-type application/json\\x1b]0;pwned\\x07)" in proc.stderr
+    assert not RAW_CONTROL.search(proc.stdout + proc.stderr)
 
 
 def test_each_rule_leaves_ordinary_text_alone() -> None:
