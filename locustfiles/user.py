@@ -302,7 +302,8 @@ class LLMUser(HttpUser):
         if req.started is not None:  # a request that ran its course (not stopped mid-stream), as HttpSession
             ok, outcome = record["status"] == "ok", req.outcome  # reports a caught response
             # The server's own words reach Locust's failure table on the terminal: one line, escapes visible (#70).
-            failure = None if ok else CatchResponseError(plain(f"{outcome.status}: {outcome.reason or outcome.error}"))
+            failure = None if ok else CatchResponseError(
+                plain(f"{outcome.status}: {outcome.reason or outcome.error}", None))  # already clipped: cut nothing
             self.environment.events.request.fire(
                 request_type="POST", name=name, response_time=record["e2e_s"] * 1000.0,
                 response_length=record["output_tokens"] if ok else 0, response=None, context=self.context(),
