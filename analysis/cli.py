@@ -23,6 +23,7 @@ from specbench.analysis.verdicts.compare import DEFAULT_N_BOOT, DEFAULT_SEED
 from specbench.analysis.verdicts.multi import compare_many
 from specbench.contract.rundir import RECORDS_FILE, RunDir
 from specbench.contract.schema import RunData, RunFormatError
+from specbench.contract.servertext import file_slug
 from specbench.contract.slo import Slo, SloError, parse_slo
 
 EXIT_BAD_INPUT = 2
@@ -175,12 +176,13 @@ def check_names(names: Sequence[str], baseline_name: str, what: str = "configura
 
 
 def named_runs(args: Sequence[str], baseline_name: str) -> list[tuple[str, RunData]]:
-    """Load each [NAME=]RUN; unnamed runs are named by their label, else their directory name."""
+    """Load each [NAME=]RUN; unnamed runs are named by their label, else their directory name, each as a safe file
+    name (``file_slug``: a label read from meta.json is data, and a name becomes ``pairs/NAME/``)."""
     loaded = []
     for arg in args:
         name, path = split_name(arg)
         run = load_run(path)
-        loaded.append((name or run_label(run) or Path(path).name, run))
+        loaded.append((name or file_slug(run_label(run)) or file_slug(Path(path).resolve().name) or "run", run))
     if len(loaded) > 1:
         check_names([n for n, _ in loaded], baseline_name)
     return loaded

@@ -83,7 +83,7 @@ def write_multi_outputs(multi: MultiComparison, out_dir: str | Path) -> list[Pat
     per-category figures included), so nothing the two-run report shows is lost in the combined one.
     """
     from specbench.analysis.charts.multi_plots import multi_plots  # matplotlib only when files are asked for
-    from specbench.analysis.reporting.multi_render import render_multi, render_multi_report
+    from specbench.analysis.reporting.multi_render import pair_dir, render_multi, render_multi_report
     from specbench.analysis.reporting.multi_serialize import multi_csv, multi_json
 
     out = make_out_dir(Path(out_dir))
@@ -100,5 +100,5 @@ def write_multi_outputs(multi: MultiComparison, out_dir: str | Path) -> list[Pat
         *plots,
     ]
     for name, pair in zip(multi.names, multi.pairs, strict=True):
-        written += write_comparison_outputs(pair, out / "pairs" / name)
+        written += write_comparison_outputs(pair, out / "pairs" / pair_dir(name))
     return written

@@ -2,6 +2,10 @@
 
 A table is a list of ``Column``s (header, how to turn a row into a cell, alignment); the same columns
 render as aligned text or as Markdown. Missing figures show as "-", ratios as "0.84x".
+
+A cell may hold a server's or a dataset's text (a category, a prompt id): such a column says so (``data``), and
+each renderer applies its output's rule to it (``contract.servertext``): words in Markdown, never markup; and no
+cell of any column reaches a terminal with a control character in it.
 """
 
 from __future__ import annotations
@@ -10,22 +14,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from specbench.contract.servertext import markdown_text, plain
+
 Row = TypeVar("Row")
 MISSING = "-"
 
 
 @dataclass(frozen=True)
 class Column(Generic[Row]):
-    """One column: its header (units included), its cell text for a row, right- or left-aligned."""
+    """One column: its header (units included), its cell text for a row, right- or left-aligned; ``data``: the
+    cell holds text from a server or a dataset, escaped as Markdown in report.md."""
 
     header: str
     cell: Callable[[Row], str]
     left: bool = False
+    data: bool = False
 
 
 def text_table(columns: Sequence[Column[Row]], rows: Sequence[Row]) -> str:
     """Aligned plain-text table with a rule under the header."""
-    cells = [[col.cell(row) for col in columns] for row in rows]
+    cells = [[plain(col.cell(row), None) for col in columns] for row in rows]
     widths = [max([len(col.header)] + [len(line[i]) for line in cells]) for i, col in enumerate(columns)]
 
     def line(values: Sequence[str]) -> str:
@@ -40,8 +48,14 @@ def markdown_table(columns: Sequence[Column[Row]], rows: Sequence[Row]) -> str:
     """GitHub-flavoured Markdown table with the same cells as ``text_table``."""
     head = "| " + " | ".join(c.header for c in columns) + " |"
     align = "|" + "|".join(":---" if c.left else "---:" for c in columns) + "|"
-    body = ["| " + " | ".join(c.cell(row).replace("|", "\\|") for c in columns) + " |" for row in rows]
+    body = ["| " + " | ".join(_markdown_cell(c, row) for c in columns) + " |" for row in rows]
     return "\n".join([head, align, *body])
+
+
+def _markdown_cell(column: Column[Row], row: Row) -> str:
+    """A data cell as escaped words (its pipes too), any other with its pipes escaped and its newlines gone."""
+    text = column.cell(row)
+    return markdown_text(text, None) if column.data else plain(text, None).replace("|", "\\|")
 
 
 def fmt_num(value: float | None, decimals: int = 1) -> str:

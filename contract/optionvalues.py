@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.contract.gpu_metrics import parse_exporter_urls
+from specbench.contract.servertext import file_slug
 from specbench.contract.slo import SloError, parse_rates
 from specbench.contract.urls import UrlError
 
@@ -76,9 +77,8 @@ def parse_ladder(text: str, where: str = "--ladder") -> list[int]:
 
 
 def safe_label(label: str) -> str:
-    """A label as a file name: letters, digits, '.', '_' and '-' only, never '..' or a path."""
-    cleaned = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "_", label)).strip("._-")
-    return cleaned or "run"
+    """A label as a file name (``servertext.file_slug``: safe characters, a short hash where it had to change)."""
+    return file_slug(label) or "run"
 
 
 def default_run_dir(label: str) -> Path:

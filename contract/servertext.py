@@ -10,10 +10,16 @@ have edited) becomes report text: ``plain`` for the terminal and text files (one
 no forged line and no terminal escape), ``markdown_text`` for report.md and so report.html (the same, with every
 Markdown mark escaped, so a model name like ``![x](/etc/passwd)`` stays words and never becomes an image, a
 link, a heading or a table cell). Every writer of either kind takes its server text through them.
+
+A dataset's text (prompt categories and ids, read from a user's prompt file) is the same kind of data and takes
+the same road, with one rule per output (#70): ``plain_lines`` for a whole terminal text, ``markdown_text`` for
+report.md, ``csv_cell`` for a CSV cell (no spreadsheet formula), ``chart_text`` for a label drawn by matplotlib
+(no mathtext, no control character for a glyph warning to echo) and ``file_slug`` for a file name.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -41,6 +47,53 @@ def plain(value: Any, limit: int | None = SERVER_TEXT_MAX) -> str:
 def markdown_text(value: Any, limit: int | None = SERVER_TEXT_MAX) -> str:
     """``plain(value)`` with every Markdown mark escaped: words in report.md, never markup."""
     return _MARK.sub(lambda m: "\\" + m.group(0), plain(value, limit))
+
+
+def plain_lines(text: str) -> str:
+    """A whole terminal text (our lines, with data woven in) with each line through ``plain``, uncut: the last
+    guard before stdout or a .txt file, so no escape sequence of a server's or a dataset's reaches a terminal."""
+    return "\n".join(plain(line, None) for line in text.split("\n"))
+
+
+# A spreadsheet reads a cell starting with one of these as a formula (OWASP's CSV injection list).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell that no spreadsheet runs: text starting like a formula gets a leading ``'`` (shown by
+    spreadsheets as text, read back by ``csv``/pandas with it); numbers, and text that is a number, stay."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
+
+
+def chart_text(value: Any, limit: int | None = 60) -> str:
+    """Text drawn on a plot: ``plain`` (a control character would also come back in matplotlib's missing-glyph
+    warning on stderr, raw) with ``$`` escaped, so a name is never parsed as mathtext (an odd ``$`` fails the
+    whole figure)."""
+    return plain(value, limit).replace("$", "\\$")
+
+
+_UNSAFE_FILE = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def file_slug(value: Any, limit: int = 64) -> str:
+    """Text as one file name: letters, digits, ``.``, ``_``, ``+`` and ``-`` only, starting with a letter or digit,
+    never ``..`` or a path, not ending with ``.``, at most ``limit`` characters; where it had to change, a short
+    hash of the original follows, so two names that differ only in what was dropped still name two files. A name
+    the command line or a sweep file accepts (``[A-Za-z0-9][A-Za-z0-9._+-]{0,63}``, no ``..``) comes back as it
+    is."""
+    text = _text(value)
+    slug = re.sub(r"\.{2,}", ".", _UNSAFE_FILE.sub("_", text)).lstrip("._+-")  # no "..", even inside
+    if slug == text and len(text) <= limit and not text.endswith("."):
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    slug = slug[:limit - len(digest) - 1].rstrip("._-")
+    return f"{slug}-{digest}" if slug else digest
 
 
 def _text(value: Any) -> str:

@@ -26,6 +26,7 @@ from specbench.contract import tls
 from specbench.contract.messages import RECORD_MESSAGE, START_MESSAGE
 from specbench.contract.redact import clip
 from specbench.contract.schema import SCHEMA_VERSION, AnswerLine, RequestRecord, Status, answer_digest
+from specbench.contract.servertext import plain
 from specbench.locustfiles.auth import auth_headers
 from specbench.locustfiles.conversation import Conversation
 from specbench.locustfiles.deferred import AFTER_SENDS
@@ -301,7 +302,9 @@ class LLMUser(HttpUser):
         record = self._record(ctx, req)
         if req.started is not None:  # a request that ran its course (not stopped mid-stream), as HttpSession
             ok, outcome = record["status"] == "ok", req.outcome  # reports a caught response
-            failure = None if ok else CatchResponseError(f"{outcome.status}: {outcome.reason or outcome.error}")
+            # The server's own words reach Locust's failure table on the terminal: one line, escapes visible (#70).
+            failure = None if ok else CatchResponseError(
+                plain(f"{outcome.status}: {outcome.reason or outcome.error}", None))  # already clipped: cut nothing
             self.environment.events.request.fire(
                 request_type="POST", name=name, response_time=record["e2e_s"] * 1000.0,
                 response_length=record["output_tokens"] if ok else 0, response=None, context=self.context(),

@@ -139,7 +139,7 @@ def _check_streams(session: requests.Session, base: str, api: str, identity: Ser
                                  "line") from None
         if "text/event-stream" not in ctype and not first.lstrip().startswith(b"data:"):
             raise PreflightError(f"{_server(role)} {base}: {path} does not stream (content-type "
-                                 f"{ctype or 'none'}); the suite measures streaming servers only")
+                                 f"{plain(ctype or 'none')}); the suite measures streaming servers only")
 
 
 def _probe(session: requests.Session, base: str, path: str, body: dict[str, Any], role: str, timeout: float,

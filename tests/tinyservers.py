@@ -61,6 +61,10 @@ class QuietHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+# no_stream_escape: its content-type sets a terminal's title, should anything print it raw (#70).
+NO_STREAM_TYPES = {"no_stream": "application/json", "no_stream_escape": "application/json\x1b]0;pwned\x07"}
+
+
 class _Handler(QuietHandler):
 
     def _hold_open(self, chunk: bytes, every_s: float) -> None:
@@ -91,7 +95,7 @@ class _Handler(QuietHandler):
             self._trickle()
         elif mode == "unauthorized":
             self._send(401, "application/json", b'{"error": "missing key"}')
-        elif mode in ("no_route", "no_stream"):
+        elif mode in ("no_route", "no_stream", "no_stream_escape"):
             self._send(200, "application/json", MODELS_ELSEWHERE)
         elif mode == "vllm_metrics" and self.path == "/metrics":
             self._send(200, "text/plain; version=0.0.4", VLLM_METRICS)
@@ -154,8 +158,8 @@ class _Handler(QuietHandler):
             self._refuse(mode)
         elif mode in ("unauthorized", "no_route"):
             self._send(401 if mode == "unauthorized" else 404, "application/json", b"{}")
-        elif mode == "no_stream":  # a whole JSON answer where a stream was asked for
-            self._send(200, "application/json", b'{"choices": [{"message": {"content": "hi"}}]}')
+        elif mode in NO_STREAM_TYPES:  # a whole JSON answer where a stream was asked for
+            self._send(200, NO_STREAM_TYPES[mode], b'{"choices": [{"message": {"content": "hi"}}]}')
         elif mode == "echo_creds" and n % 2 == 0:  # every other request: an error body echoing the credentials
             auth, decoded = _auth_forms(auth)
             encoded = base64.b64encode(decoded.encode()).decode()

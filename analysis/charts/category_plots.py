@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from specbench.analysis.charts.axes import save_png
 from specbench.analysis.verdicts.category_verdict import CategoryVerdict
+from specbench.contract.servertext import chart_text
 
 MARKS = {"spec": "+", "baseline": "-", "unclear": "?"}
 
@@ -41,7 +42,7 @@ def plot_category_heatmap(verdict: CategoryVerdict, path: Path) -> Path:
         ax.text(col, row, text, ha="center", va="center", fontsize=8, color="white" if dark else "black")
     image = ax.imshow(grid, cmap="RdYlGn", vmin=-reach, vmax=reach, aspect="auto")
     ax.set_xticks(range(len(levels)), [f"C={c}" for c in levels])
-    ax.set_yticks(range(len(names)), names)
+    ax.set_yticks(range(len(names)), [chart_text(name) for name in names])  # a prompt file's labels: data
     ax.set_title("Spec / baseline throughput ratio per category (+ / -: interval above / below 1)")
     bar = fig.colorbar(image, ax=ax)
     ticks = [t for t in (-2, -1, -0.5, 0, 0.5, 1, 2) if abs(t) <= reach]

@@ -15,6 +15,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 from specbench.analysis.charts.axes import COLOURS, level_axis, save_png
 from specbench.analysis.reporting.decompose_report import by_category, histogram
 from specbench.analysis.verdicts.decompose import Decomposition, Estimate
+from specbench.contract.servertext import chart_text
 
 
 def _errorbar(ax: Axes, xs: list[int], ests: Sequence[Estimate], scale: float = 1.0, **kw: Any) -> None:
@@ -100,7 +101,7 @@ def plot_acceptance(levels: Sequence[Decomposition], path: Path, by_position: Po
     ax_c = fig.add_subplot(1, panels, 2)
     if levels:
         for i, (cat, values) in enumerate(by_category(levels[0]).items()):
-            _hist(ax_c, values, cat, f"C{i % 10}")
+            _hist(ax_c, values, chart_text(cat), f"C{i % 10}")  # a prompt file's label: data
         ax_c.set_title(f"By prompt category at C={levels[0].target_c}")
     for a in (ax, ax_c):
         a.set_xlabel("tokens per verify pass (decode tokens / passes)")

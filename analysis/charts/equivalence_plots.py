@@ -7,11 +7,12 @@ from pathlib import Path
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from specbench.analysis.charts.axes import level_axis, save_png
+from specbench.analysis.charts.axes import inert_warnings, level_axis, save_png
 from specbench.analysis.reporting.equivalence_report import Named
 from specbench.analysis.verdicts.equivalence import histogram
 
 
+@inert_warnings
 def plot_equivalence(named: Named, path: Path, baseline_name: str = "baseline") -> Path:
     """Left: per level, the share of answers each configuration changed against the baseline (solid), the
     baseline's own noise floor against its lowest level (dashed black) and each configuration's (dotted).

@@ -13,7 +13,7 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from specbench.analysis.charts.axes import level_axis, save_png
+from specbench.analysis.charts.axes import inert_warnings, level_axis, save_png
 from specbench.analysis.verdicts.multi import MultiComparison
 
 
@@ -94,5 +94,6 @@ def plot_heatmap(m: MultiComparison, path: Path) -> Path:
     return path
 
 
+@inert_warnings
 def multi_plots(m: MultiComparison, out_dir: Path) -> list[Path]:
     return [plot_all_curves(m, out_dir / "throughput_vs_c.png"), plot_heatmap(m, out_dir / "ratio_heatmap.png")]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from specbench.analysis.charts.axes import COLOURS, level_axis, ratio_bars, save_png
+from specbench.analysis.charts.axes import COLOURS, inert_warnings, level_axis, ratio_bars, save_png
 from specbench.analysis.charts.category_plots import has_category_heatmap, plot_category_heatmap
 from specbench.analysis.charts.decompose_plots import plot_acceptance, plot_decomposition
 from specbench.analysis.charts.energy_plots import has_energy, plot_energy
@@ -19,6 +19,7 @@ from specbench.analysis.charts.server_plots import has_timeline, plot_server_tim
 from specbench.analysis.records.summary import RunSummary, StepRow
 from specbench.analysis.verdicts.categories import ALL
 from specbench.analysis.verdicts.compare import Comparison
+from specbench.contract.servertext import chart_text
 
 Series = tuple[str, Sequence[StepRow]]
 
@@ -107,7 +108,7 @@ def plot_categories(comparison: Comparison, path: Path) -> Path:
     """Acceptance length by category (spec run, all levels) and speed-up by category at the lowest level."""
     fig = Figure(figsize=(11, 4.5), dpi=110)
     ax_acc = fig.add_subplot(1, 2, 1)
-    accept = [(cat, v) for cat, v in comparison.categories.accept_by_category if v is not None]
+    accept = [(chart_text(cat), v) for cat, v in comparison.categories.accept_by_category if v is not None]
     if accept:
         ax_acc.bar([c for c, _ in accept], [v for _, v in accept], color="tab:orange")
         ax_acc.set_ylabel("acceptance length (tokens / verify pass)")
@@ -120,9 +121,9 @@ def plot_categories(comparison: Comparison, path: Path) -> Path:
     if rows:
         level = min(r.target_c for r in rows)
         cats = [r for r in rows if r.target_c == level and r.category != ALL and r.speedup is not None]
-        names = [r.category for r in cats]
+        names = [chart_text(r.category) for r in cats]
         ax_up.bar(names, [s for r in cats if (s := r.speedup) is not None], color="tab:blue", label="mean speed-up")
-        best = [(r.category, r.best_prompt_speedup) for r in cats if r.best_prompt_speedup is not None]
+        best = [(chart_text(r.category), r.best_prompt_speedup) for r in cats if r.best_prompt_speedup is not None]
         ax_up.scatter([c for c, _ in best], [v for _, v in best], color="tab:red", zorder=3,
                       label="best single prompt")
         ax_up.axhline(1.0, color="black", linestyle="--", linewidth=1)
@@ -137,15 +138,18 @@ def plot_categories(comparison: Comparison, path: Path) -> Path:
     return path
 
 
+@inert_warnings
 def summary_plots(summary: RunSummary, out_dir: Path) -> list[Path]:
-    series = [(summary.name, summary.rows)]
+    series = [(chart_text(summary.name), summary.rows)]
     timeline = [plot_server_timeline([summary], out_dir / "server_timeline.png")] if has_timeline([summary]) else []
     return [plot_throughput(series, out_dir / "throughput_vs_c.png"),
             plot_latency(series, out_dir / "latency_vs_c.png"), *timeline]
 
 
+@inert_warnings
 def comparison_plots(comparison: Comparison, out_dir: Path) -> list[Path]:
-    series = [(comparison.spec.name, comparison.spec.rows), (comparison.baseline.name, comparison.baseline.rows)]
+    series = [(chart_text(comparison.spec.name), comparison.spec.rows),
+              (chart_text(comparison.baseline.name), comparison.baseline.rows)]
     runs = [comparison.baseline, comparison.spec]
     found = [lv.decomposition for lv in comparison.levels if lv.decomposition is not None]
     why = [plot_decomposition(found, out_dir / "decomposition_vs_c.png"),

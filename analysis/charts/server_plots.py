@@ -18,6 +18,7 @@ from matplotlib.typing import LineStyleType
 
 from specbench.analysis.charts.axes import save_png
 from specbench.analysis.records.summary import RunSummary, StepRow
+from specbench.contract.servertext import chart_text
 
 FIG_WIDTH_IN = 11.0
 LABEL_PT = 8.0  # font size of the step names
@@ -112,7 +113,7 @@ def timeline_figure(summaries: Sequence[RunSummary]) -> Figure:
             used = _panel(ax, summary)
         else:
             ax.text(0.5, 0.5, "no server metrics in this run", ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(f"{summary.name}: the server's /metrics", loc="left", pad=used * 11 + 6)
+        ax.set_title(f"{chart_text(summary.name)}: the server's /metrics", loc="left", pad=used * 11 + 6)
     handles = [Line2D([], [], color=c, linestyle=s, label=label) for _, c, label, s in SERIES]
     handles.append(Line2D([], [], color="tab:green", linestyle="--", label="KV cache use (right axis)"))
     fig.legend(handles=handles, loc="upper right", ncol=len(handles), fontsize="small", frameon=False)

@@ -5,6 +5,7 @@ verdict sat in the middle of them. Here the verdict, the crossover, the recommen
 output-equivalence sentence, the why lines, single-prompt traps and the warnings come first, then the
 per-level throughput table (C, tok/s of each side, ratio with its interval, winner), then where the rest is.
 The full text is ``render_comparison`` / ``render_multi`` (``--verbose``, and report.md / report.html always).
+Both leave through ``plain_lines``: data in a sentence reaches the terminal as visible escapes (#70).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from specbench.analysis.reporting.render import render_warnings, saturation_line
 from specbench.analysis.table import text_table
 from specbench.analysis.verdicts.compare import Comparison
 from specbench.analysis.verdicts.multi import MultiComparison, multi_equivalences
+from specbench.contract.servertext import plain_lines
 
 #: the per-level table's columns on the terminal (the report has them all)
 BRIEF_HEADERS = ("C", "spec tok/s", "base tok/s", "ratio", "95% CI", "winner")
@@ -55,7 +57,7 @@ def brief_comparison(c: Comparison) -> str:
     if not c.open_loop and c.levels:
         columns = [col for col in LEVEL_COLUMNS if col.header in BRIEF_HEADERS]
         out += ["", text_table(columns, c.levels), *([REFINED_NOTE] if any(lv.refined for lv in c.levels) else [])]
-    return "\n".join([*out, MORE])
+    return plain_lines("\n".join([*out, MORE]))
 
 
 def brief_multi(m: MultiComparison) -> str:
@@ -68,7 +70,7 @@ def brief_multi(m: MultiComparison) -> str:
            _brief_warnings(m.warnings)]
     if m.levels:
         out += ["", text_table(level_columns(m), m.levels), *([REFINED_NOTE] if refined_levels(m) else [])]
-    return "\n".join([*out, MORE])
+    return plain_lines("\n".join([*out, MORE]))
 
 
 def _capped(lines: list[str], most: int, more: str) -> list[str]:

@@ -1,7 +1,8 @@
 """The per-category verdict in the outputs: its sentence, its category x level table and its JSON.
 
 Category names come from prompt files (a dataset's own labels): they are data, escaped in Markdown
-(``markdown_text``) and written as plain strings in JSON.
+(``markdown_text``, the table's ``data`` column), one plain line on the terminal and written as plain strings in
+JSON.
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ def cell_text(cell: CategoryCell | None) -> str:
     return f"{ratio}{interval} {mark}{passes}"
 
 
-def _columns(v: CategoryVerdict, name: Callable[[str], str]) -> list[Column[str]]:
+def _columns(v: CategoryVerdict) -> list[Column[str]]:
     levels = sorted({cell.target_c for cell in v.cells})
     at = {(cell.category, cell.target_c): cell for cell in v.cells}
-    cols: list[Column[str]] = [Column("category", name, left=True)]
+    cols: list[Column[str]] = [Column("category", str, left=True, data=True)]
     cols += [Column(f"C={level}", _cell_of(at, level), left=True) for level in levels]
     return cols
 
@@ -69,7 +70,7 @@ def category_verdict_markdown(c: Comparison) -> list[str]:
     names = sorted({cell.category for cell in v.cells})
     gaps = [cell for cell in v.cells if cell.note]
     return ["### Where speculation pays, per category", "", f"**{markdown_text(v.sentence, None)}**", "",
-            _note(v), "", markdown_table(_columns(v, lambda cat: markdown_text(cat, None)), names), "",
+            _note(v), "", markdown_table(_columns(v), names), "",
             *(f"- C={cell.target_c} {markdown_text(cell.category, None)}: {markdown_text(cell.note, None)}"
               for cell in gaps), *([""] if gaps else [])]
 
@@ -81,7 +82,7 @@ def category_verdict_text(c: Comparison) -> list[str]:
         return []
     names = sorted({cell.category for cell in v.cells})
     return [f"Per category: {plain(v.sentence, None)}", _note(v),
-            text_table(_columns(v, lambda cat: plain(cat, None)), names)]
+            text_table(_columns(v), names)]
 
 
 def category_brief(c: Comparison) -> list[str]:

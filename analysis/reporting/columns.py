@@ -157,15 +157,17 @@ def _prompt_cell(pid: str | None, value: float | None) -> str:
 
 
 CATEGORY_COLUMNS: list[Column[CategoryRow]] = [
-    Column("category", lambda r: r.category, left=True),
+    Column("category", lambda r: r.category, left=True, data=True),  # a prompt file's own label
     Column("prompts", lambda r: str(r.prompts)),
     Column("spec/base reqs", lambda r: f"{r.spec_requests}/{r.baseline_requests}"),
     Column("spec accept len", lambda r: fmt_num(r.accept_length, 2)),
     Column("spec per-req tok/s", lambda r: fmt_num(r.spec_per_request_tok_s)),
     Column("base per-req tok/s", lambda r: fmt_num(r.baseline_per_request_tok_s)),
     Column("speed-up", lambda r: fmt_ratio(r.speedup)),
-    Column("best prompt", lambda r: _prompt_cell(r.best_prompt_id, r.best_prompt_speedup), left=True),
-    Column("worst prompt", lambda r: _prompt_cell(r.worst_prompt_id, r.worst_prompt_speedup), left=True),
+    Column("best prompt", lambda r: _prompt_cell(r.best_prompt_id, r.best_prompt_speedup), left=True,
+           data=True),
+    Column("worst prompt", lambda r: _prompt_cell(r.worst_prompt_id, r.worst_prompt_speedup), left=True,
+           data=True),
 ]
 
 

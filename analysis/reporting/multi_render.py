@@ -22,7 +22,7 @@ from specbench.analysis.verdicts.multi import MultiComparison, MultiLevel, multi
 from specbench.analysis.verdicts.policy import PolicyLevel
 from specbench.analysis.verdicts.refine import added_near, crossing_statement
 from specbench.analysis.verdicts.saturation import Saturation, saturation_of
-from specbench.contract.servertext import markdown_text
+from specbench.contract.servertext import file_slug, markdown_text, plain_lines
 
 ANSWER_PLOT = "throughput_vs_c.png"  # its lower panel: each configuration's ratio with 95% intervals
 PLOT_CAPTIONS = {
@@ -147,20 +147,20 @@ def render_multi(m: MultiComparison) -> str:
     out += energy_section(m, markdown=False)
     out += ["", *multi_equivalence_lines(multi_equivalences(m), markdown=False)]
     out += ["", render_warnings(m.warnings)]
-    return "\n".join(out)
+    return plain_lines("\n".join(out))
 
 
 def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
     """report.md of a many-configuration comparison; ``plots`` are embedded by file name."""
     answer, rest = answer_plot(plots, ANSWER_PLOT)  # the ratios with their intervals, beside the verdict (#61)
     md = ["# Speculative configurations against baseline", ""]
-    md += ["## Verdict", "", _sentence(best_text(m)), "", *plot_lines(answer, PLOT_CAPTIONS), "## Runs", ""]
-    md += [f"- **{m.baseline_name}** (baseline): {describe_run(m.baseline, markdown=True)}"]
-    md += [f"- **{name}**: {describe_run(pair.spec, markdown=True)}"
+    md += ["## Verdict", "", _md(_sentence(best_text(m))), "", *plot_lines(answer, PLOT_CAPTIONS), "## Runs", ""]
+    md += [f"- **{_md(m.baseline_name)}** (baseline): {describe_run(m.baseline, markdown=True)}"]
+    md += [f"- **{_md(name)}**: {describe_run(pair.spec, markdown=True)}"
            for name, pair in zip(m.names, m.pairs, strict=True)]
-    md += ["", "## Policy", "", _sentence(m.policy.text), ""]
-    md += [*(f"- **Switch point**: {line}" for line in switch_lines(m)),
-           *(f"- **Saturation**: {s.text}" for s in multi_saturation(m)), ""]
+    md += ["", "## Policy", "", _md(_sentence(m.policy.text)), ""]
+    md += [*(f"- **Switch point**: {_md(line)}" for line in switch_lines(m)),
+           *(f"- **Saturation**: {_md(s.text)}" for s in multi_saturation(m)), ""]
     if m.policy.levels:
         md += [markdown_table(policy_columns(m), m.policy.levels), ""]
     md += multi_equivalence_lines(multi_equivalences(m), markdown=True)
@@ -172,16 +172,16 @@ def render_multi_report(m: MultiComparison, plots: Sequence[Path] = ()) -> str:
         md += ["## Plots", "", *plot_lines(rest, PLOT_CAPTIONS)]
     md += ["## Each configuration against the baseline", ""]
     for name, pair in zip(m.names, m.pairs, strict=True):
-        md += [f"- **{name}**: {pair.verdict.text}. Recommendation: {pair.recommendation.text}. "
-               f"Full two-run report: `pairs/{name}/report.md`."]
+        md += [f"- **{_md(name)}**: {_md(pair.verdict.text)}. Recommendation: {_md(pair.recommendation.text)}. "
+               f"Full two-run report: `pairs/{pair_dir(name)}/report.md`."]
     md += why_section(m, markdown=True)
     md += energy_section(m, markdown=True)
     md += ["", "## Warnings", ""]
-    md += [f"- `{w.code}`: {markdown_text(w.message, None)}" for w in m.warnings] or ["None."]
+    md += [f"- `{w.code}`: {_md(w.message)}" for w in m.warnings] or ["None."]
     md += [""]
     for name, summary in ((m.baseline_name, m.baseline), *((n, p.spec) for n, p in zip(m.names, m.pairs,
                                                                                       strict=True))):
-        md += [f"## Steps: {name}", "", markdown_table(STEP_COLUMNS, summary.rows), ""]
+        md += [f"## Steps: {_md(name)}", "", markdown_table(STEP_COLUMNS, summary.rows), ""]
     md += ["Figures are defined in `analysis/README.md` (throughput in the measured window, bootstrap interval, "
            "switching policy).", ""]
     return "\n".join(md)
@@ -201,9 +201,9 @@ def why_section(m: MultiComparison, *, markdown: bool) -> list[str]:
             continue
         shown = True
         table = markdown_table if markdown else text_table
-        out += ["", f"### {name}" if markdown else f"{name}:", *([""] if markdown else []),
+        out += ["", f"### {_md(name)}" if markdown else f"{name}:", *([""] if markdown else []),
                 table(DECOMPOSITION_COLUMNS, found)]
-        out += [("- " if markdown else "  ") + line for line in why_lines(pair)]
+        out += [("- " + _md(line) if markdown else "  " + line) for line in why_lines(pair)]
     return out if shown else []
 
 
@@ -214,12 +214,23 @@ def energy_section(m: MultiComparison, *, markdown: bool) -> list[str]:
     for name, pair in zip(m.names, m.pairs, strict=True):
         lines = energy_lines(pair)
         if lines:
-            out += ["", f"### {name}" if markdown else f"{name}:", *([""] if markdown else []),
-                    *(("- " + line.strip() if markdown else "  " + line) for line in lines)]
+            out += ["", f"### {_md(name)}" if markdown else f"{name}:", *([""] if markdown else []),
+                    *(("- " + _md(line.strip()) if markdown else "  " + line) for line in lines)]
     if not out:
         return []
     return ["", "## Energy per output token, per configuration" if markdown
             else "Energy per output token, per configuration (configuration / baseline)", *out]
+
+
+def _md(text: str) -> str:
+    """A name or a sentence with data in it as Markdown words (#70)."""
+    return markdown_text(text, None)
+
+
+def pair_dir(name: str) -> str:
+    """The directory of a configuration's two-run report under ``pairs/``: its name, if that is a safe file name
+    (the command line and the sweep file allow only such names), else a slug of it (``file_slug``)."""
+    return file_slug(name) or "unnamed"
 
 
 def _sentence(text: str) -> str:

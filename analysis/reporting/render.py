@@ -1,4 +1,8 @@
-"""Terminal text for ``summarize`` and ``compare``: aligned tables, the verdict and every warning."""
+"""Terminal text for ``summarize`` and ``compare``: aligned tables, the verdict and every warning.
+
+Each whole text leaves through ``plain_lines`` (``contract.servertext``): a run's label, a category or a prompt id
+woven into a sentence reaches the terminal and comparison.txt as visible escapes, never as a control sequence
+(#70)."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from specbench.analysis.verdicts.categories import ALL
 from specbench.analysis.verdicts.compare import Comparison
 from specbench.analysis.verdicts.decompose import Decomposition
 from specbench.analysis.verdicts.saturation import Saturation
-from specbench.contract.servertext import describe_speculative, markdown_text, plain
+from specbench.contract.servertext import describe_speculative, markdown_text, plain, plain_lines
 
 PERCENTILE_NOTE = ("tok/s 95% CI: bm = batch means, life = batches of one median request; latency percentiles "
                    "rest on 'pct reqs' complete requests, ~ marks fewer than 30 (indicative only)")
@@ -94,7 +98,7 @@ def render_warnings(warnings: Sequence[ValidityWarning]) -> str:
 
 def render_summary_table(summary: RunSummary) -> str:
     """The seed-style per-step table of one run, then its warnings."""
-    return "\n".join([
+    return plain_lines("\n".join([
         describe_run(summary),
         "",
         text_table(step_columns(summary), summary.rows) if summary.rows else "(no ladder steps in this run)",
@@ -104,7 +108,7 @@ def render_summary_table(summary: RunSummary) -> str:
         *([ENERGY_NOTE, *energy_notes(summary.rows)] if energy_columns(summary.rows) else []),
         "",
         render_warnings(summary.warnings),
-    ])
+    ]))
 
 
 SERVER_NOTE = ("means of the server's /metrics samples inside each window; server tok/s is its generation-token "
@@ -170,7 +174,7 @@ def render_comparison(comparison: Comparison) -> str:
     if not c.open_loop:  # open loop: levels are rates, compared under the SLO, not per category
         out += ["", *category_section(c)]
     out += ["", render_warnings(c.warnings)]
-    return "\n".join(out)
+    return plain_lines("\n".join(out))
 
 
 def saturation_lines(found: Sequence[Saturation]) -> list[str]:

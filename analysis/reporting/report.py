@@ -1,5 +1,10 @@
 """report.md for a comparison: the verdict and its picture first (the ratio with its intervals, #61), then the
-terminal's content as Markdown, both runs' step tables and the other plots."""
+terminal's content as Markdown, both runs' step tables and the other plots.
+
+Every sentence that can carry a run's or a dataset's text (a label in a run's name, a category, a prompt id) is
+written through ``_md`` (``contract.servertext.markdown_text``): words, never markup (#70). Our own marks in such a
+sentence are escaped too, which CommonMark renders as the same characters.
+"""
 
 from __future__ import annotations
 
@@ -36,6 +41,12 @@ from specbench.analysis.verdicts.categories import ALL
 from specbench.analysis.verdicts.compare import Comparison
 from specbench.contract.servertext import markdown_text
 
+
+def _md(text: str) -> str:
+    """A sentence with data in it as Markdown words, whole (uncut)."""
+    return markdown_text(text, None)
+
+
 PLOT_CAPTIONS = {
     "throughput_vs_c.png": "Throughput against concurrency",
     "ratio_vs_c.png": "Spec / baseline throughput ratio with 95% intervals and the crossover band",
@@ -59,12 +70,12 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
         "",
         "## Verdict",
         "",
-        c.verdict.text[0].upper() + c.verdict.text[1:] + ".",
+        _md(c.verdict.text[0].upper() + c.verdict.text[1:] + "."),
         "",
-        *(f"- **Rests on**: {line}" for line in unfinished_lines(c)),
-        *(f"- **Crossover**: {line}" for line in c.crossover_lines),
-        *(f"- **Saturation**: {s.text}" for s in c.saturation),
-        *([f"- **Skipped**: {c.skipped}"] if c.skipped else []),
+        *(f"- **Rests on**: {_md(line)}" for line in unfinished_lines(c)),
+        *(f"- **Crossover**: {_md(line)}" for line in c.crossover_lines),
+        *(f"- **Saturation**: {_md(s.text)}" for s in c.saturation),
+        *([f"- **Skipped**: {_md(c.skipped)}"] if c.skipped else []),
         *([""] if c.crossover_lines or c.saturation or c.skipped or unfinished_lines(c) else []),
         *plot_lines(answer),
         "## Runs",
@@ -74,7 +85,7 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
         "",
         "## Recommendation",
         "",
-        c.recommendation.text[0].upper() + c.recommendation.text[1:] + ".",
+        _md(c.recommendation.text[0].upper() + c.recommendation.text[1:] + "."),
         "",
     ]
     if c.recommendation.levels:
@@ -107,16 +118,16 @@ def render_report(comparison: Comparison, plots: Sequence[Path] = ()) -> str:
                markdown_table(DECOMPOSITION_COLUMNS, decompositions(c)), ""]
     if why_lines(c):
         md += ["### Why, per level", "", "From the servers' own figures (`/metrics`), the load processes' CPU and "
-               "the decomposition above:", "", *(f"- {line}" for line in why_lines(c)), ""]
+               "the decomposition above:", "", *(f"- {_md(line)}" for line in why_lines(c)), ""]
     if energy_lines(c):
         head, *rest = energy_lines(c)
-        md += ["### Energy per output token", "", head, "", *(f"- {line.strip()}" for line in rest), ""]
+        md += ["### Energy per output token", "", _md(head), "", *(f"- {_md(line.strip())}" for line in rest), ""]
     md += _categories(c)
     md += ["## Warnings", ""]
-    md += [f"- `{w.code}`: {markdown_text(w.message, None)}" for w in c.warnings] or ["None."]
+    md += [f"- `{w.code}`: {_md(w.message)}" for w in c.warnings] or ["None."]
     md += [""]
     for summary in (c.baseline, c.spec):
-        md += [f"## Steps: {summary.name}", "", markdown_table(step_columns(summary), summary.rows), "",
+        md += [f"## Steps: {_md(summary.name)}", "", markdown_table(step_columns(summary), summary.rows), "",
                PERCENTILE_NOTE, ""]
         if has_server_side(summary.rows):
             md += [f"Server side ({SERVER_NOTE}):", "", markdown_table(server_columns(summary), summary.rows), "",
@@ -155,7 +166,7 @@ def _categories(c: Comparison) -> list[str]:
         if level != min(r.target_c for r in rows) and not any(r.category != ALL for r in at_level):
             continue
         md += [f"### C={level}", "", markdown_table(CATEGORY_COLUMNS, at_level), ""]
-    md += [f"- {t}" for t in c.categories.traps]
-    accept = ", ".join(f"{cat} {fmt_num(v, 2)}" for cat, v in c.categories.accept_by_category)
+    md += [f"- {_md(t)}" for t in c.categories.traps]
+    accept = ", ".join(f"{_md(cat)} {fmt_num(v, 2)}" for cat, v in c.categories.accept_by_category)
     md += ["", f"Acceptance length by category (spec run, all compared levels): {accept or '-'}.", ""]
     return md
