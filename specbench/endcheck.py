@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.contract.policy import DRAIN_RESERVE
 from specbench.contract.redact import redact
 from specbench.contract.rundir import RunDir
 from specbench.refine import ROUND_OVERHEAD_S, LevelRunner
@@ -73,7 +74,10 @@ def run_end_checks(order: Sequence[str], dirs: dict[str, Path], run_levels: Leve
         return 0
     for name, first in firsts.items():
         print(f"end check: {name} measures its first level ({first.level:g}) again", flush=True)
-        code = run_levels(name, [first.level], RunDir(dirs[name]).end_check().path, None)
+        # As long as the first step ran, no longer: a like-for-like window, and an end check that cannot run on
+        # to --max-step-time (a 46 s window on a slow server's C=1 where the start had 10 s, #76).
+        share = first.seconds / (1 - DRAIN_RESERVE) + 1.0
+        code = run_levels(name, [first.level], RunDir(dirs[name]).end_check().path, share)
         if code not in (0, 3):
             return code
     return 0
