@@ -69,12 +69,14 @@ def level_needs(levels: Sequence[int], closed: Sequence[Mapping[str, Any]], min_
     it (at C at a time, one lifetime each), for two lifetimes and for ``--min-step-time``. A lifetime at a higher C
     follows the line through the last two measured levels (a batched server's pass grows with its batch, and past
     its cap the queue grows with C: the demo's C=1 and C=2 put C=250 at 17.7 s where it measured 18.7), never
-    below the last one's. [] without a measured step."""
+    below the last one's; with one level measured, the line through the origin (every request beyond it queued:
+    an upper bound, so the lower levels take no more than they need while the top is unknown). [] without a
+    measured step."""
     known = [found for step in closed if (found := step_lifetime(step)) is not None]
     if not known:
         return []
     (c_b, life_b) = known[-1]
-    slope = 0.0
+    slope = life_b / c_b  # one level measured: the bound of a server that queues every request beyond it
     if len(known) >= 2 and known[-2][0] < c_b:
         slope = max(0.0, (life_b - known[-2][1]) / (c_b - known[-2][0]))
     needs = []

@@ -86,6 +86,8 @@ def test_needs_fall_back_to_the_equal_split_without_a_measured_lifetime() -> Non
     needs = level_needs([100], [_step(10, 2.0), _step(30, 1.5)], lambda c: 30, 0.0)
     assert needs == [pytest.approx(2.0 + 2 * 1.5)]
     assert step_lifetime(_step(30, 1.5)) == (30, 1.5)
+    # One level measured: a lifetime proportional to C (every request beyond it queued), an upper bound.
+    assert level_needs([250], [_step(1, 0.2)], lambda c: 30, 0.0) == [pytest.approx(50.0 + 2 * 50.0)]
 
 
 def test_forecast_follows_one_over_sqrt_time() -> None:
