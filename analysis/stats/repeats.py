@@ -5,17 +5,18 @@ drift over the run (a GPU warming up or throttling, a neighbour starting) as a d
 and its interval covers only the noise inside each window. Measured in repeats taken in alternating order, the
 run-to-run variation shows in how the repeats' ratios spread.
 
-- ``combine_ratios``: the repeats form a paired design (each repeat measures both sides close in time). Given
-  which side each repeat measured second, and with both orders among three or more repeats, the combined log ratio
-  is the mean of the two order groups' means (the spec measured second, and first), and its interval a t interval
-  on the variance pooled within the groups, n - 2 degrees of freedom: a drift that moves whichever side is
-  measured second by about the same amount in each repeat (any steady drift, and one whose pace changes steadily)
-  shifts the two groups by opposite amounts, which cancel. A plain mean over an odd number of repeats in
-  alternating order (A B, B A, A B) leaves one order once more than the other and keeps a third of that shift
-  (#76). Two repeats (one of each order), and repeats of one order only, fall back to the geometric mean of the
-  ratios and its exact t interval, n - 1 degrees of freedom. The spread holds both the noise inside each window
-  and the variation between repeats; which of the two dominated is told by comparing it with the windows' own
-  intervals.
+- ``combine_ratios``: the repeats form a paired design (each repeat measures both sides close in time), so the
+  combined ratio is a mean of the repeats' log ratios and its interval an exact t interval over them, n - 1
+  degrees of freedom. In alternating order (A B, B A, A B) a drift pulls whichever side each repeat measures
+  second, one way in one order and the other way in the other; an odd number of repeats runs one order once more,
+  and a plain mean keeps a third of that pull at three (#76). Given each repeat's order, the mean is balanced:
+  the mean of the two order groups' means, in which any steady drift (and one whose pace changes steadily)
+  cancels. Its interval takes its variance from the repeats' spread about their plain mean, which holds the
+  order's pull, so a drift widens the interval instead of shifting it; the variance pooled within the order
+  groups would leave n - 2 degrees of freedom, one at three repeats, and an interval three times as wide. With
+  the orders equally often (an even n) both means, and the intervals, are the plain ones. The spread holds both
+  the noise inside each window and the variation between repeats; which of the two dominated is told by
+  comparing it with the windows' own intervals.
 - ``drift_trend``: one side's throughput at one level over its repeats, each at the moment its window was measured.
   The slope of its logarithm over time (weighted by the windows' intervals; where a window has none, the residual
   spread of three or more, a t test on n - 2 degrees of freedom) says whether the side moved beyond noise
@@ -72,8 +73,8 @@ class CombinedRatio:
     n: int
     spread_var: float | None  # sample variance of the repeats' log ratios (None: one repeat)
     within_var: float | None  # mean variance of a repeat's log ratio from its own window (None: no intervals)
-    balanced: bool = False  # the mean of the two order groups' means (else the plain mean of the repeats)
-    second_factor: float | None = None  # balanced: what being measured second did to a ratio (< 1: it read lower)
+    balanced: bool = False  # the orders ran unequally often, and the mean weighs them equally (#76)
+    second_factor: float | None = None  # what being measured second did to a ratio (< 1: it read lower)
     orders: tuple[int, int] = (0, 0)  # repeats with the spec measured second, and first (0, 0: not known)
 
     @property
@@ -99,7 +100,7 @@ def combine_ratios(repeats: Sequence[Measure],
                    spec_second: Sequence[bool | None] | None = None) -> CombinedRatio | None:
     """The repeats' ratios (spec / baseline at one level, one per repeat) as one ratio with its interval.
     ``spec_second``: per repeat, whether the spec was measured after the baseline (None: not known); with both
-    orders among three or more repeats the estimate is balanced over them (the module's docstring says why)."""
+    orders known the mean is balanced over them (the module's docstring says why)."""
     pairs = [(m, None if spec_second is None else spec_second[i]) for i, m in enumerate(repeats)
              if m.value > 0 and math.isfinite(m.value)]
     if not pairs:
@@ -112,20 +113,19 @@ def combine_ratios(repeats: Sequence[Measure],
     within = sum(se * se for se in ses) / len(ses) if ses else None
     if n < 2:
         return CombinedRatio(math.exp(mean), None, None, n, None, within)
+    var = sum((x - mean) ** 2 for x in logs) / (n - 1)
     second = [x for (_, later), x in zip(pairs, logs, strict=True) if later is True]
     first = [x for (_, later), x in zip(pairs, logs, strict=True) if later is False]
     orders = (len(second), len(first))
-    if n >= 3 and second and first and len(second) + len(first) == n:
+    weight = 1 / n  # the estimate's variance over one repeat's
+    factor = None
+    if second and first and len(second) + len(first) == n:
         m2, m1 = sum(second) / len(second), sum(first) / len(first)
-        var = (sum((x - m2) ** 2 for x in second) + sum((x - m1) ** 2 for x in first)) / (n - 2)
-        centre = (m2 + m1) / 2
-        half = t975(n - 2) * 0.5 * math.sqrt(var * (1 / len(second) + 1 / len(first)))
-        return CombinedRatio(math.exp(centre), math.exp(centre - half), math.exp(centre + half), n, var, within,
-                             balanced=True, second_factor=math.exp((m2 - m1) / 2), orders=orders)
-    var = sum((x - mean) ** 2 for x in logs) / (n - 1)
-    half = t975(n - 1) * math.sqrt(var / n)
+        mean, factor = (m2 + m1) / 2, math.exp((m2 - m1) / 2)
+        weight = (1 / len(second) + 1 / len(first)) / 4
+    half = t975(n - 1) * math.sqrt(var * weight)
     return CombinedRatio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, var, within,
-                         orders=orders)
+                         balanced=factor is not None and orders[0] != orders[1], second_factor=factor, orders=orders)
 
 
 @dataclass(frozen=True)
