@@ -443,8 +443,8 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
     baseline = check_host(args.baseline, "--baseline")
     settings = _validated(args, passed_on(args) + extra)
     if budget:  # each run's first share, checked as its child will check it, before any server is asked (#70)
-        check_compare_budget(budget, len(targets) + 1, repeats, len(settings.rate_ladder or settings.ladder),
-                             per_level=args.interleave == "level", refine=refine)
+        check_compare_budget(budget, len(targets) + 1, repeats, settings, per_level=args.interleave == "level",
+                             refine=refine)
     for flag, url in [("--baseline", baseline), *((f"--spec {name}", url) for name, url in targets)]:
         check_key_and_url(url, flag, settings.api_key_env)
     exporters = run_exporters(args.baseline_gpu_metrics, args.spec_gpu_metrics, "baseline",

@@ -3,7 +3,8 @@
 Why: measured once, all of the baseline and then all of the speculative server, any drift of the machine over
 the run (a GPU warming up or throttling, a neighbour starting) reads as a difference between the servers.
 Here repeat 1 runs the configurations in the order given, repeat 2 in the reverse order, and so on (A B, B A,
-A B, ...: each level's measures of both sides are balanced around the same moments), with the same settings and
+A B, ...: a steady drift pulls the repeats' ratios one way and the other; with an odd count, one order once more,
+the answer weighs the two orders equally, ``analysis.stats.repeats.combine_ratios``), with the same settings and
 prompt order in every repeat. By default (``--interleave level``) each level is one short Locust run, and a
 level's repeats all run before the next level starts, so a pair's two measures are minutes apart at most; with
 ``--interleave ladder`` (and in a sweep, whose servers restart for every run) whole ladders alternate. Repeat

@@ -10,6 +10,7 @@ come from the order alone.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -43,6 +44,8 @@ def test_interleaved_repeats_hold_the_true_ratio_under_drift_and_flag_it(tmp_pat
     assert data["repeats"] == 3 and level["target_c"] == 4 and len(level["ratios"]) == 3
     assert level["ratio_low"] <= 1.0 <= level["ratio_high"], level
     assert level["winner"] == "unclear" and "drift" in level["flags"], level
+    # three repeats run the baseline first twice: the ratio weighs the two orders equally (#76)
+    assert level["method"] == "order-balanced" and level["orders"] == {"spec_second": 2, "spec_first": 1}, level
     fell = {d["side"]: d["change"] for d in level["drift"] if d["flagged"]}
     assert set(fell) == {"baseline", "spec"} and all(-0.5 < c < -0.05 for c in fell.values()), level["drift"]
     assert level["dominated_by"] == "between repeats"
@@ -51,10 +54,34 @@ def test_interleaved_repeats_hold_the_true_ratio_under_drift_and_flag_it(tmp_pat
     assert "Over 3 interleaved repeats, spec against baseline: no clear difference at C=4 (" in text, text[-2000:]
     assert "3 repeats, each level in alternating order (baseline spec spec baseline ...)" in text
     assert "drift: baseline at C=4 fell" in text and "drift: spec at C=4 fell" in text
+    assert "balanced: each combined ratio is the mean of the two orders' means (the spec measured second in 2" in text
     report = (out / "report.md").read_text()
     assert report.index("## Over the repeats") < report.index("## Verdict")
     if level["first_repeat_winner"] == "baseline":  # the first repeat, baseline first, read the drift as a win
         assert "order: at C=4 the first repeat alone said baseline wins" in text
+
+
+def test_two_repeats_within_a_budget_hold_the_true_ratio_and_flag_a_25_percent_a_minute_drift(tmp_path, emulator):
+    """#76, the issue's drift (25% a minute on both identical servers) with --repeats 2 and a --time-budget: every
+    level's interval holds 1 (two repeats, one of each order, are balanced as they stand) and every level has a side
+    flagged ``drift``, said per minute in the terminal, report.md and repeats.json."""
+    base = emulator("baseline", speed=10, extra=["--drift", "-0.25"])
+    spec = emulator("baseline", speed=10, extra=["--drift", "-0.25"])
+    out = tmp_path / "report"
+    cmd = [sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec", spec.url,
+           "--out", str(out), "--ladder", "4,8", "--max-tokens", "64", "--min-step-time", "3", "--warmup-time", "1",
+           "--repeats", "2", "--time-budget", "80s"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    data = json.loads((out / "repeats.json").read_text())
+    assert [lv["target_c"] for lv in data["levels"]] == [4, 8]
+    for level in data["levels"]:
+        assert level["ratio_low"] <= 1.0 <= level["ratio_high"], level
+        assert level["method"] == "paired" and "drift" in level["flags"], level
+        flagged = [d for d in level["drift"] if d["flagged"]]
+        assert all(d["per_min"] < -0.05 and d["method"] == "windows" for d in flagged), level["drift"]
+    assert re.search(r"drift: (baseline|spec) at C=4 fell \d+%/min over its repeats", proc.stdout), proc.stdout[-2000:]
+    assert "%/min over its repeats" in (out / "report.md").read_text()
 
 
 def test_the_end_check_flags_the_server_that_drifted_and_not_the_steady_one(tmp_path, emulator):

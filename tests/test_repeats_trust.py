@@ -121,34 +121,41 @@ def _budget_job(tmp_path: Path, budget: str, url: str, *extra: str) -> subproces
 
 
 def test_a_budget_too_short_for_every_repeat_is_refused_before_any_server_is_asked(tmp_path):
-    """2 servers x 3 repeats x 4 levels, each level its own run: 24 runs, each needing 2.11 s for its step and
-    3 s to start and stop Locust, 123 s in all. 60 s (the issue's case) and 122 s are refused in one line before
-    any connection; 123 s (the near miss) passes the check and goes on to the servers."""
+    """2 servers x 3 repeats x 4 levels, each level its own run: 24 runs, each needing its level's window (a 2 s
+    warm-up and the default --min-step-time of 10 s, 12.63 s after the drain reserve, #76) and 3 s to start and stop
+    Locust, 376 s in all. 60 s, 122 s and 375 s are refused in one line before any connection; 376 s (the near
+    miss) passes the check and goes on to the servers."""
     listener = _Listener()
     try:
-        for budget, shown in (("60s", "0.00"), ("122s", "2.08")):
+        for budget, shown in (("60s", "0.00"), ("122s", "2.08"), ("375s", "12.62")):
             proc = _budget_job(tmp_path, budget, listener.url)
             assert proc.returncode == 2, proc.stderr
             seconds = budget.removesuffix("s")
             assert proc.stderr.strip().splitlines() == [
                 f"specbench: error: --time-budget: {seconds} s for 24 runs (2 servers x 3 repeats x 4 levels, each "
                 f"level its own run) gives each {shown} s after 3 s to start and stop Locust; a run needs at least "
-                "2.11 s (2 s a level): give at least 123 s, fewer repeats or fewer levels"], proc.stderr
+                "12.63 s (12 s a level: its warm-up and --min-step-time): give at least 376 s, fewer repeats or "
+                "fewer levels"], proc.stderr
             assert not (tmp_path / budget).exists()
         assert listener.connections == 0  # refused before any preflight request
-        proc = _budget_job(tmp_path, "123s", "http://127.0.0.1:9")
+        proc = _budget_job(tmp_path, "376s", "http://127.0.0.1:9")
         assert proc.returncode == 2 and "--time-budget" not in proc.stderr, proc.stderr
         assert "baseline server http://127.0.0.1:9: not reachable" in proc.stderr
-        # whole ladders alternating: 6 runs of 4 levels each need 8.42 s + 3 s: 69 s
-        proc = _budget_job(tmp_path, "68s", listener.url, "--interleave", "ladder")
-        assert proc.returncode == 2 and "give at least 69 s" in proc.stderr, proc.stderr
+        # whole ladders alternating: 6 runs of 4 levels each need 50.53 s + 3 s: 322 s
+        proc = _budget_job(tmp_path, "321s", listener.url, "--interleave", "ladder")
+        assert proc.returncode == 2 and "give at least 322 s" in proc.stderr, proc.stderr
+        # a shorter window asked for needs less: --min-step-time 2 and --warmup-time 1, 3.16 s a run: 148 s
+        proc = _budget_job(tmp_path, "147s", listener.url, "--min-step-time", "2", "--warmup-time", "1")
+        assert proc.returncode == 2 and "a run needs at least 3.16 s (3 s a level" in proc.stderr, proc.stderr
+        assert "give at least 148 s" in proc.stderr
         assert listener.connections == 0
     finally:
         listener.close()
 
 
 def test_a_budget_the_runs_outgrow_stops_the_job_before_a_run_its_share_cannot_hold(tmp_path, emulator):
-    """21 s for 4 runs of one level passes the up-front check (2.25 s a run after 3 s for Locust), but at speed 1
+    """21 s for 4 runs of one level passes the up-front check (2.25 s a run after 3 s for Locust; --min-step-time 0
+    asks for no window beyond the 2 s warm-up), but at speed 1
     a request of 512 tokens lasts about 5 s, so the first run outgrows its share (its final drain waits for it):
     the next share falls under the 2.11 s a step needs, and the job stops there in one line (exit 2) instead of
     starting a child that would refuse it; nothing is left running."""
@@ -157,6 +164,7 @@ def test_a_budget_the_runs_outgrow_stops_the_job_before_a_run_its_share_cannot_h
     out = tmp_path / "report"
     proc = subprocess.run([sys.executable, "-m", "specbench.cli", "compare", "--baseline", base.url, "--spec",
                            spec.url, "--out", str(out), "--ladder", "1", "--max-tokens", "512", "--warmup-time", "0",
+                           "--min-step-time", "0",
                            "--repeats", "2", "--time-budget", "21s"], capture_output=True, text=True, timeout=300,
                           cwd=tmp_path)
     assert proc.returncode == 2, (proc.stdout + proc.stderr)[-3000:]

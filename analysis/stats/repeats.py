@@ -6,14 +6,26 @@ and its interval covers only the noise inside each window. Measured in repeats t
 run-to-run variation shows in how the repeats' ratios spread.
 
 - ``combine_ratios``: the repeats form a paired design (each repeat measures both sides close in time), so the
-  combined ratio is the geometric mean of the repeats' ratios and its interval the exact t interval over their
-  logarithms, n - 1 degrees of freedom. Their spread holds both the noise inside each window and the variation
-  between repeats; which of the two dominated is told by comparing the spread with the windows' own intervals.
-- ``drift_check``: one side's throughput at one level over its repeats, in time order. Cochran's Q tests whether
-  the repeats differ by more than their windows' intervals allow (chi-square, k - 1 degrees of freedom); a
-  drift is reported when they do (``contract.policy.DRIFT_P``) by at least ``DRIFT_MIN_CHANGE`` between the
-  lowest and the highest, with its size (last against first) and direction. Two measures (the first level at
-  the start and again at the end of a ladder) are the same test with one degree of freedom.
+  combined ratio is a mean of the repeats' log ratios and its interval an exact t interval over them, n - 1
+  degrees of freedom. In alternating order (A B, B A, A B) a drift pulls whichever side each repeat measures
+  second, one way in one order and the other way in the other; an odd number of repeats runs one order once more,
+  and a plain mean keeps a third of that pull at three (#76). Given each repeat's order, the mean is balanced:
+  the mean of the two order groups' means, in which any steady drift (and one whose pace changes steadily)
+  cancels. Its interval takes its variance from the repeats' spread about their plain mean, which holds the
+  order's pull, so a drift widens the interval instead of shifting it; the variance pooled within the order
+  groups would leave n - 2 degrees of freedom, one at three repeats, and an interval three times as wide. With
+  the orders equally often (an even n) both means, and the intervals, are the plain ones. The spread holds both
+  the noise inside each window and the variation between repeats; which of the two dominated is told by
+  comparing it with the windows' own intervals.
+- ``drift_trend``: one side's throughput at one level over its repeats, each at the moment its window was measured.
+  The slope of its logarithm over time (weighted by the windows' intervals; where a window has none, the residual
+  spread of three or more, a t test on n - 2 degrees of freedom) says whether the side moved beyond noise
+  (``contract.policy.DRIFT_P``), and the change it fits between the first window and the last whether it moved
+  enough to matter (``DRIFT_MIN_CHANGE``); its size is said per minute. A slope, unlike a test of the repeats'
+  agreement alone, names a trend in time, the thing that alternating orders are there to cancel.
+- ``drift_check``: two or more measures of one side (the end check: the first level at the start and again at the
+  end of a ladder). Cochran's Q tests whether they differ by more than their windows' intervals allow
+  (chi-square, k - 1 degrees of freedom); flagged when they do by at least ``DRIFT_MIN_CHANGE``.
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specbench.contract.policy import DRIFT_MIN_CHANGE, DRIFT_P
-from specbench.contract.student_t import NORMAL_975, t975
+from specbench.contract.student_t import NORMAL_975, t975, t_two_sided_tail
 
 BETWEEN = "between repeats"
 WITHIN = "within windows"
@@ -61,6 +73,9 @@ class CombinedRatio:
     n: int
     spread_var: float | None  # sample variance of the repeats' log ratios (None: one repeat)
     within_var: float | None  # mean variance of a repeat's log ratio from its own window (None: no intervals)
+    balanced: bool = False  # the orders ran unequally often, and the mean weighs them equally (#76)
+    second_factor: float | None = None  # what being measured second did to a ratio (< 1: it read lower)
+    orders: tuple[int, int] = (0, 0)  # repeats with the spec measured second, and first (0, 0: not known)
 
     @property
     def between_var(self) -> float | None:
@@ -81,11 +96,16 @@ class CombinedRatio:
         return self.low is not None and self.high is not None and self.low <= value <= self.high
 
 
-def combine_ratios(repeats: Sequence[Measure]) -> CombinedRatio | None:
-    """The repeats' ratios (spec / baseline at one level, one per repeat) as one ratio with its interval."""
-    usable = [m for m in repeats if m.value > 0 and math.isfinite(m.value)]
-    if not usable:
+def combine_ratios(repeats: Sequence[Measure],
+                   spec_second: Sequence[bool | None] | None = None) -> CombinedRatio | None:
+    """The repeats' ratios (spec / baseline at one level, one per repeat) as one ratio with its interval.
+    ``spec_second``: per repeat, whether the spec was measured after the baseline (None: not known); with both
+    orders known the mean is balanced over them (the module's docstring says why)."""
+    pairs = [(m, None if spec_second is None else spec_second[i]) for i, m in enumerate(repeats)
+             if m.value > 0 and math.isfinite(m.value)]
+    if not pairs:
         return None
+    usable = [m for m, _ in pairs]
     logs = [math.log(m.value) for m in usable]
     n = len(logs)
     mean = sum(logs) / n
@@ -94,8 +114,68 @@ def combine_ratios(repeats: Sequence[Measure]) -> CombinedRatio | None:
     if n < 2:
         return CombinedRatio(math.exp(mean), None, None, n, None, within)
     var = sum((x - mean) ** 2 for x in logs) / (n - 1)
-    half = t975(n - 1) * math.sqrt(var / n)
-    return CombinedRatio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, var, within)
+    second = [x for (_, later), x in zip(pairs, logs, strict=True) if later is True]
+    first = [x for (_, later), x in zip(pairs, logs, strict=True) if later is False]
+    orders = (len(second), len(first))
+    weight = 1 / n  # the estimate's variance over one repeat's
+    factor = None
+    if second and first and len(second) + len(first) == n:
+        m2, m1 = sum(second) / len(second), sum(first) / len(first)
+        mean, factor = (m2 + m1) / 2, math.exp((m2 - m1) / 2)
+        weight = (1 / len(second) + 1 / len(first)) / 4
+    half = t975(n - 1) * math.sqrt(var * weight)
+    return CombinedRatio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, var, within,
+                         balanced=factor is not None and orders[0] != orders[1], second_factor=factor, orders=orders)
+
+
+@dataclass(frozen=True)
+class DriftTrend:
+    """One side's figure at one level over its repeats, against the moments they were measured."""
+
+    per_min: float  # the fitted relative change per minute (negative: it fell)
+    change: float  # the fitted change from the first window to the last
+    span_min: float  # minutes between the first window and the last
+    p_value: float  # the slope against noise: the windows' intervals, or the residual spread (``method``)
+    method: str  # "windows" or "residual"
+    flagged: bool
+
+    @property
+    def direction(self) -> str:
+        return "fell" if self.per_min < 0 else "rose"
+
+
+def drift_trend(series: Sequence[tuple[float, Measure]], *, p_limit: float = DRIFT_P,
+                min_change: float = DRIFT_MIN_CHANGE) -> DriftTrend | None:
+    """The trend of one side's figure over time (``series``: (moment in seconds, measure), any order). Weighted
+    by the windows' intervals where every measure has one; else, with three or more, the residual spread. None
+    with too few measures to tell, or all at one moment. Flagged where the slope is beyond noise at ``p_limit``
+    and the change it fits over the measures' span is at least ``min_change``."""
+    pts = [(t / 60.0, math.log(m.value), m.log_se) for t, m in series if m.value > 0 and math.isfinite(m.value)
+           and math.isfinite(t)]
+    n = len(pts)
+    if n < 2:
+        return None
+    span = max(t for t, _, _ in pts) - min(t for t, _, _ in pts)
+    if span <= 0:
+        return None
+    known = all(se is not None and se > 0 for _, _, se in pts)
+    if not known and n < 3:
+        return None
+    weights = [1.0 / se**2 if known and se else 1.0 for _, _, se in pts]
+    total = sum(weights)
+    t_bar = sum(w * t for w, (t, _, _) in zip(weights, pts, strict=True)) / total
+    y_bar = sum(w * y for w, (_, y, _) in zip(weights, pts, strict=True)) / total
+    sxx = sum(w * (t - t_bar) ** 2 for w, (t, _, _) in zip(weights, pts, strict=True))
+    slope = sum(w * (t - t_bar) * (y - y_bar) for w, (t, y, _) in zip(weights, pts, strict=True)) / sxx
+    if known:
+        p = math.erfc(abs(slope) * math.sqrt(sxx) / math.sqrt(2.0))
+    else:
+        rss = sum((y - y_bar - slope * (t - t_bar)) ** 2 for t, y, _ in pts)
+        se = math.sqrt(rss / (n - 2) / sxx)
+        p = 0.0 if se == 0 else t_two_sided_tail(abs(slope) / se, n - 2)
+    change = math.exp(slope * span) - 1.0
+    return DriftTrend(math.exp(slope) - 1.0, change, span, p, "windows" if known else "residual",
+                      p < p_limit and abs(change) >= min_change)
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,13 @@
 Input: for each repeat, in the order they ran, the comparisons of each configuration with the baseline (one
 ``MultiComparison`` per repeat, from ``compare_many``). Per configuration and level:
 
-- the repeats' ratios combined (``analysis.stats.repeats.combine_ratios``): the geometric mean and its exact t
-  interval over the repeats, which holds the variation between repeats as well as the noise in each window,
-  and which of the two dominated;
-- drift: each side's throughput at that level over its repeats, in time order (``drift_check``); a side whose
-  repeats disagree beyond their windows' intervals is flagged ``drift`` with its size and direction;
+- the repeats' ratios combined (``analysis.stats.repeats.combine_ratios``), balanced over the order: which side
+  each repeat measured second is read from the windows' own moments, so an odd number of repeats in alternating
+  order leaves no share of a drift in the ratio (#76); its t interval holds the variation between repeats as well
+  as the noise in each window, and which of the two dominated;
+- drift: each side's throughput at that level against the moments its repeats were measured (``drift_trend``);
+  a side whose slope is beyond noise and whose fitted change is material is flagged ``drift``, with its size per
+  minute and its direction;
 - whether the order could have made the difference: where the first repeat alone (measured in one order)
   named a winner that the repeats do not confirm and a side drifted, the sentence says so.
 """
@@ -18,12 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.analysis.records.steprow import StepRow
 from specbench.analysis.stats.repeats import (
     CombinedRatio,
-    DriftCheck,
+    DriftTrend,
     Measure,
     combine_ratios,
-    drift_check,
+    drift_trend,
     from_interval,
     from_relative,
 )
@@ -36,7 +39,7 @@ DRIFT = "drift"
 @dataclass(frozen=True)
 class SideDrift:
     side: str  # the configuration's name (the baseline's included)
-    check: DriftCheck
+    check: DriftTrend
 
 
 @dataclass(frozen=True)
@@ -83,13 +86,27 @@ def _level_maps(multi: MultiComparison) -> dict[str, dict[int, LevelComparison]]
     return {name: {lv.target_c: lv for lv in pair.levels} for name, pair in zip(multi.names, multi.pairs, strict=True)}
 
 
-def _side(rows: Sequence[LevelComparison | None], spec: bool) -> list[Measure]:
+def _moment(row: StepRow | None) -> float | None:
+    """The middle of a step's window (epoch seconds), when it has one."""
+    if row is None or row.window_start_s is None or row.window_end_s is None:
+        return None
+    return (row.window_start_s + row.window_end_s) / 2
+
+
+def _side(rows: Sequence[LevelComparison | None], spec: bool) -> list[tuple[float, Measure]]:
     found = []
     for lv in rows:
         row = None if lv is None else (lv.spec if spec else lv.baseline)
-        if row is not None and row.throughput_tok_s:
-            found.append(from_relative(row.throughput_tok_s, row.throughput_ci_rel))
+        at = _moment(row)
+        if row is not None and row.throughput_tok_s and at is not None:
+            found.append((at, from_relative(row.throughput_tok_s, row.throughput_ci_rel)))
     return found
+
+
+def _spec_second(lv: LevelComparison) -> bool | None:
+    """Whether the spec's window came after the baseline's in this repeat (None: a window without its moments)."""
+    spec, base = _moment(lv.spec), _moment(lv.baseline)
+    return None if spec is None or base is None else spec > base
 
 
 def compare_repeats(per_repeat: Sequence[MultiComparison]) -> RepeatsComparison:
@@ -97,18 +114,19 @@ def compare_repeats(per_repeat: Sequence[MultiComparison]) -> RepeatsComparison:
     first = per_repeat[0]
     maps = [_level_maps(m) for m in per_repeat]
     levels: list[RepeatedLevel] = []
-    base_checked: dict[int, DriftCheck | None] = {}
+    base_checked: dict[int, DriftTrend | None] = {}
     for name, pair in zip(first.names, first.pairs, strict=True):
         for lv in pair.levels:
             c = lv.target_c
             rows = [m.get(name, {}).get(c) for m in maps]
             ratios = tuple(None if r is None else r.ratio for r in rows)
-            combined = combine_ratios([from_interval(r.ratio, r.ratio_low, r.ratio_high)
-                                       for r in rows if r is not None and r.ratio])
+            measured = [r for r in rows if r is not None and r.ratio]
+            combined = combine_ratios([from_interval(r.ratio or 0.0, r.ratio_low, r.ratio_high) for r in measured],
+                                      [_spec_second(r) for r in measured])
             if c not in base_checked:
-                base_checked[c] = drift_check(_side(rows, spec=False))
+                base_checked[c] = drift_trend(_side(rows, spec=False))
             drifts = [SideDrift(first.baseline_name, chk) for chk in (base_checked[c],) if chk is not None]
-            spec_check = drift_check(_side(rows, spec=True))
+            spec_check = drift_trend(_side(rows, spec=True))
             if spec_check is not None:
                 drifts.append(SideDrift(name, spec_check))
             first_winner = lv.winner if lv.ratio is not None else None
@@ -144,20 +162,41 @@ def verdict_lines(rc: RepeatsComparison) -> list[str]:
             parts.append(f"no interval at C={_fmt_levels(without)}")
         lines.append(f"Over {rc.repeats} interleaved repeats, {name} against {rc.baseline_name}: "
                      + "; ".join(parts) + ".")
+    balance = balance_line(rc)
+    if balance:
+        lines.append(balance)
     seen: set[tuple[str, int]] = set()
     for lv in rc.levels:
         for d in lv.drifted:
             if (d.side, lv.target_c) in seen:
                 continue
             seen.add((d.side, lv.target_c))
-            lines.append(f"drift: {d.side} at C={lv.target_c} {d.check.direction} {abs(d.check.change):.0%} from its "
-                         f"first repeat to its last (its repeats differ beyond their windows' intervals, "
-                         f"p={d.check.p_value:.1g})")
+            lines.append(drift_line(d, lv.target_c))
         if lv.order_made_it:
             said = _winner_words(lv.first_winner, lv, rc)
             lines.append(f"order: at C={lv.target_c} the first repeat alone said {said}; the repeats do not, and "
                          "the drift over the run can produce that from the order of the runs alone")
     return lines
+
+
+def drift_line(d: SideDrift, level: int) -> str:
+    """drift: spec at C=4 fell 24%/min over its repeats (...): one flagged side at one level."""
+    chk = d.check
+    noise = "its windows' intervals" if chk.method == "windows" else "its repeats' scatter about the trend"
+    return (f"drift: {d.side} at C={level} {chk.direction} {abs(chk.per_min):.0%}/min over its repeats "
+            f"({chk.change:+.0%} from its first window to its last, {chk.span_min:.1f} min apart; the slope is beyond "
+            f"{noise}, p={chk.p_value:.1g})")
+
+
+def balance_line(rc: RepeatsComparison) -> str | None:
+    """Where an odd number of repeats ran one order more often, how the combined ratio weighs the orders."""
+    done = [lv.combined for lv in rc.levels if lv.combined is not None and lv.combined.balanced]
+    uneven = [c for c in done if c.orders[0] != c.orders[1]]
+    if not uneven:
+        return None
+    second, first = uneven[0].orders
+    return (f"balanced: each combined ratio is the mean of the two orders' means (the spec measured second in "
+            f"{second} repeat(s), first in {first}), so a steady drift's pull on the side measured second cancels")
 
 
 def _winner_words(winner: str | None, lv: RepeatedLevel, rc: RepeatsComparison) -> str:
@@ -191,9 +230,13 @@ def to_json(rc: RepeatsComparison) -> dict[str, Any]:
             "ratio_high": None if c is None else c.high, "repeats": 0 if c is None else c.n,
             "spread_var": None if c is None else c.spread_var, "within_var": None if c is None else c.within_var,
             "dominated_by": None if c is None else c.dominated_by, "winner": lv.winner,
+            "method": None if c is None else ("order-balanced" if c.balanced else "paired"),
+            "second_factor": None if c is None else c.second_factor,
+            "orders": None if c is None else {"spec_second": c.orders[0], "spec_first": c.orders[1]},
             "first_repeat_winner": lv.first_winner, "order_could_explain": lv.order_made_it,
             "flags": list(lv.flags),
-            "drift": [{"side": d.side, "change": d.check.change, "spread": d.check.spread,
-                       "p_value": d.check.p_value, "flagged": d.check.flagged} for d in lv.drifts],
+            "drift": [{"side": d.side, "per_min": d.check.per_min, "change": d.check.change,
+                       "span_min": d.check.span_min, "p_value": d.check.p_value, "method": d.check.method,
+                       "flagged": d.check.flagged} for d in lv.drifts],
         }
     return {"baseline": rc.baseline_name, "repeats": rc.repeats, "levels": [level(lv) for lv in rc.levels]}
