@@ -1,13 +1,14 @@
 """How ``specbench tune`` shares ``--time-budget`` between its runs (#76).
 
 Every run, tune and validation alike, is planned from the start: each ladder gets an equal share of what is
-left once the time the runs left will spend outside their ladders (server starts and stops, preflight, the
-tune's report before the validation) is set aside. That outside time is learned as the job goes: each run's
-wall time beyond the ladder share it was given, averaged. Before the first run it is guessed on the high side
-(``FIRST_GUESS`` of an equal share, at least ``FIRST_GUESS_S``): a guess too high only hands the later runs,
-the validation's last, more than the first; one too low would starve them. Handing each run "an equal part of what is left" without setting that time aside, as before,
-gave the last runs least: 39 to 35 s for the tune runs, then 30, 28 and 24 s for the validation's three, whose
-C=64 windows then finished two requests or none.
+left once the time the runs left will spend outside their ladders (server starts and stops, preflight) and the
+reports' reserve are set aside. That outside time is learned as the job goes: each run's wall time beyond the
+ladder share it was given, averaged. Before the first run it is guessed on the high side, ``FIRST_GUESS`` of an
+equal share: a guess too high only hands the later runs, the validation's last, more than the first; one too
+low would take from them (and a guess in seconds would starve the first run of a short budget). Handing each
+run "an equal part of what is left" with nothing set aside, as before, gave the last runs least: 39 to 35 s
+for the tune runs, then 30, 28 and 24 s for the validation's three, whose C=64 windows then finished two
+requests or none.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from specbench.shapes.budget import fmt_duration
 # choice between the tune runs and the validation's.
 REPORT_RESERVE_S = 20.0
 FIRST_GUESS = 0.25  # before any run has finished: a run's time outside its ladder, as a share of an equal share
-FIRST_GUESS_S = 10.0  # ... and at least this (an emulator and a Locust start on a busy 2-core machine: 5-8 s)
 
 
 @dataclass
@@ -43,8 +43,7 @@ class TuneBudget:
         now = time.monotonic() if now is None else now
         left = self.total_s - (now - self.began) - reports_left * REPORT_RESERVE_S
         per_run = (sum(self.outside) / len(self.outside) if self.outside
-                   else max(FIRST_GUESS_S, FIRST_GUESS * (self.total_s - self.reports * REPORT_RESERVE_S)
-                            / max(1, self.runs)))
+                   else FIRST_GUESS * (self.total_s - self.reports * REPORT_RESERVE_S) / max(1, self.runs))
         return max(1.0, (left - runs_left * per_run) / max(1, runs_left))
 
     def options(self, name: str, runs_left: int, reports_left: int) -> tuple[list[str], float]:
@@ -57,10 +56,11 @@ class TuneBudget:
         print(f"{name}: {fmt_duration(share)} of the budget", flush=True)
         return ["--time-budget", duration_arg(share)], start
 
-    def finished(self, start: float) -> None:
+    def finished(self, start: float, now: float | None = None) -> None:
         """A run that began at ``start`` has ended: learn its time outside its ladder."""
+        now = time.monotonic() if now is None else now
         if self.total_s and self.shares:
-            self.outside.append(max(0.0, time.monotonic() - start - self.shares[-1]))
+            self.outside.append(max(0.0, now - start - self.shares[-1]))
 
 
-__all__ = ["FIRST_GUESS", "FIRST_GUESS_S", "REPORT_RESERVE_S", "TuneBudget"]
+__all__ = ["FIRST_GUESS", "REPORT_RESERVE_S", "TuneBudget"]

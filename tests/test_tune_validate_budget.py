@@ -63,7 +63,11 @@ def test_the_validation_runs_get_at_least_the_tune_runs_share(starved: tuple[Pat
     shares = [(name, _seconds(text)) for name, text in lines]
     assert [name for name, _ in shares] == ["baseline", "k1", "baseline", "k1", "tuned"], stdout[-3000:]
     tune, validation = [s for _, s in shares[:2]], [s for _, s in shares[2:]]
-    assert min(validation) >= 0.95 * max(tune), shares
+    # From the second run on the time outside the ladders is measured, not guessed: the validation's runs get at
+    # least the tune's (less a second or two where the tune's report took longer than its 20 s reserve). The
+    # first run rests on the guess (a quarter of an equal share), so it may differ by the guess's error.
+    assert min(validation) >= 0.9 * max(tune[1:]), shares
+    assert min(validation) >= 0.75 * tune[0], shares
 
 
 def test_a_starved_level_prints_no_interval_and_says_too_few_requests(starved: tuple[Path, str]) -> None:
