@@ -47,7 +47,7 @@ def main() -> int:
     parser.add_argument("--speed", type=float, default=10.0)
     parser.add_argument("--max-tokens", type=int, default=128)
     args = parser.parse_args()
-    held_all = 0
+    held_all = missed = 0
     done = 0
     logs: dict[int, list[float]] = {}
     began = time.monotonic()
@@ -57,7 +57,7 @@ def main() -> int:
             if not levels:
                 continue
             done += 1
-            cells, every = [], True
+            cells, every, miss = [], True, False
             for lv in levels:
                 iv = lv["vs_predicted"]
                 if iv["low"] is None:
@@ -66,13 +66,16 @@ def main() -> int:
                     continue
                 holds = iv["low"] <= 1.0 <= iv["high"]
                 every &= holds
+                miss |= not holds
                 logs.setdefault(lv["target_c"], []).append(math.log(iv["ratio"]))
                 cells.append(f"C{lv['target_c']} K={lv['depth']} {iv['ratio']:.3f} ({iv['low']:.3f}-{iv['high']:.3f})"
                              f"{'' if holds else ' MISS'}")
             held_all += every
+            missed += miss
             print(f"run {i} ({time.monotonic() - began:.0f} s): " + "; ".join(cells), flush=True)
-    print(f"\ndelivered / predicted: the interval held 1 at every level in {held_all} of {done} runs "
-          f"(budget {args.budget}, ladder {args.ladder}, depths {args.depths}, speed {args.speed:g})")
+    print(f"\ndelivered / predicted: the interval held 1 at every level in {held_all} of {done} runs; a level's "
+          f"interval missed 1 in {missed}; the rest had a level without an interval (budget {args.budget}, ladder "
+          f"{args.ladder}, depths {args.depths}, speed {args.speed:g})")
     for c, values in sorted(logs.items()):
         print(f"  C={c}: geometric mean ratio {math.exp(sum(values) / len(values)):.3f} over {len(values)} runs")
     return 0
