@@ -160,9 +160,10 @@ def run_ladder(name: str, url: str, run_dir: Path, *, api: str, suite_config: st
 
 
 def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str, Path]], interrupted: bool,
-                 verbose: bool = False) -> int:
+                 verbose: bool = False, schedules: tuple[str, ...] = ()) -> int:
     """Compare what was recorded and write the report; one configuration gives the two-run report. The terminal
-    gets the answer and one table (``analysis.reporting.brief``); ``verbose``, the whole report."""
+    gets the answer and one table (``analysis.reporting.brief``); ``verbose``, the whole report. ``schedules``:
+    configurations that are no fixed setting (a tuned schedule), never called the best fixed choice."""
     from specbench.analysis import compare_many, load_run, write_outputs
 
     recorded = [(name, path) for name, path in configs if RunDir(path).has_records()]
@@ -170,7 +171,7 @@ def write_report(out: Path, baseline: tuple[str, Path], configs: list[tuple[str,
         print("No speculative run was recorded, so there is nothing to compare.", flush=True)
         return 130 if interrupted else 2
     multi = compare_many(load_run(baseline[1]), [(name, load_run(path)) for name, path in recorded],
-                         baseline_name=baseline[0])
+                         baseline_name=baseline[0], schedules=schedules)
     print(redact(terminal_text(multi, verbose)), flush=True)
     written = write_outputs(multi, out)
     write_trace_section(out, baseline, recorded)  # trace replay (#28): nothing unless the runs replayed a trace

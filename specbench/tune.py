@@ -3,8 +3,9 @@ load, and write the server setting that runs it (``OUT/tuned/``).
 
 It is a sweep (``specbench.sweep``): each configuration's server is started, checked, measured and stopped in
 turn (the baseline, then ``k1``, ``k2``, ...), with no refinement, so every depth is measured at the same levels.
-``--time-budget`` is shared as it goes: each run gets an equal part of what is left when it starts (server
-starts count against it). The choice and the schedule are ``analysis.verdicts.tune``; the files ``tuneout``.
+``--time-budget`` is planned over every run from the start, the validation's included (``tunebudget``): each
+ladder gets an equal share once the time outside the ladders (server starts count) is set aside. The choice and
+the schedule are ``analysis.verdicts.tune``; the files ``tuneout``.
 ``--validate`` then starts the baseline, the best single depth and the tuned schedule again, measures them in one
 more sweep (``OUT/validate/``) and says level by level whether the schedule delivered what was predicted.
 
@@ -24,14 +25,12 @@ from specbench.compare import write_report
 from specbench.contract.rundir import RunDir
 from specbench.sweep import SweepJob, run_entry
 from specbench.sweepfile import Sweep
+from specbench.tunebudget import REPORT_RESERVE_S, TuneBudget
 from specbench.tunefile import TUNED_NAME, TuneFile
 from specbench.tuneout import TuneContext, write_tuned, write_validation
 
 VALIDATE_DIR = "validate"
 VALIDATE_RUNS = 3  # baseline, best single depth, tuned
-# Of a --time-budget, kept for what follows the last run: the reports and the choice (10 s over a 10-minute budget
-# on 2 cores without it, benchmarks/bench_tune.py).
-REPORT_RESERVE_S = 20.0
 
 
 @dataclass
@@ -51,6 +50,10 @@ class TuneJob:
     objective: str = "throughput"  # --objective
     floor: float = 0.95  # --throughput-floor (the energy objective)
     began: float = field(default_factory=time.monotonic)
+    budget: TuneBudget = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.budget = TuneBudget(self.time_budget_s, self.runs, 2 if self.validate else 1, self.began)
 
     @property
     def runs(self) -> int:
@@ -102,11 +105,12 @@ def _measure(job: TuneJob, sweep: Sweep, out: Path, done: int, api: str | None =
     used = api or job.api
     failed = []
     for i, entry in enumerate(sweep.entries):
-        options = [*sweep_job.budget_options(entry.name, job.runs - done - i), *job.extra]
+        budget, start = job.budget.options(entry.name, job.runs - done - i, job.budget.reports - (done > 0))
         try:
-            used, code = run_entry(entry, sweep_job, used, extra=options)
+            used, code = run_entry(entry, sweep_job, used, extra=[*budget, *job.extra])
         except KeyboardInterrupt:
             code = 130
+        job.budget.finished(start)
         if code == 130:
             print(f"{entry.name}: interrupted; writing a partial report from what was recorded", flush=True)
             left = [e.name for e in sweep.entries[i + 1:]]
@@ -159,12 +163,12 @@ def _validate(job: TuneJob, api: str, result, multi, folder: Path) -> int:
         print(f"validate: {why}; no validation written ({folder} is the tune's, measured whole)", flush=True)
         return code
     report = write_report(out, ("baseline", out / "baseline"), [(fixed, out / fixed), (TUNED_NAME, out / TUNED_NAME)],
-                          False, job.verbose)
+                          False, job.verbose, schedules=(TUNED_NAME,))
     if report not in (0, 130) or not RunDir(out / TUNED_NAME).has_records():
         return report or code
     check = compare_many(load_run(out / "baseline"),
                          [(fixed, load_run(out / fixed)), (TUNED_NAME, load_run(out / TUNED_NAME))],
-                         baseline_name="baseline")
+                         baseline_name="baseline", schedules=(TUNED_NAME,))
     levels = validate_schedule(result, multi, check, TUNED_NAME, fixed)
     print(write_validation(folder, levels, fixed), flush=True)
     return code

@@ -28,7 +28,7 @@ from typing import Any
 
 from specbench.analysis.reporting.files import add_report_section, write_whole
 from specbench.analysis.reporting.tune_report import depth_name, schedule_text, tune_json, tune_table
-from specbench.analysis.verdicts.tune import ENERGY_TIE, TUNE_MARGIN, TuneResult, ValidatedLevel
+from specbench.analysis.verdicts.tune import ENERGY_TIE, TOO_FEW, TUNE_MARGIN, TuneResult, ValidatedLevel
 from specbench.contract.kschedule import (
     DISABLE_FIELD,
     SCHEDULE_SINCE,
@@ -197,7 +197,9 @@ def readme(result: TuneResult, ctx: TuneContext, has_config: bool, config_note: 
         f"Per level the depth chosen is the smallest whose throughput is not worse than the best beyond noise and is "
         f"shown within {TUNE_MARGIN:.0%} of it (95% interval of its ratio to the best); \"off\" is speculation off "
         "(the baseline). Each \"over\" column is the chosen depth's throughput over that candidate's, with its 95% "
-        "interval.",
+        "interval. \"Predicted\" is what the chosen depth should deliver, cross-fitted: each half of the window "
+        "batches (even, odd) chose a depth by the same rule and the other half measured it, so the measurements "
+        "that chose do not also predict (a depth's own maximum reads high).",
         "",
         *([f"Objective: energy. Per level the depth chosen has the least GPU energy per output token among those "
            f"shown to keep at least {result.floor:.0%} of the best's throughput (the 95% interval's low end); "
@@ -214,23 +216,36 @@ def readme(result: TuneResult, ctx: TuneContext, has_config: bool, config_note: 
     ])
 
 
+def _predicted(lv: ValidatedLevel) -> str:
+    if not lv.predicted_tok_s:
+        return "-"
+    band = (f" ({lv.predicted_low:.0f}-{lv.predicted_high:.0f})"
+            if lv.predicted_low is not None and lv.predicted_high is not None else "")
+    return f"{lv.predicted_tok_s:.0f}{band}"
+
+
 def validation_section(levels: tuple[ValidatedLevel, ...], fixed: str) -> str:
     """The validation table: did the schedule deliver what the tune predicted, level by level?"""
     outcome = {"as_predicted": "as predicted", "short": "short of the prediction", "above": "above the prediction",
-               "unknown": "no interval"}
-    rows = ["| C | depth | predicted tok/s | delivered tok/s | delivered / predicted | over baseline | "
+               "unknown": "no interval", "too_few": TOO_FEW}
+    rows = ["| C | depth | predicted tok/s (95%) | delivered tok/s | delivered / predicted | over baseline | "
             f"over {fixed} | outcome |", "|---|---|---|---|---|---|---|---|"]
     for lv in levels:
-        predicted = f"{lv.predicted_tok_s:.0f}" if lv.predicted_tok_s else "-"
         delivered = f"{lv.delivered_tok_s:.0f}" if lv.delivered_tok_s else "-"
-        rows.append(f"| {lv.target_c} | {depth_name(lv.depth)} | {predicted} | {delivered} | "
+        rows.append(f"| {lv.target_c} | {depth_name(lv.depth)} | {_predicted(lv)} | {delivered} | "
                     f"{lv.vs_predicted.text()} | {lv.vs_baseline.text()} | {lv.vs_fixed.text()} | "
                     f"{outcome[lv.outcome]} |")
     short = [lv.target_c for lv in levels if lv.outcome == "short"]
+    starved = [lv.target_c for lv in levels if lv.outcome == "too_few"]
     verdict = ("The schedule delivered what the tune predicted at every level with an interval." if not short else
                "The schedule fell short of the prediction at C=" + ", ".join(map(str, short)) + ".")
-    return "\n".join(["## Validation", "", f"The tuned server measured beside the baseline and the best fixed "
-                      f"depth ({fixed}) in one run. {verdict}", "", *rows])
+    if starved:
+        verdict += (" No interval at C=" + ", ".join(map(str, starved)) + ": a window there finished fewer requests "
+                    "than the level's minimum (a longer --time-budget gives it more).")
+    return "\n".join(["## Validation", "", f"The tuned schedule (a depth per batch size, not one fixed depth) "
+                      f"measured beside the baseline and the best fixed depth ({fixed}) in one run. \"Predicted\" "
+                      "is cross-fitted: each half of the tune's window batches chose a depth and the other half "
+                      f"measured it, so the measurements that chose do not also predict. {verdict}", "", *rows])
 
 
 def write_validation(folder: Path, levels: tuple[ValidatedLevel, ...], fixed: str) -> str:
@@ -238,11 +253,13 @@ def write_validation(folder: Path, levels: tuple[ValidatedLevel, ...], fixed: st
     section = validation_section(levels, fixed)
     add_report_section(folder / "README.md", section)
     data = [{"target_c": lv.target_c, "depth": lv.depth, "predicted_tok_s": lv.predicted_tok_s,
+             "predicted_low": lv.predicted_low, "predicted_high": lv.predicted_high,
              "delivered_tok_s": lv.delivered_tok_s, "outcome": lv.outcome,
-             **{name: {"ratio": iv.ratio, "low": iv.low, "high": iv.high}
+             **{name: {"ratio": iv.ratio, "low": iv.low, "high": iv.high, "note": iv.note}
                 for name, iv in (("vs_predicted", lv.vs_predicted), ("vs_baseline", lv.vs_baseline),
                                  ("vs_fixed", lv.vs_fixed))}} for lv in levels]
-    write_whole(folder / "validation.json", json.dumps({"fixed": fixed, "levels": data}, indent=2) + "\n")
+    write_whole(folder / "validation.json", json.dumps({"fixed": fixed, "prediction": "cross-fitted",
+                                                        "levels": data}, indent=2) + "\n")
     return section
 
 

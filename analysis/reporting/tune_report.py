@@ -48,6 +48,8 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
                             "batch_max": c.running_max, "energy_per_token_j": c.energy_per_token_j}
                            for c in lv.candidates],
             "chosen_over": {str(k): _interval_json(iv) for k, iv in lv.over},
+            "predicted": {"tok_s": lv.prediction.tok_s, "low": lv.prediction.low, "high": lv.prediction.high,
+                          "method": lv.prediction.method, "chosen_by_half": list(lv.prediction.chosen_by_half)},
         } for lv in result.levels],
     }
 
@@ -65,19 +67,27 @@ def tune_table(result: TuneResult) -> str:
     over every other depth (95% intervals)."""
     others = [k for k in result.depths]
     energy = any(c.energy_per_token_j for lv in result.levels for c in lv.candidates)
-    head = ["C", "server batch", "chosen", "tok/s", *(["J/token"] if energy else []),
+    head = ["C", "server batch", "chosen", "tok/s", "predicted (95%)", *(["J/token"] if energy else []),
             *(f"over {depth_name(k)}" for k in others), "why"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for lv in result.levels:
         chosen = lv.candidate(lv.chosen)
         over = dict(lv.over)
         cells = [str(lv.target_c), _batch(lv), depth_name(lv.chosen),
-                 f"{chosen.tok_s:.0f}" if chosen is not None and chosen.tok_s else "-",
+                 f"{chosen.tok_s:.0f}" if chosen is not None and chosen.tok_s else "-", _prediction(lv),
                  *([_joules(chosen.energy_per_token_j if chosen is not None else None)] if energy else []),
                  *("=" if k == lv.chosen else over[k].text() if k in over else "-" for k in others),
                  HOW[lv.how]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _prediction(level: TunedLevel) -> str:
+    """The cross-fitted prediction and its interval ('-' without one)."""
+    p = level.prediction
+    if p.tok_s is None:
+        return "-"
+    return f"{p.tok_s:.0f}" + (f" ({p.low:.0f}-{p.high:.0f})" if p.low is not None and p.high is not None else "")
 
 
 def _joules(value: float | None) -> str:

@@ -10,7 +10,7 @@ files unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,11 +90,13 @@ def compare_many(
     n_boot: int = DEFAULT_N_BOOT,
     slo: Slo | None = None,
     prices: Prices | None = None,
+    schedules: Collection[str] = (),
 ) -> MultiComparison:
     """Compare every named configuration with the baseline and across each other, level by level.
 
     ``slo``: judge every pair by it (default: the SLO the baseline run was started with, if any). ``prices``:
-    cost every run at these prices instead of its own.
+    cost every run at these prices instead of its own. ``schedules``: configurations that change their setting
+    with the load (a tuned depth schedule), never the policy's fixed choice.
     """
     names = [name for name, _ in configs]
     if len(set(names)) != len(names) or baseline_name in names:
@@ -104,7 +106,7 @@ def compare_many(
     levels = tuple(_level(c, baseline_name, names, pairs, seed, n_boot) for c in _levels(pairs))
     candidates = {lv.target_c: [Candidate(cl.name, cl.tok_s, cl.batches) for cl in lv.configs if cl.tok_s]
                   for lv in levels}
-    policy = switching_policy(candidates, seed=seed, n_boot=n_boot)
+    policy = switching_policy(candidates, seed=seed, n_boot=n_boot, schedules=schedules)
     return MultiComparison(
         baseline_name=baseline_name, baseline=pairs[0].baseline if pairs else _summary(base),
         names=tuple(names), pairs=pairs, levels=levels, policy=policy, warnings=_warnings(pairs, names),

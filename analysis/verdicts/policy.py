@@ -8,14 +8,15 @@ crosses 1, interpolated in log C between the bracketing levels exactly as the tw
 
 The best single fixed choice is the configuration with the highest geometric-mean throughput over the tested
 levels (every level weighs the same, whatever its absolute tok/s), so the price of the policy is its gain
-over what a team would run if it had to pick one setting.
+over what a team would run if it had to pick one setting. A configuration named in ``schedules`` (a tuned depth
+schedule, which changes its depth with the load) is no fixed setting, so it is never the fixed choice.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,7 +76,8 @@ class Policy:
     mean_gain: float | None = None  # geometric mean of policy / fixed over the levels
 
 
-def switching_policy(levels: Mapping[int, Sequence[Candidate]], *, seed: int = 0, n_boot: int = 2000) -> Policy:
+def switching_policy(levels: Mapping[int, Sequence[Candidate]], *, seed: int = 0, n_boot: int = 2000,
+                     schedules: Collection[str] = ()) -> Policy:
     """The best configuration per level, its switch points with bands, and its price against a fixed choice.
 
     Only levels where every configuration has a throughput are used, so each choice is priced on the same
@@ -94,7 +96,8 @@ def switching_policy(levels: Mapping[int, Sequence[Candidate]], *, seed: int = 0
         else:
             segments.append((w, c, c))
     switches = tuple(_switch(table, cs, a, b, seed, n_boot) for a, b in itertools.pairwise(segments))
-    fixed = max(names, key=lambda n: sum(math.log(table[c][n].tok_s) for c in cs))
+    fixed_names = [n for n in names if n not in schedules] or names
+    fixed = max(fixed_names, key=lambda n: sum(math.log(table[c][n].tok_s) for c in cs))
     priced = tuple(PolicyLevel(c, w, table[c][w].tok_s, table[c][fixed].tok_s)
                    for c, w in zip(cs, winners, strict=True))
     gains = [p.vs_fixed for p in priced if p.vs_fixed]

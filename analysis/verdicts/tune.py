@@ -20,6 +20,11 @@ requests the server itself reported running over the chosen run's window (its /m
 such figure, the whole schedule is keyed on concurrency and says so. Adjacent levels with the same K merge;
 range edges lie halfway between neighbouring levels' batch sizes.
 
+Each level also predicts what its chosen depth delivers, cross-fitted (``tunepredict``): one half of the window
+batches chooses, the other measures, and both ways round, so the prediction is free of the winner's curse. The
+validation (``validate_schedule``) checks the tuned run against it, and withholds any interval whose windows
+finished fewer requests than their level's minimum.
+
 The best single depth (for servers that take one depth per launch) is the K >= 1 with the highest geometric-mean
 throughput over the levels, as the switching policy prices a fixed choice (``policy.py``).
 
@@ -33,13 +38,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from specbench.analysis.records.gaugecheck import MIN_SAMPLES
 from specbench.analysis.stats.bootstrap import ratio_interval
 from specbench.analysis.verdicts.multi import ConfigLevel, MultiComparison
+from specbench.analysis.verdicts.tunepredict import NO_PREDICTION, Prediction, cross_fitted
 
 TUNE_MARGIN = 0.02  # a depth chosen over the best must be shown within 2% of it
 OBJECTIVES = ("throughput", "energy")
@@ -51,15 +57,17 @@ DEFAULT_MAX_ERROR_RATE = 0.05  # the load side's --max-error-rate default
 
 @dataclass(frozen=True)
 class Interval:
-    """A throughput ratio and its 95% interval (None: too few window batches for one)."""
+    """A throughput ratio and its 95% interval (None: too few window batches for one; with ``note``: withheld,
+    and why, e.g. a window that finished fewer requests than its level's minimum)."""
 
     ratio: float | None
     low: float | None
     high: float | None
+    note: str = ""
 
     def text(self) -> str:
         if self.ratio is None:
-            return "-"
+            return self.note or "-"
         band = f" ({self.low:.2f}-{self.high:.2f})" if self.low is not None and self.high is not None else ""
         return f"{self.ratio:.2f}x{band}"
 
@@ -90,6 +98,7 @@ class TunedLevel:
     # the energy objective: "energy" (least energy per token above the floor), "no_energy" (by throughput)
     over: tuple[tuple[int, Interval], ...] = ()  # the chosen depth's throughput over each other candidate's
     problem: str = ""  # why nothing could be chosen here ("failed", "unmeasured"): one line naming the candidates
+    prediction: Prediction = NO_PREDICTION  # what the chosen depth should deliver, cross-fitted (tunepredict)
 
     def candidate(self, depth: int | None) -> DepthAtLevel | None:
         return next((c for c in self.candidates if c.depth == depth), None)
@@ -130,7 +139,7 @@ def tune_depths(multi: MultiComparison, depth_of: Mapping[str, int], *, upper: i
     energy_floor = floor if objective == "energy" else None
     errors = _errors_by_level(multi)
     by_c = {lv.target_c: lv for lv in multi.levels}
-    levels = tuple(_level(c, by_c[c].configs, names, rows, multi.seed, multi.n_boot, energy_floor,
+    levels = tuple(tune_level(c, by_c[c].configs, names, rows, multi.seed, multi.n_boot, energy_floor,
                           _failures(c, names, errors, max_error_rate))
                    if c in by_c else TunedLevel(c, (), None, None, "unmeasured", problem=f"C={c}: no run measured it")
                    for c in sorted({*by_c, *ladder}))
@@ -232,33 +241,52 @@ def _failures(c: int, names: Mapping[int, str], errors: Errors, limit: float) ->
     return f"more than --max-error-rate {limit:.0%} of requests failed: {', '.join(failed)}" if failed else ""
 
 
-def _level(c: int, configs: Sequence[ConfigLevel], names: Mapping[int, str],
-           running: Mapping[tuple[str, int], Running], seed: int,
-           n_boot: int, energy_floor: float | None = None, failed: str = "") -> TunedLevel:
+def tune_level(c: int, configs: Sequence[ConfigLevel], names: Mapping[int, str],
+               running: Mapping[tuple[str, int], Running], seed: int,
+               n_boot: int, energy_floor: float | None = None, failed: str = "") -> TunedLevel:
+    """One level's choice from its candidates (``names``: depth -> configuration name), and the chosen depth's
+    cross-fitted prediction; ``failed`` (one clause) makes the level a problem instead."""
     by_name = {cl.name: cl for cl in configs}
     present = [(k, by_name[n]) for k, n in sorted(names.items()) if n in by_name]
-    measured = [(k, cl) for k, cl in present if cl.tok_s]
-    missing = [n for k, n in sorted(names.items()) if k not in dict(measured)]
+    missing = [n for k, n in sorted(names.items()) if k not in {k for k, cl in present if cl.tok_s}]
     if failed:
         return TunedLevel(c, (), None, None, "failed", problem=f"C={c}: {failed}")
     if missing:
         return TunedLevel(c, (), None, None, "unmeasured",
                           problem=f"C={c}: no throughput measured for {', '.join(missing)}")
-    best_depth, best = max(measured, key=lambda kc: kc[1].tok_s or 0.0)
     rng = np.random.default_rng([seed, c, TUNE_STREAM])
+    best_depth, candidates = _candidates(c, present, running, rng, n_boot)
+    chosen, how = _choose(candidates, best_depth, energy_floor)
+    mine = dict(present)[chosen]
+    over = tuple((k, _interval(cl, mine, rng, n_boot)) for k, cl in present if k != chosen)
+
+    def by_half(half: Mapping[int, tuple[float, ...]]) -> int | None:
+        """The same rule over one half of every candidate's batches (energy is the window's, kept whole)."""
+        parts = [(k, replace(cl, tok_s=sum(half[k]) / len(half[k]), batches=half[k])) for k, cl in present]
+        top, cands = _candidates(c, parts, running, rng, n_boot)
+        return _choose(cands, top, energy_floor)[0]
+
+    prediction = cross_fitted({k: cl.batches for k, cl in present}, by_half)
+    return TunedLevel(c, tuple(candidates), best_depth, chosen, how, over, prediction=prediction)
+
+
+def _candidates(c: int, present: Sequence[tuple[int, ConfigLevel]], running: Mapping[tuple[str, int], Running],
+                rng: np.random.Generator, n_boot: int) -> tuple[int, list[DepthAtLevel]]:
+    """The best depth by point value, and every candidate with its ratio to it."""
+    best_depth, best = max(present, key=lambda kc: kc[1].tok_s or 0.0)
     candidates = []
     for k, cl in present:
         vs_best = Interval(1.0, 1.0, 1.0) if k == best_depth else _interval(best, cl, rng, n_boot)
         vs_base = Interval(1.0, None, None) if k == 0 else Interval(cl.ratio, cl.ratio_low, cl.ratio_high)
         mean, most, reads, energy = running.get((cl.name, c), (None, None, 0, None))
         candidates.append(DepthAtLevel(k, cl.name, cl.tok_s, vs_best, vs_base, mean, most, reads, energy))
+    return best_depth, candidates
+
+
+def _choose(candidates: Sequence[DepthAtLevel], best_depth: int, energy_floor: float | None) -> tuple[int, str]:
     if energy_floor is None:
-        chosen, how = choose_depth(candidates, best_depth)
-    else:
-        chosen, how = choose_by_energy(candidates, best_depth, energy_floor)
-    mine = dict(present)[chosen]
-    over = tuple((k, _interval(cl, mine, rng, n_boot)) for k, cl in present if k != chosen)
-    return TunedLevel(c, tuple(candidates), best_depth, chosen, how, over)
+        return choose_depth(candidates, best_depth)
+    return choose_by_energy(candidates, best_depth, energy_floor)
 
 
 def _interval(best: ConfigLevel, other: ConfigLevel, rng: np.random.Generator, n_boot: int) -> Interval:
@@ -325,7 +353,8 @@ def _best_single(levels: Sequence[TunedLevel], depths: Sequence[int]) -> int | N
 @dataclass(frozen=True)
 class ValidatedLevel:
     """The tuned server at one level of a validation run: what it delivered against what the tune predicted (the
-    chosen depth's throughput in the tune), and against the baseline and the best fixed depth measured beside it."""
+    cross-fitted prediction, ``tunepredict``), and against the baseline and the best fixed depth measured beside
+    it. An interval whose window finished fewer requests than its level's minimum is withheld (its ``note``)."""
 
     target_c: int
     depth: int | None  # what the schedule gives this level's batch
@@ -334,37 +363,70 @@ class ValidatedLevel:
     vs_predicted: Interval
     vs_baseline: Interval
     vs_fixed: Interval
+    predicted_low: float | None = None  # the prediction's own 95% interval
+    predicted_high: float | None = None
 
     @property
     def outcome(self) -> str:
-        """"as_predicted" (the interval holds 1), "short", "above", or "unknown" (no interval)."""
+        """"as_predicted" (the interval holds 1), "short", "above", "too_few" (a window finished fewer requests
+        than the level's minimum), or "unknown" (no interval)."""
         iv = self.vs_predicted
         if iv.low is None or iv.high is None:
-            return "unknown"
+            return "too_few" if iv.note.startswith(TOO_FEW) else "unknown"
         return "short" if iv.high < 1.0 else "above" if iv.low > 1.0 else "as_predicted"
+
+
+TOO_FEW = "too few requests"
+
+
+def too_few_requests(multi: MultiComparison, name: str, c: int) -> str:
+    """'too few requests (N of M)' where ``name``'s window at level ``c`` finished fewer requests than the level's
+    minimum (its steps' ``min_requests``); '' where it finished enough."""
+    summary = multi.baseline if name == multi.baseline_name else next(
+        (pair.spec for n, pair in zip(multi.names, multi.pairs, strict=True) if n == name), None)
+    rows = [row for row in summary.rows if row.target_c == c] if summary is not None else []
+    done = max((row.requests_ok for row in rows), default=0)
+    need = max((row.min_requests for row in rows), default=1)
+    return f"{TOO_FEW} ({done} of {need})" if done < need else ""
+
+
+def _withheld(why: str) -> Interval:
+    return Interval(None, None, None, why)
 
 
 def validate_schedule(result: TuneResult, tuning: MultiComparison, check: MultiComparison, tuned: str,
                       fixed: str) -> tuple[ValidatedLevel, ...]:
-    """Level by level: the tuned run of ``check`` against the tune's prediction, the baseline and ``fixed``."""
-    rng_seed = check.seed
+    """Level by level: the tuned run of ``check`` against the tune's prediction, the baseline and ``fixed``; an
+    interval only where both windows behind it finished their level's minimum of requests."""
     out = []
     for lv in check.levels:
         mine = lv.config(tuned)
         if mine is None:
             continue
-        tuned_level = next((t for t in result.levels if t.target_c == lv.target_c), None)
+        c = lv.target_c
+        tuned_level = next((t for t in result.levels if t.target_c == c), None)
         chosen = tuned_level.candidate(tuned_level.chosen) if tuned_level is not None else None
-        earlier = next((m for m in tuning.levels if m.target_c == lv.target_c), None)
-        predicted = earlier.config(chosen.name) if earlier is not None and chosen is not None else None
-        rng = np.random.default_rng([rng_seed, lv.target_c, TUNE_STREAM])
-        vs_predicted = _interval(predicted, mine, rng, check.n_boot) if predicted is not None else Interval(
-            None, None, None)
+        prediction = tuned_level.prediction if tuned_level is not None else NO_PREDICTION
+        rng = np.random.default_rng([check.seed, c, TUNE_STREAM])
+        short = too_few_requests(check, tuned, c)
+        if why := short or (too_few_requests(tuning, chosen.name, c) if chosen is not None else ""):
+            vs_predicted = _withheld(why)
+        elif prediction.tok_s is None:
+            vs_predicted = _withheld("no prediction: too few window batches to predict apart from the choice")
+        else:
+            predicted = ConfigLevel("predicted", prediction.tok_s, None, None, None, batches=prediction.batches)
+            vs_predicted = _interval(predicted, mine, rng, check.n_boot)
         other = lv.config(fixed)
-        vs_fixed = _interval(other, mine, rng, check.n_boot) if other is not None else Interval(None, None, None)
-        out.append(ValidatedLevel(lv.target_c, tuned_level.chosen if tuned_level is not None else None,
-                                  predicted.tok_s if predicted is not None else None, mine.tok_s, vs_predicted,
-                                  Interval(mine.ratio, mine.ratio_low, mine.ratio_high), vs_fixed))
+        if other is None:
+            vs_fixed = Interval(None, None, None)
+        elif why := short or too_few_requests(check, fixed, c):
+            vs_fixed = _withheld(why)
+        else:
+            vs_fixed = _interval(other, mine, rng, check.n_boot)
+        why = short or too_few_requests(check, check.baseline_name, c)
+        vs_baseline = _withheld(why) if why else Interval(mine.ratio, mine.ratio_low, mine.ratio_high)
+        out.append(ValidatedLevel(c, tuned_level.chosen if tuned_level is not None else None, prediction.tok_s,
+                                  mine.tok_s, vs_predicted, vs_baseline, vs_fixed, prediction.low, prediction.high))
     return tuple(out)
 
 
@@ -373,6 +435,7 @@ __all__ = [
     "DEFAULT_MAX_ERROR_RATE",
     "ENERGY_TIE",
     "OBJECTIVES",
+    "TOO_FEW",
     "TUNE_MARGIN",
     "DepthAtLevel",
     "Interval",
@@ -383,6 +446,8 @@ __all__ = [
     "choose_by_energy",
     "choose_depth",
     "schedule_depth",
+    "too_few_requests",
     "tune_depths",
+    "tune_level",
     "validate_schedule",
 ]
