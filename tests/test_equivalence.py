@@ -117,9 +117,12 @@ def test_batch_variance_is_the_noise_floor_and_not_blamed_on_speculation(tmp_pat
 def test_specbench_compare_checks_a_lossless_pair_by_default(compare_pair):
     out, proc, _, _ = compare_pair  # the same run's report figures are judged in tests/test_specbench.py
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Output equivalence: speculation changed 0 of" in proc.stdout
+    # The paired probe's sentence first (#76), then the levels'.
+    assert "Output equivalence: paired probe: speculation changed 0 of" in proc.stdout
+    assert "; under load, speculation changed 0 of" in proc.stdout
     data = json.loads((out / "comparison.json").read_text())["equivalence"]
     assert data["kind"] == "lossless" and data["total"]["compared"] >= 24
+    assert data["probe"]["kind"] == "lossless" and data["probe"]["compared"] >= 60
     assert [lv["spec_vs_baseline"]["changed"] for lv in data["levels"]] == [0, 0]
     rows = list(csv.DictReader((out / "equivalence.csv").open()))
     assert [(r["target_c"], r["changed"]) for r in rows] == [("1", "0"), ("4", "0")]
