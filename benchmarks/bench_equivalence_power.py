@@ -13,6 +13,8 @@ baseline's repeat, discordant each way) and what the per-level check alone would
 nothing (the machine is shared).
 
     .venv/bin/python benchmarks/bench_equivalence_power.py [--lossy-runs 10] [--clean-runs 20] [--budget 80s]
+
+Each run's emulators get their own seed, so each lossy run changes other answers (the draws are per prompt).
 """
 
 from __future__ import annotations
@@ -37,9 +39,12 @@ lossy:
 """
 
 
-def one_run(base: str, spec: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One compare job; its comparison.json's equivalence, and the wall time."""
-    with start_emulator_process(base, speed=args.speed) as b, start_emulator_process(spec, speed=args.speed) as s:
+def one_run(base: str, spec: str, out: Path, args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """One compare job; its comparison.json's equivalence, and the wall time. Both emulators get ``seed``: their
+    changed tokens are drawn from (seed, prompt, position), so each run changes other answers."""
+    seeded = ["--seed", str(seed)]
+    with (start_emulator_process(base, speed=args.speed, extra=seeded) as b,
+          start_emulator_process(spec, speed=args.speed, extra=seeded) as s):
         began = time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "specbench.cli", "compare", "--baseline", b.url, "--spec", s.url,
                                "--out", str(out), "--overwrite", "--time-budget", args.budget, "--max-tokens",
@@ -78,22 +83,23 @@ def main() -> None:
     ap.add_argument("--speed", type=float, default=1.0)
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--ladder", default="1,2,4,8,16")
+    ap.add_argument("--seed", type=int, default=1, help="the emulators' seed of the first run (+1 each run)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         profile = Path(tmp) / "eagle3-lossy05.yaml"
         profile.write_text(LOSSY_PROFILE)
         print(f"budget {args.budget}, emulator speed {args.speed:g}, --max-tokens {args.max_tokens}, "
-              f"--ladder {args.ladder}", flush=True)
+              f"--ladder {args.ladder}, emulator seeds from {args.seed}", flush=True)
         caught = level_caught = 0
         for n in range(args.lossy_runs):
-            r = one_run("baseline", str(profile), Path(tmp) / "lossy", args)
+            r = one_run("baseline", str(profile), Path(tmp) / "lossy", args, args.seed + n)
             print(line("lossy", n + 1, r), flush=True)
             caught += r.get("eq", {}).get("kind") == "not_lossless"
             level_caught += "eq" in r and level_kind(r["eq"]) == "not_lossless"
         flagged = 0
         for n in range(args.clean_runs):
             base = ("baseline", "baseline-batchvariant")[n % 2]
-            r = one_run(base, "eagle3", Path(tmp) / "clean", args)
+            r = one_run(base, "eagle3", Path(tmp) / "clean", args, args.seed + 100 + n)
             print(line(f"clean vs {base}", n + 1, r), flush=True)
             flagged += r.get("eq", {}).get("kind") == "not_lossless"
     print(f"lossy 0.5%/token caught: {caught} of {args.lossy_runs} runs (per-level check alone: {level_caught}); "

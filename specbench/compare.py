@@ -239,6 +239,21 @@ def budget_line(budget_s: float, ladders_s: float, runs: int, probe_s: float = 0
             "a ladder left without a finished request")
 
 
+def least_ladder_s(levels: int) -> float:
+    """The share a ladder of ``levels`` levels needs: half again the least its steps need (``PROBE_FIT_MARGIN``)."""
+    return PROBE_FIT_MARGIN * MIN_STEP_SHARE_S * levels / (1 - DRAIN_RESERVE)
+
+
+def ladder_budget(levels: int, ladders_s: float, probe_s: float, spent_s: float, runs_left: int) -> float:
+    """The next ladder's --time-budget: an equal part of what the ladders have left. Where an earlier ladder ran
+    over and that part would starve its steps, it takes what it needs from the probe's reserve (the probe then
+    sizes itself to what is left), not below that part."""
+    share = max(1.0, (ladders_s - spent_s) / runs_left)
+    if probe_s and share < least_ladder_s(levels):
+        share = max(share, min(least_ladder_s(levels), (ladders_s + probe_s - spent_s) / runs_left))
+    return share
+
+
 def probe_planned(job: CompareJob, runs: int) -> bool:
     """Whether the job plans the equivalence probe (``specbench.probe``): closed-loop ladders that keep answers at
     temperature 0, as far as the command line says (the baseline run's meta.json confirms it before it runs), and,
@@ -246,7 +261,7 @@ def probe_planned(job: CompareJob, runs: int) -> bool:
     ladder that ran over leaves the next one less; a budget that tight gets no probe rather than empty steps)."""
     extra = job.extra
     if job.time_budget_s and job.levels and ladder_share(job.time_budget_s, runs, job.refine_levels, True) < (
-            PROBE_FIT_MARGIN * MIN_STEP_SHARE_S * len(job.levels) / (1 - DRAIN_RESERVE)):
+            least_ladder_s(len(job.levels))):
         return False
     if job.rate_mode or job.repeats > 1 or any(a.split("=", 1)[0] in ("--no-check-output", "--trace") for a in extra):
         return False
@@ -274,7 +289,7 @@ def run_compare(job: CompareJob) -> int:
     for n, (name, pre) in enumerate(order):
         budget: list[str] = []
         if job.time_budget_s:
-            share = max(1.0, (ladders_s - (time.monotonic() - began)) / (len(order) - n))
+            share = ladder_budget(len(job.levels), ladders_s, probe_s, time.monotonic() - began, len(order) - n)
             budget = ["--time-budget", duration_arg(share)]
             print(f"{name}: {fmt_duration(share)} of the budget", flush=True)
         outcome = run_ladder(name, pre.identity.url, dirs[name], api=api, suite_config=job.suite_config,
