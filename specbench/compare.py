@@ -24,7 +24,7 @@ from specbench.contract.rundir import RunDir
 from specbench.contract.settings import duration_arg
 from specbench.endcheck import END_CHECK_JSON, end_check_need_s, judge_end_checks, run_end_checks
 from specbench.exporters import with_own_exporters
-from specbench.loadrun import LoadRun, execute
+from specbench.loadrun import LoadRun, execute, stop_running
 from specbench.locustfiles.auth import auth_headers
 from specbench.locustfiles.guards import EXIT_TOO_MANY_ERRORS
 from specbench.locustfiles.httpsession import new_session
@@ -330,7 +330,7 @@ def equivalence_probe(job: CompareJob, api: str, dirs: dict[str, Path], began: f
                           processes=job.processes, extra=extra, api_key=job.api_key, verbose=job.verbose).returncode
 
     order = [job.baseline_name, *(name for name, _ in job.specs)]
-    code = run_probe(order, dirs, run, budget_clock(job.time_budget_s, began)())
+    code = run_probe(order, dirs, run, budget_clock(job.time_budget_s, began)(), stop_running)
     if code and code != 130:
         print(f"output-equivalence probe: a run failed (exit code {code}); the per-level check stands alone",
               flush=True)

@@ -104,9 +104,10 @@ def probe_options(prompts: int, level: int, step_s: float | None) -> list[str]:
     return opts if step_s is None else [*opts, "--max-step-time", f"{step_s:.1f}"]
 
 
-def run_probe(order: Sequence[str], dirs: dict[str, Path], run: ProbeRunner, left_s: float | None) -> int:
+def run_probe(order: Sequence[str], dirs: dict[str, Path], run: ProbeRunner, left_s: float | None,
+              stop: Callable[[], None] = lambda: None) -> int:
     """The baseline's two levels beside each speculative server's one; the first failed run's exit code (130:
-    interrupted), else 0."""
+    interrupted, after ``stop`` has stopped the runs the other threads wait on), else 0."""
     plan = plan_probe(order, dirs, left_s)
     prompts = plan.prompts
     if prompts < MIN_PROMPTS:
@@ -117,7 +118,14 @@ def run_probe(order: Sequence[str], dirs: dict[str, Path], run: ProbeRunner, lef
     print(f"output-equivalence probe: about {prompts} prompts to {base} at C={REFERENCE_C} and again at C={PROBE_C}, "
           f"beside {', '.join(specs)} at C={PROBE_C}", flush=True)
     runs = [(base, [REFERENCE_C, PROBE_C], plan.base_step_s), *((name, [PROBE_C], plan.spec_step_s) for name in specs)]
-    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=len(runs))
+    try:
         codes = list(pool.map(lambda job: run(job[0], job[1], RunDir(dirs[job[0]]).probe().path,
                                               probe_options(prompts, job[1][-1], job[2])), runs))
+    except KeyboardInterrupt:  # raised in this thread only: the others wait on their runs until they stop
+        stop()
+        print("output-equivalence probe: interrupted", flush=True)
+        return 130
+    finally:
+        pool.shutdown(wait=True)
     return next((c for c in codes if c not in (0, 3)), 0)

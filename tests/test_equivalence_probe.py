@@ -9,6 +9,7 @@ own answers change under load, must not be flagged (the near miss: the repeat's 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,8 @@ from specbench.analysis.verdicts.equivalence_probe import (
 )
 from specbench.contract.rundir import RunDir
 from specbench.locustfiles.target import start_emulator_process
-from tests.conftest import ledger
+from tests.conftest import ledger, wait_until
+from tests.procs import descendants, running
 
 LOSSY_05 = "base: eagle3\nlossy:\n  prob: 0.005\n  after: 8\n"
 SHORT = ("--ladder", "1,4", "--max-tokens", "48", "--min-requests", "8", "--min-step-time", "1",
@@ -156,3 +158,29 @@ def test_a_ladder_after_one_that_ran_over_takes_from_the_probe_reserve() -> None
     assert least_ladder_s(5) > 10.5
     assert ladder_budget(5, 40.0, 0.0, 29.5, 1) == pytest.approx(10.5)  # no probe: nothing to lend
     assert ladder_budget(5, 40.0, 20.0, 55.0, 1) == pytest.approx(5.0)  # the reserve is spent too
+
+
+def test_ctrl_c_during_the_probe_stops_its_runs_and_writes_a_partial_report(tmp_path: Path) -> None:
+    """Ctrl-C reaches specbench's main thread only; the probe's runs, waited on by other threads, are stopped
+    (SIGTERM) rather than left to run their count, and the report is still written (exit 130)."""
+    out = tmp_path / "out"
+    with start_emulator_process("baseline", speed=2) as b, start_emulator_process("eagle3", speed=2) as s:
+        proc = subprocess.Popen([sys.executable, "-m", "specbench.cli", "compare", "--baseline", b.url, "--spec",
+                                 s.url, "--out", str(out), "--ladder", "1", "--max-tokens", "48", "--min-requests",
+                                 "4", "--min-step-time", "1", "--step-ci", "0"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        below: set[int] = set()
+        try:
+            wait_until(lambda: RunDir(out / "spec").probe().has_records(), timeout_s=120, what="the probe's records")
+            below = descendants(proc.pid)
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=60)
+            assert proc.returncode == 130, stdout[-2000:] + stderr[-2000:]
+            assert "output-equivalence probe: interrupted" in stdout and "Traceback" not in stderr
+            assert (out / "report.md").exists()
+            wait_until(lambda: not any(map(running, below)), timeout_s=10,
+                       what=lambda: f"no process left; running: {sorted(filter(running, below))}")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
