@@ -3,7 +3,8 @@
 A run directory holds what the load side writes as a run goes (``RUN_FILES``: records, steps, meta, answers,
 server and GPU samples), Locust's log (``LOG_FILE``, written by specbench commands) and, after a comparison,
 the sub-runs that ``specbench.refine`` and ``specbench.topup`` measured into it and merged back
-(``refined/round-K``, ``paired``, ``remeasured``). Every other module asks a ``RunDir`` for a file's path or its
+(``refined/round-K``, ``paired``, ``remeasured``) and the side runs kept beside them (``endcheck``,
+``probe``). Every other module asks a ``RunDir`` for a file's path or its
 contents; none names the files itself (``tests/test_rundir_owner.py`` holds that). The shapes of the lines are
 ``contract.schema``'s; this module knows where they lie.
 """
@@ -48,7 +49,8 @@ PAIRED_DIR = "paired"  # levels another server ran, measured to keep the compari
 REMEASURED_DIR = "remeasured"  # levels a ladder left short, measured again with the budget's rest
 SUB_RUNS: tuple[str, ...] = (REFINED_DIR, PAIRED_DIR, REMEASURED_DIR)  # the sub-runs merged into a run
 END_CHECK_DIR = "endcheck"  # the first level measured again after the ladder: compared with it, never merged
-SIDE_RUNS: tuple[str, ...] = (END_CHECK_DIR,)  # runs kept inside a run that are not merged into it
+PROBE_DIR = "probe"  # the paired output-equivalence probe's run: compared with the other servers', never merged
+SIDE_RUNS: tuple[str, ...] = (END_CHECK_DIR, PROBE_DIR)  # runs kept inside a run that are not merged into it
 ROUND_PREFIX = "round-"
 REPORT_DIR = "report"  # the web UI's Tokens tab: summary.txt/.json/.csv and the plots of the run it stopped
 SERVER_LOGS = "servers"  # a sweep's output: each managed server's log, SERVER_LOGS/NAME.log beside the runs
@@ -130,6 +132,10 @@ class RunDir:
     def end_check(self) -> RunDir:
         """Where the ladder's first level is measured again at the end of the job (``specbench.endcheck``)."""
         return RunDir(self.path / END_CHECK_DIR)
+
+    def probe(self) -> RunDir:
+        """Where this server's part of the paired output-equivalence probe runs (``specbench.probe``)."""
+        return RunDir(self.path / PROBE_DIR)
 
     def sub_run_roots(self) -> list[Path]:
         """The folders that hold this run's sub-runs (``refined`` holds one per round) and side runs (the end

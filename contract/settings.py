@@ -296,6 +296,9 @@ class SuiteSettings:
                                 "digest in the record, the answer in answers.jsonl, for the comparison's "
                                 "output-equivalence check (specbench compare|sweep|demo: on unless "
                                 "--no-check-output)")
+    equivalence_probe: bool = option(False, "specbench compare: end with a paired output-equivalence probe (each "
+                                     "prompt at temperature 0 to the baseline twice and to each spec once; a "
+                                     "quarter of --time-budget is kept for it)", web_ui=False, meta=False)
     server_metrics_interval: float = option(1.0, "seconds between two reads of the server's /metrics")
     max_error_rate: float = option(0.05, "a step whose failed share of requests is above this fraction fails the "
                                    "run (exit 3) and gets no verdict in a comparison")

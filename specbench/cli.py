@@ -467,7 +467,7 @@ def cmd_compare(args: argparse.Namespace, extra: list[str]) -> int:
                      extra=passed_on(args) + extra, time_budget_s=budget, verbose=args.verbose,
                      refine_levels=refine, stop_after_saturation=settings.stop_after_saturation,
                      rate_mode=bool(settings.rate_ladder), gpu_metrics=exporters, repeats=repeats,
-                     end_check=args.end_check, interleave=args.interleave,
+                     end_check=args.end_check, interleave=args.interleave, equivalence_probe=settings.equivalence_probe,
                      levels=[float(x) for x in (settings.rate_ladder or settings.ladder)])
     return run_repeats(job) if repeats > 1 else run_compare(job)
 

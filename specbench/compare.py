@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,16 +18,18 @@ import requests
 
 from specbench.analysis.verdicts.refine import DEFAULT_REFINE_LEVELS
 from specbench.config.yamlload import load_yaml
+from specbench.contract.policy import DRAIN_RESERVE, MIN_STEP_SHARE_S
 from specbench.contract.redact import redact
 from specbench.contract.rundir import RunDir
 from specbench.contract.settings import duration_arg
 from specbench.endcheck import END_CHECK_JSON, end_check_need_s, judge_end_checks, run_end_checks
 from specbench.exporters import with_own_exporters
-from specbench.loadrun import LoadRun, execute
+from specbench.loadrun import LoadRun, execute, stop_running
 from specbench.locustfiles.auth import auth_headers
 from specbench.locustfiles.guards import EXIT_TOO_MANY_ERRORS
 from specbench.locustfiles.httpsession import new_session
 from specbench.preflight import Preflight
+from specbench.probe import PROBE_SHARE, probe_wanted, run_probe
 from specbench.refine import (
     REFINE_SHARE,
     LevelRunner,
@@ -39,6 +41,7 @@ from specbench.refine import (
 from specbench.shapes.budget import fmt_duration
 from specbench.topup import short_levels, top_up
 
+PROBE_FIT_MARGIN = 1.5  # a ladder's least step share times this, beside the probe's reserve, or no probe
 EXIT_DISK = 2  # the disk refused a run's files: a user's environment, as bad input is (docs/reference/errors.md)
 
 if TYPE_CHECKING:
@@ -68,6 +71,7 @@ class CompareJob:
     levels: list[float] = field(default_factory=list)  # the ladder's levels (rates in rate mode), for --repeats
     interleave: str = "level"  # --repeats: alternate each level's runs ("level") or whole ladders ("ladder")
     end_check: bool | None = None  # the first level again at the end (``specbench.endcheck``); None: if budgeted
+    equivalence_probe: bool = False  # --equivalence-probe: the paired output-equivalence probe last (specbench.probe)
 
     def run_options(self, name: str, extra: list[str]) -> list[str]:
         """A run's Locust options: ``extra`` with the run's own ``--gpu-metrics`` where it has them (#40)."""
@@ -215,21 +219,63 @@ def write_trace_section(out: Path, baseline: tuple[str, Path], configs: list[tup
     write_whole(out / "trace.json", json.dumps([c.to_json() for c in found], indent=1))
 
 
-def ladder_share(budget_s: float, runs: int, refine_levels: int) -> float:
-    """The first ladder's share of a compare's --time-budget: the runs share what refinement leaves equally."""
-    return (budget_s * (1 - REFINE_SHARE) if refine_levels else budget_s) / max(1, runs)
+def ladder_share(budget_s: float, runs: int, refine_levels: int, probe: bool = False) -> float:
+    """The first ladder's share of a compare's --time-budget: the runs share what refinement and the equivalence
+    probe leave equally."""
+    return budget_s * (1 - (REFINE_SHARE if refine_levels else 0.0) - (PROBE_SHARE if probe else 0.0)) / max(1, runs)
 
 
-def budget_line(budget_s: float, ladders_s: float, runs: int) -> str:
-    """How a compare's --time-budget is split: the ladders' part, and the reserve and where it goes (#61)."""
+def budget_line(budget_s: float, ladders_s: float, runs: int, probe_s: float = 0.0) -> str:
+    """How a compare's --time-budget is split: the ladders' part, the equivalence probe's, and the reserve and where
+    it goes (#61, #76)."""
     line = (f"time budget {fmt_duration(budget_s)} for all {runs} runs: {fmt_duration(ladders_s)} for the ladders "
             f"(each gets an equal part of what is left when it starts, about {fmt_duration(ladders_s / runs)}, and "
             "shares it between its steps)")
-    reserve = budget_s - ladders_s
-    if reserve <= 0:
+    if probe_s > 0:
+        line += (f"; {fmt_duration(probe_s)} kept for the output-equivalence probe, which runs last with that and "
+                 "whatever the phases before it leave")
+    reserve = budget_s - ladders_s - probe_s
+    if reserve <= 0.5:
         return line
     return (f"{line}; {fmt_duration(reserve)} kept to pin a crossover, and what that leaves goes back to levels "
             "a ladder left without a finished request")
+
+
+def least_ladder_s(levels: int) -> float:
+    """The share a ladder of ``levels`` levels needs: half again the least its steps need (``PROBE_FIT_MARGIN``)."""
+    return PROBE_FIT_MARGIN * MIN_STEP_SHARE_S * levels / (1 - DRAIN_RESERVE)
+
+
+def ladder_budget(levels: int, ladders_s: float, probe_s: float, spent_s: float, runs_left: int) -> float:
+    """The next ladder's --time-budget: an equal part of what the ladders have left. Where an earlier ladder ran
+    over and that part would starve its steps, it takes what it needs from the probe's reserve (the probe then
+    sizes itself to what is left), not below that part."""
+    share = max(1.0, (ladders_s - spent_s) / runs_left)
+    if probe_s and share < least_ladder_s(levels):
+        share = max(share, min(least_ladder_s(levels), (ladders_s + probe_s - spent_s) / runs_left))
+    return share
+
+
+def probe_planned(job: CompareJob, runs: int) -> bool:
+    """Whether the job plans the equivalence probe (``specbench.probe``): asked for (``--equivalence-probe``: it
+    costs a quarter of a budget, or 10-20 s of an unbudgeted job, so it is not yet on by default), closed-loop
+    ladders that keep answers at temperature 0, as far as the command line says (the baseline run's meta.json
+    confirms it before it runs), and,
+    with a budget, whose ladders still give each step half again the least it needs beside the probe's reserve (a
+    ladder that ran over leaves the next one less; a budget that tight gets no probe rather than empty steps)."""
+    extra = job.extra
+    if not job.equivalence_probe:
+        return False
+    if job.time_budget_s and job.levels and ladder_share(job.time_budget_s, runs, job.refine_levels, True) < (
+            least_ladder_s(len(job.levels))):
+        return False
+    if job.rate_mode or job.repeats > 1 or any(a.split("=", 1)[0] in ("--no-check-output", "--trace") for a in extra):
+        return False
+    for n, arg in enumerate(extra):
+        value = arg.split("=", 1)[1] if "=" in arg else extra[n + 1] if n + 1 < len(extra) else ""
+        if arg.split("=", 1)[0] == "--temperature" and value not in ("0", "0.0"):
+            return False
+    return True
 
 
 def run_compare(job: CompareJob) -> int:
@@ -241,13 +287,15 @@ def run_compare(job: CompareJob) -> int:
     dirs = {name: job.out / name for name, _ in order}
     interrupted = too_many_errors = False
     began = time.monotonic()
-    ladders_s = ladder_share(job.time_budget_s, 1, job.refine_levels)
+    probe = probe_planned(job, len(order))
+    ladders_s = ladder_share(job.time_budget_s, 1, job.refine_levels, probe)
+    probe_s = job.time_budget_s * PROBE_SHARE if probe else 0.0
     if job.time_budget_s:
-        print(budget_line(job.time_budget_s, ladders_s, len(order)), flush=True)
+        print(budget_line(job.time_budget_s, ladders_s, len(order), probe_s), flush=True)
     for n, (name, pre) in enumerate(order):
         budget: list[str] = []
         if job.time_budget_s:
-            share = max(1.0, (ladders_s - (time.monotonic() - began)) / (len(order) - n))
+            share = ladder_budget(len(job.levels), ladders_s, probe_s, time.monotonic() - began, len(order) - n)
             budget = ["--time-budget", duration_arg(share)]
             print(f"{name}: {fmt_duration(share)} of the budget", flush=True)
         outcome = run_ladder(name, pre.identity.url, dirs[name], api=api, suite_config=job.suite_config,
@@ -262,7 +310,7 @@ def run_compare(job: CompareJob) -> int:
         elif outcome.returncode:
             return outcome.returncode
     if not interrupted:
-        after = after_ladders(job, api, dirs, began)
+        after = after_ladders(job, api, dirs, began, probe_s if probe else None)
         interrupted = after == 130
         if after not in (0, 3, 130):
             return after
@@ -273,13 +321,41 @@ def run_compare(job: CompareJob) -> int:
     return EXIT_TOO_MANY_ERRORS if code == 0 and too_many_errors else code
 
 
-def after_ladders(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
-    """The extra levels (``extra_levels``), then each server's first level again (``specbench.endcheck``)."""
-    code = extra_levels(job, api, dirs, began)
-    if code or job.end_check is False:
+def equivalence_probe(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:
+    """The paired output-equivalence probe (``specbench.probe``), last, where the runs keep answers: with what is
+    left of the budget (its reserve, and what the phases before it did not use). A failed probe run is said and
+    left out (the per-level check stands alone); an interrupted one stops the job."""
+    if not probe_wanted(dirs[job.baseline_name], job.rate_mode):
+        return 0
+    urls = {job.baseline_name: job.baseline.identity.url, **{name: pre.identity.url for name, pre in job.specs}}
+
+    def run(name: str, levels: Sequence[int], sub: Path, options: list[str]) -> int:
+        extra = [*job.run_options(name, job.extra), "--ladder", ",".join(map(str, levels)),
+                 "--stop-after-saturation", "-1", *options]
+        return run_ladder(name, urls[name], sub, api=api, suite_config=job.suite_config,
+                          processes=job.processes, extra=extra, api_key=job.api_key, verbose=job.verbose).returncode
+
+    order = [job.baseline_name, *(name for name, _ in job.specs)]
+    code = run_probe(order, dirs, run, budget_clock(job.time_budget_s, began)(), stop_running)
+    if code and code != 130:
+        print(f"output-equivalence probe: a run failed (exit code {code}); the per-level check stands alone",
+              flush=True)
+    return 130 if code == 130 else 0
+
+
+def after_ladders(job: CompareJob, api: str, dirs: dict[str, Path], began: float, probe_s: float | None = None
+                  ) -> int:
+    """The extra levels (``extra_levels``), each server's first level again (``specbench.endcheck``), then the
+    output-equivalence probe where planned (``probe_s``: its reserve of the budget, which the phases before it
+    leave alone; None: no probe)."""
+    before = job if not probe_s else replace(job, time_budget_s=job.time_budget_s - probe_s)
+    code = extra_levels(before, api, dirs, began)
+    if not code and job.end_check is not False:
+        code = run_end_checks(list(dirs), dirs, level_runner(job, api), budget_clock(before.time_budget_s, began),
+                              forced=bool(job.end_check))
+    if code or probe_s is None:
         return code
-    return run_end_checks(list(dirs), dirs, level_runner(job, api), budget_clock(job.time_budget_s, began),
-                          forced=bool(job.end_check))
+    return equivalence_probe(job, api, dirs, began)
 
 
 def extra_levels(job: CompareJob, api: str, dirs: dict[str, Path], began: float) -> int:

@@ -25,6 +25,16 @@ from specbench.launch import free_port
 from specbench.progress import watch_on_terminal
 
 LOCUSTFILE = Path(locustfiles.__file__).resolve().parent / "sglang.py"
+_RUNNING: set[subprocess.Popen[bytes]] = set()  # the Locust children now running (several at once: the probe)
+
+
+def stop_running() -> None:
+    """SIGTERM to every Locust child still running (each stops in order and writes what it has): for Ctrl-C in the
+    main thread while other threads wait on their runs (``specbench.probe``), where no KeyboardInterrupt reaches
+    them."""
+    for child in list(_RUNNING):
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
 
 
 @dataclass
@@ -84,9 +94,11 @@ def execute(run: LoadRun) -> RunResult:
                                  env={**os.environ, STATUS_FD_ENV: str(status_w)})
     finally:
         os.close(status_w)
+    _RUNNING.add(child)
     try:
         return _wait(child, run, status_r)
     finally:
+        _RUNNING.discard(child)
         os.close(status_r)
 
 

@@ -120,6 +120,7 @@ def test_specbench_compare_checks_a_lossless_pair_by_default(compare_pair):
     assert "Output equivalence: speculation changed 0 of" in proc.stdout
     data = json.loads((out / "comparison.json").read_text())["equivalence"]
     assert data["kind"] == "lossless" and data["total"]["compared"] >= 24
+    assert data.get("probe") is None  # the paired probe runs only when asked for (--equivalence-probe)
     assert [lv["spec_vs_baseline"]["changed"] for lv in data["levels"]] == [0, 0]
     rows = list(csv.DictReader((out / "equivalence.csv").open()))
     assert [(r["target_c"], r["changed"]) for r in rows] == [("1", "0"), ("4", "0")]

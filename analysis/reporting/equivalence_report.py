@@ -8,7 +8,13 @@ from typing import Any
 
 from specbench.analysis.reporting.csvtext import csv_text
 from specbench.analysis.table import MISSING, Column, fmt_num, markdown_table, text_table
-from specbench.analysis.verdicts.equivalence import Changes, Equivalence, LevelEquivalence, histogram
+from specbench.analysis.verdicts.equivalence import (
+    Changes,
+    Equivalence,
+    LevelEquivalence,
+    ProbeEquivalence,
+    histogram,
+)
 
 Named = Sequence[tuple[str, Equivalence]]  # (configuration name, its check against the baseline)
 
@@ -60,6 +66,13 @@ def equivalence_markdown(eq: Equivalence) -> list[str]:
     md = ["## Output equivalence", "", eq.text[0].upper() + eq.text[1:] + ".", ""]
     if not eq.checked:
         return md
+    if eq.probe is not None:
+        pr = eq.probe
+        md += [f"Paired probe: the same {pr.compared} prompts to the baseline at C={pr.reference_c} (the reference) "
+               f"and at C={pr.probe_c} (its repeat), and to the speculative server at C={pr.probe_c}; changed against "
+               f"the reference: speculation {pr.spec_changed}, the repeat {pr.repeat_changed}; discordant prompts: "
+               f"{pr.spec_only} changed by speculation alone, {pr.repeat_only} by the repeat alone (one-sided exact "
+               f"sign test p = {pr.p_value:.2g}). The table below is the ladder's own levels, under load.", ""]
     md += [f"Answers are paired by prompt position at each level; positions are in {eq.unit}s. "
            "The noise floor compares each server with its own answer to the same prompt at the lowest level "
            f"(C={eq.lowest_c}).", "", markdown_table(level_columns(eq.unit), eq.levels), ""]
@@ -88,6 +101,16 @@ def _changes_json(ch: Changes | None) -> dict[str, Any] | None:
             "first_diff_median": ch.median_position}
 
 
+def probe_json(pr: ProbeEquivalence | None) -> dict[str, Any] | None:
+    """The paired probe's counts and verdict (null where it did not run)."""
+    if pr is None:
+        return None
+    return {"kind": pr.kind, "text": pr.text, "reference_c": pr.reference_c, "probe_c": pr.probe_c,
+            "compared": pr.compared, "spec_changed": pr.spec_changed, "repeat_changed": pr.repeat_changed,
+            "spec_only": pr.spec_only, "repeat_only": pr.repeat_only, "p_value": pr.p_value,
+            "first_diff_positions": list(pr.positions)}
+
+
 def equivalence_json(eq: Equivalence) -> dict[str, Any]:
     return {
         "kind": eq.kind, "text": eq.text, "unit": eq.unit, "lowest_c": eq.lowest_c,
@@ -98,6 +121,7 @@ def equivalence_json(eq: Equivalence) -> dict[str, Any]:
                     "first_diff_positions": list(lv.spec_vs_baseline.positions),
                     "baseline_noise": _changes_json(lv.baseline_noise), "spec_noise": _changes_json(lv.spec_noise)}
                    for lv in eq.levels],
+        "probe": probe_json(eq.probe),
     }
 
 

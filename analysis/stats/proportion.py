@@ -42,3 +42,19 @@ def smallest_detectable(n1: int, k2: int, n2: int, alpha: float = 0.05) -> int |
     """The fewest of n1 outcomes that ``fisher_greater`` would call more than k2 of n2 at level ``alpha``; None
     when not even all n1 would: how small a difference a run of this size could have shown."""
     return next((k1 for k1 in range(n1 + 1) if fisher_greater(k1, n1, k2, n2) < alpha), None)
+
+
+def sign_greater(only_first: int, only_second: int) -> float:
+    """One-sided exact test on discordant pairs (McNemar's, exact): the p-value P(X >= only_first), X
+    binomial(only_first + only_second, 1/2). For paired outcomes where only the pairs that disagree carry
+    information: under the null hypothesis each discordant pair is as likely one way as the other."""
+    n = only_first + only_second
+    if n == 0:
+        return 1.0
+    return sum(math.comb(n, x) for x in range(only_first, n + 1)) / 2 ** n
+
+
+def smallest_sign_detectable(only_second: int, most: int, alpha: float = 0.05) -> int | None:
+    """The fewest ``only_first`` pairs (at most ``most``) that ``sign_greater`` would call significant against
+    ``only_second``; None when not even ``most`` would."""
+    return next((k for k in range(most + 1) if sign_greater(k, only_second) < alpha), None)

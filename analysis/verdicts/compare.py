@@ -30,6 +30,7 @@ from specbench.analysis.verdicts.crossover import RatioPoint, Verdict, judge
 from specbench.analysis.verdicts.decompose import Decomposition, decompose_level
 from specbench.analysis.verdicts.energy import EnergyLevel, energy_level
 from specbench.analysis.verdicts.equivalence import Equivalence, check_equivalence
+from specbench.analysis.verdicts.equivalence_probe import probe_of, with_probe
 from specbench.analysis.verdicts.pair_checks import pair_warnings
 from specbench.analysis.verdicts.recommend import LevelThroughput, Recommendation, recommend
 from specbench.analysis.verdicts.refine import added_near, crossing_statement
@@ -210,7 +211,8 @@ def compare_runs(
     return Comparison(
         baseline=base_sum, spec=spec_sum, levels=tuple(levels), verdict=verdict,
         recommendation=recommendation, categories=category_spread(requests),
-        warnings=warnings, seed=seed, n_boot=n_boot, slo=under_slo, equivalence=check_equivalence(base, spec),
+        warnings=warnings, seed=seed, n_boot=n_boot, slo=under_slo,
+        equivalence=with_probe(check_equivalence(base, spec), probe_of(base, spec)),
         saturation=(saturated := (saturation_of(base_sum), saturation_of(spec_sum))),
         crossover_lines=_crossover_lines(verdict, levels),
         by_category=category_verdict(sides) if sides else None,

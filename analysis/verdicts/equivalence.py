@@ -76,6 +76,24 @@ class LevelEquivalence:
 
 
 @dataclass(frozen=True)
+class ProbeEquivalence:
+    """The probe's counts and verdict; ``kind`` as ``Equivalence.kind`` (lossless, within_noise, too_few,
+    not_lossless)."""
+
+    reference_c: int | None
+    probe_c: int | None
+    compared: int  # prompts answered in all three passes
+    spec_changed: int  # speculation against the reference
+    repeat_changed: int  # the baseline's repeat against the reference
+    spec_only: int  # discordant: speculation changed it, the repeat did not
+    repeat_only: int  # discordant: the repeat changed it, speculation did not
+    p_value: float
+    positions: tuple[int, ...]  # where each of speculation's changed answers first differs, sorted
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
 class Equivalence:
     """The whole check; ``kind`` is lossless, within_noise, too_few (not enough answers to tell), not_lossless or
     not_checked."""
@@ -88,6 +106,7 @@ class Equivalence:
     total: Changes  # spec against baseline over all levels
     baseline_noise: Changes  # the baseline against itself over the levels above the lowest
     spec_noise: Changes
+    probe: ProbeEquivalence | None = None  # the paired probe (``analysis.verdicts.equivalence_probe``), if run
 
     @property
     def checked(self) -> bool:
